@@ -1,0 +1,243 @@
+//! Command-line types only. They become a validated scenario and output
+//! options before anything runs.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+use serde_json::Value;
+
+use crate::engine::Pacing;
+use crate::scenario::{interpolate, parse_duration, Scenario, ScenarioError, TargetSpec};
+use crate::serve::{Latency, ServeConfig};
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "volley",
+    version,
+    about = "Load testing and benchmarking for JSON-RPC 2.0 endpoints"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Run a load test from a scenario file, or a one-liner with --target and --method.
+    Run(RunArgs),
+    /// Start the built-in JSON-RPC 2.0 server.
+    Serve(ServeArgs),
+}
+
+#[derive(Args, Debug, Clone, Default)]
+pub struct RunArgs {
+    /// Scenario file (TOML). Without one, --target and --method describe the run.
+    pub scenario: Option<PathBuf>,
+    /// Target URL, or "builtin" for the built-in server.
+    #[arg(long)]
+    pub target: Option<String>,
+    /// Method of a one-liner run (no scenario file).
+    #[arg(long)]
+    pub method: Option<String>,
+    /// Params of a one-liner run, as JSON: '["0xabc", "latest"]'.
+    #[arg(long)]
+    pub params: Option<String>,
+    /// Open model: requests per second on a fixed schedule.
+    #[arg(long, conflicts_with = "concurrency")]
+    pub rate: Option<f64>,
+    /// Closed model: calls in flight, each sent as soon as the previous one is answered.
+    #[arg(short = 'c', long)]
+    pub concurrency: Option<u64>,
+    /// Measured duration, e.g. 30s, 2m.
+    #[arg(short = 'd', long, value_parser = parse_duration)]
+    pub duration: Option<Duration>,
+    /// Requests to send in all (a batch counts as one).
+    #[arg(short = 'n', long)]
+    pub requests: Option<u64>,
+    /// Connections to open (exactly this many).
+    #[arg(long)]
+    pub connections: Option<u64>,
+    /// Sent before the measured duration and left out of the figures.
+    #[arg(long, value_parser = parse_duration)]
+    pub warmup: Option<Duration>,
+    /// Time a call may take before it counts as a timeout.
+    #[arg(long, value_parser = parse_duration)]
+    pub timeout: Option<Duration>,
+    /// Engine threads (default: one per core).
+    #[arg(long)]
+    pub threads: Option<u64>,
+    /// Seed for every random choice of the run.
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Extra HTTP header, 'Name: value' (repeatable; ${VAR} is replaced from the environment).
+    #[arg(short = 'H', long = "header")]
+    pub headers: Vec<String>,
+    /// Directory for the result files (default: results/<UTC time>-<scenario>/).
+    #[arg(short = 'o', long)]
+    pub out: Option<PathBuf>,
+    /// Print nothing but the final summary.
+    #[arg(short = 'q', long)]
+    pub quiet: bool,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct ServeArgs {
+    /// Address to listen on; port 0 picks a free port.
+    #[arg(long, default_value = "127.0.0.1:8545")]
+    pub listen: std::net::SocketAddr,
+    /// Added latency per request: 2ms, uniform:1ms..5ms, exp:2ms.
+    #[arg(long, default_value = "0")]
+    pub latency: Latency,
+    /// Share of calls answered with an injected JSON-RPC error (-32000), e.g. 0.05.
+    #[arg(long, default_value_t = 0.0)]
+    pub error_rate: f64,
+    /// Seed for latency and error injection.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Answer batches in a random order (the spec allows any order).
+    #[arg(long)]
+    pub shuffle_batches: bool,
+    /// Server threads (default: one per core).
+    #[arg(long)]
+    pub threads: Option<usize>,
+}
+
+impl ServeArgs {
+    pub fn into_config(self) -> Result<ServeConfig, String> {
+        if !(0.0..=1.0).contains(&self.error_rate) {
+            return Err(format!(
+                "--error-rate: {} is not between 0 and 1",
+                self.error_rate
+            ));
+        }
+        let defaults = ServeConfig::default();
+        Ok(ServeConfig {
+            listen: self.listen,
+            latency: self.latency,
+            error_rate: self.error_rate,
+            seed: self.seed,
+            shuffle_batches: self.shuffle_batches,
+            threads: self.threads.unwrap_or(defaults.threads),
+        })
+    }
+}
+
+impl RunArgs {
+    /// The scenario to run: the file's, or a one-liner's, with every flag
+    /// given here overriding the file.
+    pub fn scenario(&self) -> Result<Scenario, ScenarioError> {
+        let flag = |flag, message: String| ScenarioError::Flag { flag, message };
+        let mut scenario = match (&self.scenario, &self.method) {
+            (Some(path), None) => Scenario::load(path)?,
+            (Some(_), Some(_)) => {
+                return Err(flag(
+                    "--method",
+                    "give either a scenario file or --method, not both".into(),
+                ))
+            }
+            (None, Some(method)) => {
+                let target = self
+                    .target
+                    .as_deref()
+                    .ok_or_else(|| flag("--target", "a one-liner needs --target URL".into()))?;
+                let params = match &self.params {
+                    Some(text) => {
+                        let value: Value = serde_json::from_str(text)
+                            .map_err(|e| flag("--params", format!("not JSON: {e}")))?;
+                        if !value.is_array() && !value.is_object() {
+                            return Err(flag("--params", "must be a JSON array or object".into()));
+                        }
+                        Some(value)
+                    }
+                    None => None,
+                };
+                Scenario::one_liner(target, method, params)
+            }
+            (None, None) => {
+                return Err(flag(
+                    "SCENARIO",
+                    "give a scenario file, or --target URL --method NAME for a one-liner".into(),
+                ))
+            }
+        };
+        if let Some(target) = &self.target {
+            scenario.target = if target == "builtin" {
+                TargetSpec::Builtin
+            } else {
+                TargetSpec::Url(target.clone())
+            };
+        }
+        let load = &mut scenario.load;
+        if let Some(rate) = self.rate {
+            if !(rate.is_finite() && rate > 0.0) {
+                return Err(flag("--rate", "must be above zero".into()));
+            }
+            load.pacing = Pacing::Open { rate };
+            load.concurrency = None;
+        }
+        if let Some(concurrency) = self.concurrency {
+            load.pacing = Pacing::Closed;
+            load.concurrency = Some(at_least_one(concurrency, "--concurrency")?);
+        }
+        if let Some(duration) = self.duration {
+            if duration.is_zero() {
+                return Err(flag("--duration", "must be above zero".into()));
+            }
+            load.duration = Some(duration);
+        }
+        if let Some(requests) = self.requests {
+            load.requests = Some(at_least_one(requests, "--requests")?);
+        }
+        if let Some(connections) = self.connections {
+            load.connections = Some(at_least_one(connections, "--connections")?);
+        }
+        if let Some(threads) = self.threads {
+            load.threads = Some(at_least_one(threads, "--threads")?);
+        }
+        if let Some(warmup) = self.warmup {
+            load.warmup = warmup;
+        }
+        if let Some(timeout) = self.timeout {
+            if timeout.is_zero() {
+                return Err(flag("--timeout", "must be above zero".into()));
+            }
+            scenario.timeout = timeout;
+        }
+        if self.seed.is_some() {
+            scenario.seed = self.seed;
+        }
+        for header in &self.headers {
+            let (name, value) = header.split_once(':').ok_or_else(|| {
+                flag(
+                    "--header",
+                    format!("`{}` is not 'Name: value'", redact_header(header)),
+                )
+            })?;
+            let value =
+                interpolate(value.trim(), &|n| std::env::var(n).ok()).map_err(|m| flag("--header", m))?;
+            let name = name.trim().to_string();
+            scenario.headers.retain(|(n, _)| !n.eq_ignore_ascii_case(&name));
+            scenario.headers.push((name, value));
+        }
+        Ok(scenario)
+    }
+}
+
+fn at_least_one(value: u64, flag: &'static str) -> Result<u64, ScenarioError> {
+    if value == 0 {
+        return Err(ScenarioError::Flag {
+            flag,
+            message: "must be at least 1".into(),
+        });
+    }
+    Ok(value)
+}
+
+/// A header as it may be shown: its name only.
+fn redact_header(header: &str) -> String {
+    match header.split_once(':') {
+        Some((name, _)) => format!("{name}: <redacted>"),
+        None => "<redacted>".to_string(),
+    }
+}

@@ -1,0 +1,88 @@
+//! `summary.csv` (a row per method and a TOTAL row) and `timeseries.csv`
+//! (a row per second).
+
+use super::RunReport;
+use crate::rpc::OutcomeKind;
+use crate::stats::MethodSummary;
+
+pub fn summary(report: &RunReport) -> Vec<u8> {
+    let mut out = csv::Writer::from_writer(Vec::new());
+    let mut header: Vec<&str> = vec![
+        "method",
+        "calls",
+        "ok",
+        "errors",
+        "error_rate",
+        "rps",
+        "mean_ms",
+        "p50_ms",
+        "p90_ms",
+        "p99_ms",
+        "p999_ms",
+        "max_ms",
+    ];
+    header.extend(OutcomeKind::ALL.iter().skip(1).map(|k| k.name()));
+    header.extend([
+        "service_p50_ms",
+        "service_p99_ms",
+        "answer_bytes_mean",
+        "answer_bytes_max",
+    ]);
+    out.write_record(&header).expect("writing to memory");
+    let summary = &report.summary;
+    for method in summary.methods.iter().chain(std::iter::once(&summary.total)) {
+        out.write_record(row(method)).expect("writing to memory");
+    }
+    out.into_inner().expect("writing to memory")
+}
+
+fn row(m: &MethodSummary) -> Vec<String> {
+    let mut fields = vec![
+        m.method.clone(),
+        m.calls.to_string(),
+        m.ok.to_string(),
+        m.errors.to_string(),
+        format!("{:.6}", m.error_rate),
+        format!("{:.2}", m.rps),
+        ms(m.latency.mean_ms),
+        ms(m.latency.p50_ms),
+        ms(m.latency.p90_ms),
+        ms(m.latency.p99_ms),
+        ms(m.latency.p999_ms),
+        ms(m.latency.max_ms),
+    ];
+    fields.extend(OutcomeKind::ALL.iter().skip(1).map(|k| m.outcome(*k).to_string()));
+    fields.extend([
+        ms(m.service.p50_ms),
+        ms(m.service.p99_ms),
+        format!("{:.1}", m.answer_bytes_mean),
+        m.answer_bytes_max.to_string(),
+    ]);
+    fields
+}
+
+fn ms(value: f64) -> String {
+    format!("{value:.3}")
+}
+
+pub fn timeseries(report: &RunReport) -> Vec<u8> {
+    let mut out = csv::Writer::from_writer(Vec::new());
+    out.write_record([
+        "second", "calls", "ok", "errors", "rps", "p50_ms", "p99_ms", "max_ms",
+    ])
+    .expect("writing to memory");
+    for s in &report.summary.timeseries {
+        out.write_record([
+            s.second.to_string(),
+            s.calls.to_string(),
+            s.ok.to_string(),
+            s.errors.to_string(),
+            format!("{:.2}", s.rps),
+            ms(s.p50_ms),
+            ms(s.p99_ms),
+            ms(s.max_ms),
+        ])
+        .expect("writing to memory");
+    }
+    out.into_inner().expect("writing to memory")
+}

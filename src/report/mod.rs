@@ -1,0 +1,85 @@
+//! Turning a finished run into output: one file per format.
+
+mod csv;
+mod json;
+mod table;
+
+pub use table::{progress_line, render_table};
+
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+use thiserror::Error;
+
+use crate::stats::RunSummary;
+
+/// A run's figures and what is needed to read them.
+#[derive(Clone, Debug, Serialize)]
+pub struct RunReport {
+    pub meta: RunMeta,
+    pub summary: RunSummary,
+}
+
+/// What was run, where and when.
+#[derive(Clone, Debug, Serialize)]
+pub struct RunMeta {
+    pub tool: &'static str,
+    pub version: &'static str,
+    pub scenario: String,
+    pub scenario_file: Option<String>,
+    pub target: String,
+    pub transport: &'static str,
+    pub load: LoadMeta,
+    pub seed: u64,
+    pub started_at: String,
+    pub ended_at: String,
+    /// Header names only: their values may be secrets.
+    pub header_names: Vec<String>,
+    pub warnings: Vec<String>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct LoadMeta {
+    /// "closed" or "open".
+    pub model: &'static str,
+    pub rate: Option<f64>,
+    pub connections: usize,
+    pub duration_s: Option<f64>,
+    pub requests: Option<u64>,
+    pub warmup_s: f64,
+    pub timeout_s: f64,
+    pub threads: usize,
+}
+
+#[derive(Debug, Error)]
+pub enum ReportError {
+    #[error("cannot create result directory {path}: {source}")]
+    CreateDir { path: PathBuf, source: std::io::Error },
+    #[error("cannot write {path}: {source}")]
+    Write { path: PathBuf, source: std::io::Error },
+}
+
+/// Writes `summary.csv`, `timeseries.csv` and `summary.json` into `dir`,
+/// returning the paths written.
+pub fn write_files(dir: &Path, report: &RunReport) -> Result<Vec<PathBuf>, ReportError> {
+    std::fs::create_dir_all(dir).map_err(|source| ReportError::CreateDir {
+        path: dir.to_path_buf(),
+        source,
+    })?;
+    type Render = fn(&RunReport) -> Vec<u8>;
+    let files: [(&str, Render); 3] = [
+        ("summary.csv", csv::summary),
+        ("timeseries.csv", csv::timeseries),
+        ("summary.json", json::summary),
+    ];
+    let mut written = Vec::new();
+    for (name, render) in files {
+        let path = dir.join(name);
+        std::fs::write(&path, render(report)).map_err(|source| ReportError::Write {
+            path: path.clone(),
+            source,
+        })?;
+        written.push(path);
+    }
+    Ok(written)
+}

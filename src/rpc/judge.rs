@@ -1,0 +1,501 @@
+//! Judging answers by their body, never by the HTTP status alone.
+//!
+//! Every call of a request gets exactly one outcome. A batch answer is walked
+//! element by element without collecting it, and each element is matched to
+//! its call by subtracting the request's first id.
+
+use std::fmt;
+
+use serde::de::{Deserializer as _, SeqAccess, Visitor};
+use serde_json::value::RawValue;
+
+use super::wire::{self, Message};
+use super::{Entry, Outcome, ProtocolKind};
+
+/// What a judged answer held besides the calls' outcomes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Verdict {
+    /// Batch entries whose id matched no call of the request.
+    pub extra_entries: u32,
+}
+
+/// Judges answers; owns the scratch space for batches so that judging
+/// allocates nothing once warmed up.
+#[derive(Default)]
+pub struct Judge {
+    slots: Vec<Slot>,
+}
+
+#[derive(Clone, Copy)]
+struct Slot {
+    entry: usize,
+    seen: u32,
+    outcome: Outcome,
+    bytes: usize,
+}
+
+impl Judge {
+    /// Judges `body` (answered with HTTP `status`) against the request's
+    /// `entries`, calling `record(entry_index, outcome, answer_bytes)` once
+    /// per entry.
+    pub fn judge(
+        &mut self,
+        status: u16,
+        body: &[u8],
+        entries: &[Entry],
+        batch: bool,
+        mut record: impl FnMut(usize, Outcome, usize),
+    ) -> Verdict {
+        let success = (200..300).contains(&status);
+        // A non-2xx status stands for the call unless the body still was a
+        // proper JSON-RPC answer (e.g. an error object sent with HTTP 500).
+        let mut settle = |index: usize, outcome: Outcome, bytes: usize| {
+            let outcome = match outcome {
+                Outcome::InvalidJson | Outcome::Protocol(_) if !success => Outcome::HttpStatus(status),
+                other => other,
+            };
+            record(index, outcome, bytes)
+        };
+        let empty = wire::first_significant_byte(body).is_none();
+        if entries.iter().all(|e| e.id.is_none()) {
+            // Only notifications: nothing may come back.
+            let outcome = match (empty, success) {
+                (true, true) => Outcome::Ok,
+                (true, false) => Outcome::HttpStatus(status),
+                (false, _) => Outcome::Protocol(ProtocolKind::AnswerToNotification),
+            };
+            for index in 0..entries.len() {
+                settle(index, outcome, body.len());
+            }
+            return Verdict::default();
+        }
+        if !batch {
+            let expected = entries[0].id.expect("checked above: a call, not a notification");
+            settle(0, judge_single(body, expected), body.len());
+            return Verdict::default();
+        }
+        self.judge_batch(body, entries, &mut settle)
+    }
+
+    /// Gives every entry of a request that got no answer the same outcome.
+    pub fn fail_all(entries: &[Entry], outcome: Outcome, mut record: impl FnMut(usize, Outcome, usize)) {
+        for index in 0..entries.len() {
+            record(index, outcome, 0);
+        }
+    }
+
+    fn judge_batch(
+        &mut self,
+        body: &[u8],
+        entries: &[Entry],
+        settle: &mut impl FnMut(usize, Outcome, usize),
+    ) -> Verdict {
+        self.slots.clear();
+        let mut first_id = 0;
+        for (index, entry) in entries.iter().enumerate() {
+            if let Some(id) = entry.id {
+                if self.slots.is_empty() {
+                    first_id = id;
+                }
+                debug_assert_eq!(id, first_id + self.slots.len() as u64);
+                self.slots.push(Slot {
+                    entry: index,
+                    seen: 0,
+                    outcome: Outcome::Protocol(ProtocolKind::MissingEntry),
+                    bytes: 0,
+                });
+            }
+        }
+        let mut verdict = Verdict::default();
+        let whole = match wire::first_significant_byte(body) {
+            None => Some(Outcome::Protocol(ProtocolKind::NoAnswer)),
+            Some(b'[') => {
+                let slots = &mut self.slots;
+                let walked = for_each_element(body, |element| {
+                    match match_batch_entry(element, first_id, slots.len()) {
+                        Some((slot, outcome)) => {
+                            let slot = &mut slots[slot];
+                            slot.seen += 1;
+                            if slot.seen == 1 {
+                                slot.outcome = outcome;
+                                slot.bytes = element.get().len();
+                            }
+                        }
+                        None => verdict.extra_entries += 1,
+                    }
+                });
+                match walked {
+                    Ok(()) => None,
+                    Err(_) => {
+                        verdict = Verdict::default();
+                        Some(Outcome::InvalidJson)
+                    }
+                }
+            }
+            // One object for a whole batch: an error with a null id means the
+            // server rejected the batch as such (e.g. a rate limiter), which
+            // is worth counting by its code; anything else breaks the rules.
+            Some(b'{') => Some(match serde_json::from_slice::<Message>(body) {
+                Ok(msg) => match (msg.error, msg.result, msg.id.map(RawValue::get)) {
+                    (Some(error), None, Some("null")) if wire::is_version_2(msg.jsonrpc) => {
+                        match wire::error_code(error) {
+                            Some((code, true)) => Outcome::RpcError(code),
+                            _ => Outcome::Protocol(ProtocolKind::BadErrorObject),
+                        }
+                    }
+                    _ => Outcome::Protocol(ProtocolKind::NotAResponse),
+                },
+                Err(_) => invalid_or_not_a_response(body),
+            }),
+            Some(_) => Some(invalid_or_not_a_response(body)),
+        };
+        let slots = &self.slots;
+        let mut next_slot = 0;
+        for (index, entry) in entries.iter().enumerate() {
+            if entry.id.is_none() {
+                settle(index, Outcome::Ok, 0);
+                continue;
+            }
+            let slot = slots[next_slot];
+            next_slot += 1;
+            debug_assert_eq!(slot.entry, index);
+            let outcome = match (whole, slot.seen) {
+                (Some(outcome), _) => outcome,
+                (None, 0) => Outcome::Protocol(ProtocolKind::MissingEntry),
+                (None, 1) => slot.outcome,
+                (None, _) => Outcome::Protocol(ProtocolKind::DuplicateEntry),
+            };
+            settle(index, outcome, slot.bytes);
+        }
+        verdict
+    }
+}
+
+/// Judges the answer to a single call with id `expected`.
+pub fn judge_single(body: &[u8], expected: u64) -> Outcome {
+    match wire::first_significant_byte(body) {
+        None => Outcome::Protocol(ProtocolKind::NoAnswer),
+        Some(b'{') => match serde_json::from_slice::<Message>(body) {
+            Ok(msg) => {
+                let id = msg.id.map_or(IdMatch::Mismatch, |id| match_id(id, expected));
+                judge_message(&msg, id)
+            }
+            Err(_) => invalid_or_not_a_response(body),
+        },
+        Some(_) => invalid_or_not_a_response(body),
+    }
+}
+
+/// How a response's id relates to the id sent.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum IdMatch {
+    Same,
+    Null,
+    Mismatch,
+    WrongType,
+}
+
+fn match_id(id: &RawValue, expected: u64) -> IdMatch {
+    let text = id.get();
+    if text == itoa::Buffer::new().format(expected) {
+        IdMatch::Same
+    } else if text == "null" {
+        IdMatch::Null
+    } else if text.starts_with(|c: char| c == '-' || c.is_ascii_digit()) {
+        IdMatch::Mismatch
+    } else {
+        IdMatch::WrongType
+    }
+}
+
+fn judge_message(msg: &Message, id: IdMatch) -> Outcome {
+    if !wire::is_version_2(msg.jsonrpc) {
+        return Outcome::Protocol(ProtocolKind::WrongVersion);
+    }
+    match (msg.result, msg.error) {
+        (Some(_), Some(_)) => Outcome::Protocol(ProtocolKind::ResultAndError),
+        (None, None) => Outcome::Protocol(ProtocolKind::NoResultOrError),
+        (Some(_), None) => match id {
+            IdMatch::Same => Outcome::Ok,
+            other => id_outcome(other),
+        },
+        (None, Some(error)) => match id {
+            // The spec answers with a null id when the request's id could
+            // not be read (a parse error), so an error may carry one.
+            IdMatch::Same | IdMatch::Null => match wire::error_code(error) {
+                Some((code, true)) => Outcome::RpcError(code),
+                _ => Outcome::Protocol(ProtocolKind::BadErrorObject),
+            },
+            other => id_outcome(other),
+        },
+    }
+}
+
+fn id_outcome(id: IdMatch) -> Outcome {
+    match id {
+        IdMatch::WrongType | IdMatch::Null => Outcome::Protocol(ProtocolKind::IdWrongType),
+        _ => Outcome::Protocol(ProtocolKind::IdMismatch),
+    }
+}
+
+/// Finds which call of a batch an element answers, and judges it. Returns
+/// `None` for an element that answers no call of the batch.
+fn match_batch_entry(element: &RawValue, first_id: u64, calls: usize) -> Option<(usize, Outcome)> {
+    let msg: Message = serde_json::from_str(element.get()).ok()?;
+    let id_text = msg.id?.get();
+    // An id sent back as a string ("5" for 5) still names its call.
+    let (digits, wrong_type) = match id_text.strip_prefix('"').and_then(|t| t.strip_suffix('"')) {
+        Some(inner) => (inner, true),
+        None => (id_text, false),
+    };
+    let id: u64 = digits.parse().ok()?;
+    let slot = usize::try_from(id.checked_sub(first_id)?).ok()?;
+    if slot >= calls {
+        return None;
+    }
+    let id = if wrong_type {
+        IdMatch::WrongType
+    } else {
+        IdMatch::Same
+    };
+    Some((slot, judge_message(&msg, id)))
+}
+
+fn invalid_or_not_a_response(body: &[u8]) -> Outcome {
+    match serde_json::from_slice::<serde::de::IgnoredAny>(body) {
+        Ok(_) => Outcome::Protocol(ProtocolKind::NotAResponse),
+        Err(_) => Outcome::InvalidJson,
+    }
+}
+
+/// Calls `f` with each element of a JSON array, without collecting them.
+fn for_each_element<'de>(body: &'de [u8], f: impl FnMut(&'de RawValue)) -> serde_json::Result<()> {
+    struct Each<F>(F);
+    impl<'de, F: FnMut(&'de RawValue)> Visitor<'de> for Each<F> {
+        type Value = ();
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            f.write_str("an array of responses")
+        }
+        fn visit_seq<A: SeqAccess<'de>>(mut self, mut seq: A) -> Result<(), A::Error> {
+            while let Some(element) = seq.next_element::<&'de RawValue>()? {
+                (self.0)(element);
+            }
+            Ok(())
+        }
+    }
+    let mut de = serde_json::Deserializer::from_slice(body);
+    (&mut de).deserialize_seq(Each(f))?;
+    de.end()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn call(id: u64) -> Entry {
+        Entry {
+            method: 0,
+            id: Some(id),
+        }
+    }
+    fn note() -> Entry {
+        Entry { method: 0, id: None }
+    }
+
+    fn outcomes(status: u16, body: &str, entries: &[Entry], batch: bool) -> (Vec<Outcome>, Verdict) {
+        let mut judge = Judge::default();
+        let mut got = vec![None; entries.len()];
+        let verdict = judge.judge(status, body.as_bytes(), entries, batch, |i, o, _| {
+            assert!(got[i].is_none(), "entry {i} recorded twice");
+            got[i] = Some(o);
+        });
+        (
+            got.into_iter()
+                .map(|o| o.expect("every entry recorded"))
+                .collect(),
+            verdict,
+        )
+    }
+
+    fn single(status: u16, body: &str) -> Outcome {
+        outcomes(status, body, &[call(5)], false).0[0]
+    }
+
+    #[test]
+    fn a_single_answer_is_judged_by_each_rule() {
+        use ProtocolKind::*;
+        let p = Outcome::Protocol;
+        assert_eq!(single(200, r#"{"jsonrpc":"2.0","result":1,"id":5}"#), Outcome::Ok);
+        assert_eq!(
+            single(200, r#"{"jsonrpc":"2.0","result":null,"id":5}"#),
+            Outcome::Ok
+        );
+        assert_eq!(
+            single(
+                200,
+                r#"{"jsonrpc":"2.0","error":{"code":-32601,"message":"x"},"id":5}"#
+            ),
+            Outcome::RpcError(-32601)
+        );
+        assert_eq!(
+            single(
+                200,
+                r#"{"jsonrpc":"2.0","error":{"code":-32700,"message":"x"},"id":null}"#
+            ),
+            Outcome::RpcError(-32700)
+        );
+        assert_eq!(
+            single(200, r#"{"jsonrpc":"2.0","result":1,"id":6}"#),
+            p(IdMismatch)
+        );
+        assert_eq!(
+            single(200, r#"{"jsonrpc":"2.0","result":1,"id":"5"}"#),
+            p(IdWrongType)
+        );
+        assert_eq!(
+            single(200, r#"{"jsonrpc":"2.0","result":1,"id":null}"#),
+            p(IdWrongType)
+        );
+        assert_eq!(single(200, r#"{"jsonrpc":"2.0","result":1}"#), p(IdMismatch));
+        assert_eq!(
+            single(200, r#"{"jsonrpc":"1.0","result":1,"id":5}"#),
+            p(WrongVersion)
+        );
+        assert_eq!(single(200, r#"{"result":1,"id":5}"#), p(WrongVersion));
+        assert_eq!(
+            single(
+                200,
+                r#"{"jsonrpc":"2.0","result":1,"error":{"code":1,"message":""},"id":5}"#
+            ),
+            p(ResultAndError)
+        );
+        assert_eq!(single(200, r#"{"jsonrpc":"2.0","id":5}"#), p(NoResultOrError));
+        assert_eq!(
+            single(
+                200,
+                r#"{"jsonrpc":"2.0","error":{"code":"x","message":"m"},"id":5}"#
+            ),
+            p(BadErrorObject)
+        );
+        assert_eq!(
+            single(
+                200,
+                r#"{"jsonrpc":"2.0","error":{"code":1.5,"message":"m"},"id":5}"#
+            ),
+            p(BadErrorObject)
+        );
+        assert_eq!(
+            single(200, r#"{"jsonrpc":"2.0","error":{"code":1},"id":5}"#),
+            p(BadErrorObject)
+        );
+        assert_eq!(
+            single(200, r#"[{"jsonrpc":"2.0","result":1,"id":5}]"#),
+            p(NotAResponse)
+        );
+        assert_eq!(single(200, "42"), p(NotAResponse));
+        assert_eq!(single(200, ""), p(NoAnswer));
+        assert_eq!(single(200, r#"{"jsonrpc":"2.0","res"#), Outcome::InvalidJson);
+        assert_eq!(
+            single(200, "<html><body>Bad gateway</body></html>"),
+            Outcome::InvalidJson
+        );
+    }
+
+    #[test]
+    fn http_status_counts_only_without_a_json_rpc_body() {
+        assert_eq!(
+            single(
+                500,
+                r#"{"jsonrpc":"2.0","error":{"code":-32603,"message":"x"},"id":5}"#
+            ),
+            Outcome::RpcError(-32603)
+        );
+        assert_eq!(single(503, "Service Unavailable"), Outcome::HttpStatus(503));
+        assert_eq!(
+            single(429, r#"{"message":"slow down"}"#),
+            Outcome::HttpStatus(429)
+        );
+        assert_eq!(single(502, ""), Outcome::HttpStatus(502));
+        assert_eq!(single(500, r#"{"jsonrpc":"2.0","result":1,"id":5}"#), Outcome::Ok);
+    }
+
+    #[test]
+    fn notifications_expect_no_answer() {
+        let (got, _) = outcomes(204, "", &[note()], false);
+        assert_eq!(got, vec![Outcome::Ok]);
+        let (got, _) = outcomes(200, r#"{"jsonrpc":"2.0","result":1,"id":null}"#, &[note()], false);
+        assert_eq!(got, vec![Outcome::Protocol(ProtocolKind::AnswerToNotification)]);
+        let (got, _) = outcomes(200, "", &[note(), note()], true);
+        assert_eq!(got, vec![Outcome::Ok, Outcome::Ok]);
+        let (got, _) = outcomes(500, "", &[note()], false);
+        assert_eq!(got, vec![Outcome::HttpStatus(500)]);
+    }
+
+    #[test]
+    fn a_batch_is_matched_by_id_in_any_order() {
+        let entries = [call(10), note(), call(11), call(12)];
+        let body = r#"[
+            {"jsonrpc":"2.0","result":"c","id":12},
+            {"jsonrpc":"2.0","error":{"code":-32602,"message":"bad"},"id":10},
+            {"jsonrpc":"2.0","result":null,"id":11}
+        ]"#;
+        let (got, verdict) = outcomes(200, body, &entries, true);
+        assert_eq!(
+            got,
+            vec![Outcome::RpcError(-32602), Outcome::Ok, Outcome::Ok, Outcome::Ok]
+        );
+        assert_eq!(verdict.extra_entries, 0);
+    }
+
+    #[test]
+    fn a_batch_with_missing_duplicate_and_extra_entries() {
+        use ProtocolKind::*;
+        let entries = [call(1), call(2), call(3), call(4)];
+        let body = r#"[
+            {"jsonrpc":"2.0","result":1,"id":1},
+            {"jsonrpc":"2.0","result":1,"id":1},
+            {"jsonrpc":"2.0","result":1,"id":"3"},
+            {"jsonrpc":"2.0","result":1,"id":99},
+            {"jsonrpc":"2.0","result":1,"error":{"code":1,"message":""},"id":4},
+            {"jsonrpc":"2.0","error":{"code":-32600,"message":"x"},"id":null}
+        ]"#;
+        let (got, verdict) = outcomes(200, body, &entries, true);
+        assert_eq!(
+            got,
+            vec![
+                Outcome::Protocol(DuplicateEntry),
+                Outcome::Protocol(MissingEntry),
+                Outcome::Protocol(IdWrongType),
+                Outcome::Protocol(ResultAndError),
+            ]
+        );
+        assert_eq!(verdict.extra_entries, 2);
+    }
+
+    #[test]
+    fn a_batch_answered_as_a_whole() {
+        let entries = [call(1), call(2)];
+        let rejected = r#"{"jsonrpc":"2.0","error":{"code":-32005,"message":"limit"},"id":null}"#;
+        assert_eq!(
+            outcomes(200, rejected, &entries, true).0,
+            vec![Outcome::RpcError(-32005); 2]
+        );
+        let truncated = r#"[{"jsonrpc":"2.0","result":1,"id":1},{"json"#;
+        let (got, verdict) = outcomes(200, truncated, &entries, true);
+        assert_eq!(got, vec![Outcome::InvalidJson; 2]);
+        assert_eq!(verdict.extra_entries, 0);
+        let single = r#"{"jsonrpc":"2.0","result":1,"id":1}"#;
+        assert_eq!(
+            outcomes(200, single, &entries, true).0,
+            vec![Outcome::Protocol(ProtocolKind::NotAResponse); 2]
+        );
+        assert_eq!(
+            outcomes(503, "down", &entries, true).0,
+            vec![Outcome::HttpStatus(503); 2]
+        );
+        assert_eq!(
+            outcomes(200, "", &entries, true).0,
+            vec![Outcome::Protocol(ProtocolKind::NoAnswer); 2]
+        );
+    }
+}

@@ -1,0 +1,311 @@
+//! The `run` and `serve` commands: scenario to plan, the run itself, and
+//! what is printed and written around it.
+
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use anyhow::Context;
+use thiserror::Error;
+use tokio_util::sync::CancellationToken;
+
+use crate::cli::{RunArgs, ServeArgs};
+use crate::engine::{self, LoadPlan, Mix, MixCall, Pacing, RunSpec};
+use crate::report::{self, LoadMeta, RunMeta, RunReport};
+use crate::rpc::CallTemplate;
+use crate::scenario::{
+    Scenario, TargetSpec, DEFAULT_CONCURRENCY, DEFAULT_DURATION, DEFAULT_OPEN_CONNECTIONS,
+};
+use crate::serve::{self, ServeConfig, ServerStats};
+use crate::stats::SecondRow;
+use crate::transport::{Target, TargetError, TransportError};
+
+#[derive(Debug, Error)]
+pub enum RunError {
+    #[error(transparent)]
+    Target(#[from] TargetError),
+    #[error(transparent)]
+    Unreachable(#[from] TransportError),
+    #[error("cannot start the built-in server: {0}")]
+    BuiltinServer(std::io::Error),
+}
+
+/// The engine's plan and mix for a scenario, with warnings about choices
+/// made for the user.
+pub fn plan(scenario: &Scenario) -> (LoadPlan, Mix, Vec<String>) {
+    let load = &scenario.load;
+    let mut warnings = Vec::new();
+    let connections = match load.pacing {
+        Pacing::Closed => {
+            let concurrency = load
+                .concurrency
+                .or(load.connections)
+                .unwrap_or(DEFAULT_CONCURRENCY);
+            let connections = load.connections.unwrap_or(concurrency);
+            if connections != concurrency {
+                warnings.push(format!(
+                    "HTTP/1.1 carries one call per connection: {connections} connections give {connections} calls in flight, not {concurrency}"
+                ));
+            }
+            connections
+        }
+        Pacing::Open { .. } => load.connections.unwrap_or(DEFAULT_OPEN_CONNECTIONS),
+    };
+    let duration = match (load.duration, load.requests) {
+        (None, None) => Some(DEFAULT_DURATION),
+        (duration, _) => duration,
+    };
+    let seed = scenario.seed.unwrap_or_else(|| {
+        SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64)
+    });
+    let plan = LoadPlan {
+        pacing: load.pacing,
+        connections: connections as usize,
+        duration,
+        requests: load.requests,
+        warmup: load.warmup,
+        timeout: scenario.timeout,
+        threads: load.threads.map_or_else(
+            || std::thread::available_parallelism().map_or(1, |n| n.get()),
+            |t| t as usize,
+        ),
+        seed,
+    };
+    let mut methods: Vec<String> = Vec::new();
+    let calls = scenario
+        .calls
+        .iter()
+        .map(|call| {
+            let method = match methods.iter().position(|m| *m == call.method) {
+                Some(index) => index,
+                None => {
+                    methods.push(call.method.clone());
+                    methods.len() - 1
+                }
+            };
+            let mix_call = MixCall {
+                method: method as u16,
+                template: CallTemplate::new(&call.method, call.params.as_ref()),
+                batch: call.batch,
+                notification: call.notification,
+            };
+            (mix_call, call.weight)
+        })
+        .collect();
+    (plan, Mix::new(calls, methods), warnings)
+}
+
+/// Runs `scenario` to its end (or until `cancel`), starting the built-in
+/// server first when the target is `builtin`.
+pub async fn execute(
+    scenario: &Scenario,
+    scenario_file: Option<&Path>,
+    cancel: CancellationToken,
+    on_second: impl FnMut(&SecondRow),
+) -> Result<RunReport, RunError> {
+    let (plan, mix, warnings) = plan(scenario);
+    let server = match scenario.target {
+        TargetSpec::Builtin => Some(
+            serve::spawn(ServeConfig {
+                listen: "127.0.0.1:0".parse().expect("a valid loopback address"),
+                ..ServeConfig::default()
+            })
+            .map_err(RunError::BuiltinServer)?,
+        ),
+        TargetSpec::Url(_) => None,
+    };
+    let url = match (&scenario.target, &server) {
+        (TargetSpec::Url(url), _) => url.clone(),
+        (TargetSpec::Builtin, Some(server)) => server.url(),
+        (TargetSpec::Builtin, None) => unreachable!("started above"),
+    };
+    let target = Target::resolve(&url, &scenario.headers).await?;
+    target.check_reachable().await?;
+
+    let load = LoadMeta {
+        model: if matches!(plan.pacing, Pacing::Open { .. }) {
+            "open"
+        } else {
+            "closed"
+        },
+        rate: match plan.pacing {
+            Pacing::Open { rate } => Some(rate),
+            Pacing::Closed => None,
+        },
+        connections: plan.connections,
+        duration_s: plan.duration.map(|d| d.as_secs_f64()),
+        requests: plan.requests,
+        warmup_s: plan.warmup.as_secs_f64(),
+        timeout_s: plan.timeout.as_secs_f64(),
+        threads: plan.threads_used(),
+    };
+    let mut meta = RunMeta {
+        tool: "volley",
+        version: env!("CARGO_PKG_VERSION"),
+        scenario: scenario.name.clone(),
+        scenario_file: scenario_file.map(|p| p.display().to_string()),
+        target: if server.is_some() {
+            format!("builtin ({url})")
+        } else {
+            url.clone()
+        },
+        transport: target.transport_name(),
+        load,
+        seed: plan.seed,
+        started_at: timestamp(SystemTime::now()),
+        ended_at: String::new(),
+        header_names: scenario.headers.iter().map(|(name, _)| name.clone()).collect(),
+        warnings,
+    };
+    let summary = engine::run(RunSpec { plan, mix, target }, cancel, on_second).await;
+    meta.ended_at = timestamp(SystemTime::now());
+    if let Some(schedule) = summary.schedule.as_ref().filter(|s| s.behind) {
+        meta.warnings.push(format!(
+            "the generator fell behind schedule: {} calls left more than {} ms late (start delay p99 {:.1} ms) and {} were never sent; the latency figures include this wait. Add connections or lower the rate to measure the server alone",
+            schedule.late_calls,
+            crate::stats::LATE_THRESHOLD.as_millis(),
+            schedule.start_delay.p99_ms,
+            schedule.unsent
+        ));
+    }
+    drop(server);
+    Ok(RunReport { meta, summary })
+}
+
+fn timestamp(time: SystemTime) -> String {
+    humantime::format_rfc3339_seconds(time).to_string()
+}
+
+/// Exit codes of a run stopped by a signal, as shells report them.
+const EXIT_SIGINT: u8 = 130;
+const EXIT_SIGTERM: u8 = 143;
+
+pub fn run_command(args: RunArgs) -> anyhow::Result<ExitCode> {
+    let scenario = args.scenario()?;
+    let out_dir = result_dir(args.out.as_deref(), &scenario.name)?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    let report = runtime.block_on(async {
+        let cancel = CancellationToken::new();
+        let stopped_by = Arc::new(AtomicU8::new(0));
+        let (stop, stopped) = (cancel.clone(), stopped_by.clone());
+        tokio::spawn(async move {
+            stopped.store(wait_for_signal().await, Ordering::Relaxed);
+            eprintln!("stopping: the results so far will be written, marked partial");
+            stop.cancel();
+        });
+        let quiet = args.quiet;
+        let report = execute(&scenario, args.scenario.as_deref(), cancel, |row| {
+            if !quiet {
+                eprintln!("{}", report::progress_line(row));
+            }
+        })
+        .await;
+        report.map(|r| (r, stopped_by.load(Ordering::Relaxed)))
+    });
+    let (report, signal) = report?;
+    print!("{}", report::render_table(&report));
+    let written = report::write_files(&out_dir, &report)?;
+    println!("\nresults: {}", out_dir.display());
+    if !args.quiet && std::io::stderr().is_terminal() {
+        for path in written {
+            eprintln!("  {}", path.display());
+        }
+    }
+    Ok(ExitCode::from(signal))
+}
+
+/// Waits for Ctrl-C or SIGTERM; returns the exit code that reports it.
+async fn wait_for_signal() -> u8 {
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(_) => std::future::pending().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => EXIT_SIGINT,
+        _ = terminate => EXIT_SIGTERM,
+    }
+}
+
+/// Where results go. A directory given with `--out` must be new or empty;
+/// the default one is made unique, so no result is ever overwritten.
+fn result_dir(out: Option<&Path>, scenario: &str) -> anyhow::Result<PathBuf> {
+    if let Some(dir) = out {
+        let occupied = std::fs::read_dir(dir)
+            .map(|mut d| d.next().is_some())
+            .unwrap_or(false);
+        if occupied {
+            anyhow::bail!(
+                "--out {}: the directory already holds files; choose a new one so no result is overwritten",
+                dir.display()
+            );
+        }
+        return Ok(dir.to_path_buf());
+    }
+    let stamp: String = timestamp(SystemTime::now())
+        .chars()
+        .filter(|c| *c != ':' && *c != '-')
+        .collect();
+    let name: String = scenario
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    let base = PathBuf::from("results").join(format!("{stamp}-{name}"));
+    let mut dir = base.clone();
+    let mut n = 2;
+    while dir.exists() {
+        dir = PathBuf::from(format!("{}-{n}", base.display()));
+        n += 1;
+    }
+    Ok(dir)
+}
+
+pub fn serve_command(args: ServeArgs) -> anyhow::Result<ExitCode> {
+    let config = args.into_config().map_err(anyhow::Error::msg)?;
+    let listen = config.listen;
+    let server = serve::spawn(config.clone()).with_context(|| format!("cannot listen on {listen}"))?;
+    println!(
+        "volley serve: JSON-RPC 2.0 over HTTP/1.1 on http://{} (latency {}, error rate {}, seed {})",
+        server.addr, config.latency, config.error_rate, config.seed
+    );
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    runtime.block_on(wait_for_signal());
+    let stats: &ServerStats = &server.stats;
+    let get = ServerStats::get;
+    println!(
+        "served {} requests ({} batches): {} calls, {} notifications, {} error answers ({} injected)",
+        get(&stats.requests),
+        get(&stats.batches),
+        get(&stats.calls),
+        get(&stats.notifications),
+        get(&stats.error_answers),
+        get(&stats.injected_errors)
+    );
+    // Let the last answers leave before the runtime goes.
+    std::thread::sleep(Duration::from_millis(10));
+    server.stop();
+    Ok(ExitCode::SUCCESS)
+}

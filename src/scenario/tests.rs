@@ -1,0 +1,167 @@
+use super::*;
+
+fn parse(text: &str) -> Result<Scenario, ScenarioError> {
+    Scenario::parse(text, "test.toml", "test", &|name| {
+        (name == "TOKEN").then(|| "s3cret".to_string())
+    })
+}
+
+fn located(text: &str) -> Located {
+    match parse(text) {
+        Err(ScenarioError::Invalid(located)) => located,
+        other => panic!("expected a located error, got {other:?}"),
+    }
+}
+
+const MINIMAL: &str = "target = \"builtin\"\n[[calls]]\nmethod = \"eth_chainId\"\n";
+
+#[test]
+fn a_minimal_file_gets_defaults() {
+    let scenario = parse(MINIMAL).unwrap();
+    assert_eq!(scenario.name, "test");
+    assert_eq!(scenario.target, TargetSpec::Builtin);
+    assert_eq!(scenario.timeout, DEFAULT_TIMEOUT);
+    assert_eq!(scenario.load.pacing, Pacing::Closed);
+    assert_eq!(scenario.calls[0].weight, 1);
+    assert_eq!(scenario.calls[0].params, None);
+}
+
+#[test]
+fn every_key_is_read() {
+    let text = r#"
+name = "full"
+target = "http://127.0.0.1:8545/rpc"
+timeout = "2s"
+seed = 9
+[headers]
+Authorization = "Bearer ${TOKEN}"
+X-Literal = "$${NOT_A_VAR}"
+[load]
+rate = 250.5
+connections = 8
+duration = "1m"
+requests = 1000
+warmup = "500ms"
+threads = 2
+[[calls]]
+method = "eth_getBalance"
+weight = 3
+params = ["0xab", "latest"]
+batch = 4
+[[calls]]
+method = "log"
+params = { level = "info" }
+notification = true
+"#;
+    let s = parse(text).unwrap();
+    assert_eq!(s.name, "full");
+    assert_eq!(s.target, TargetSpec::Url("http://127.0.0.1:8545/rpc".into()));
+    assert_eq!(s.timeout, Duration::from_secs(2));
+    assert_eq!(s.seed, Some(9));
+    assert_eq!(
+        s.headers,
+        vec![
+            ("Authorization".to_string(), "Bearer s3cret".to_string()),
+            ("X-Literal".to_string(), "${NOT_A_VAR}".to_string())
+        ]
+    );
+    assert_eq!(s.load.pacing, Pacing::Open { rate: 250.5 });
+    assert_eq!(s.load.connections, Some(8));
+    assert_eq!(s.load.duration, Some(Duration::from_secs(60)));
+    assert_eq!(s.load.requests, Some(1000));
+    assert_eq!(s.load.warmup, Duration::from_millis(500));
+    assert_eq!(s.load.threads, Some(2));
+    assert_eq!(s.calls[0].batch, Some(4));
+    assert_eq!(s.calls[0].params, Some(serde_json::json!(["0xab", "latest"])));
+    assert_eq!(s.calls[1].params, Some(serde_json::json!({"level": "info"})));
+    assert!(s.calls[1].notification);
+}
+
+#[test]
+fn an_unknown_key_is_named_with_its_line() {
+    let e = located("target = \"builtin\"\n[load]\nconcurency = 4\n[[calls]]\nmethod = \"a\"\n");
+    assert_eq!((e.file.as_str(), e.line, e.column), ("test.toml", 3, 1));
+    assert_eq!(e.key, "load.concurency");
+    assert!(e.message.contains("unknown field `concurency`"), "{}", e.message);
+}
+
+#[test]
+fn bad_values_name_their_key() {
+    let cases = [
+        (
+            "target = \"builtin\"\n[[calls]]\nmethod = \"a\"\nweight = 0\n",
+            4,
+            "calls[0].weight",
+            "at least 1",
+        ),
+        (
+            "target = \"builtin\"\n[[calls]]\nmethod = \"a\"\n[[calls]]\nmethod = \"b\"\nweight = -2\n",
+            6,
+            "calls[1].weight",
+            "at least 1",
+        ),
+        (
+            "target = \"builtin\"\n[load]\nduration = \"ten\"\n[[calls]]\nmethod = \"a\"\n",
+            3,
+            "load.duration",
+            "not a duration",
+        ),
+        (
+            "target = \"builtin\"\n[load]\nrate = 5\nconcurrency = 2\n[[calls]]\nmethod = \"a\"\n",
+            3,
+            "load.rate",
+            "not both",
+        ),
+        (
+            "target = \"builtin\"\n[load]\nrate = 0\n[[calls]]\nmethod = \"a\"\n",
+            3,
+            "load.rate",
+            "above zero",
+        ),
+        (
+            "target = \"builtin\"\n[[calls]]\nmethod = \"a\"\nparams = 5\n",
+            4,
+            "calls[0].params",
+            "array",
+        ),
+        (
+            "target = \"builtin\"\n[[calls]]\nmethod = \"a\"\nbatch = 0\n",
+            4,
+            "calls[0].batch",
+            "between 1",
+        ),
+        (
+            "target = \"builtin\"\n[headers]\nX-Key = \"${MISSING}\"\n[[calls]]\nmethod = \"a\"\n",
+            3,
+            "headers.X-Key",
+            "`MISSING` is not set",
+        ),
+        (
+            "target = \"builtin\"\n[load]\nconnections = \"many\"\n[[calls]]\nmethod = \"a\"\n",
+            3,
+            "load.connections",
+            "invalid type",
+        ),
+        (
+            "target = \"builtin\"\ncalls = []\n",
+            2,
+            "calls",
+            "at least one call",
+        ),
+    ];
+    for (text, line, key, message) in cases {
+        let e = located(text);
+        assert_eq!((e.line, e.key.as_str()), (line, key), "{text}");
+        assert!(e.message.contains(message), "{text}: {}", e.message);
+    }
+}
+
+#[test]
+fn a_missing_file_is_a_clear_error() {
+    let e = Scenario::load(Path::new("/nonexistent/x.toml")).unwrap_err();
+    assert!(
+        e.to_string()
+            .starts_with("cannot read scenario /nonexistent/x.toml"),
+        "{e}"
+    );
+}

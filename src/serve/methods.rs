@@ -1,0 +1,193 @@
+//! The built-in server's methods.
+
+use std::time::{Duration, Instant};
+
+use serde_json::value::RawValue;
+use serde_json::Value;
+
+/// A method's answer: the JSON text of its result, or an error.
+pub type MethodResult = Result<String, (i64, &'static str)>;
+
+pub const METHOD_NOT_FOUND: (i64, &str) = (-32601, "Method not found");
+pub const INVALID_PARAMS: (i64, &str) = (-32602, "Invalid params");
+
+/// The longest `sleep` the server will do, so a typo cannot hang a test.
+const MAX_SLEEP: Duration = Duration::from_secs(60);
+
+/// Runs `method`; `hold` is raised by methods that take time (`sleep`).
+pub fn call(method: &str, params: Option<&RawValue>, started: Instant, hold: &mut Duration) -> MethodResult {
+    match method {
+        "echo" => Ok(params.map_or("null", RawValue::get).to_string()),
+        "add" => add(parse(params)?),
+        "sleep" => {
+            let ms = first_number(&parse(params)?, "ms").ok_or(INVALID_PARAMS)?;
+            let wanted = Duration::from_millis(ms);
+            if wanted > MAX_SLEEP {
+                return Err(INVALID_PARAMS);
+            }
+            *hold = (*hold).max(wanted);
+            Ok(ms.to_string())
+        }
+        "eth_chainId" => Ok(quantity(1337)),
+        "eth_blockNumber" => Ok(quantity(head(started))),
+        "eth_getBalance" => {
+            let params = parse(params)?;
+            let address = params.get(0).and_then(Value::as_str).ok_or(INVALID_PARAMS)?;
+            if !is_hex_bytes(address, 20) {
+                return Err(INVALID_PARAMS);
+            }
+            Ok(quantity(fnv1a(address.to_ascii_lowercase().as_bytes()) >> 4))
+        }
+        "eth_getBlockByNumber" => {
+            let params = parse(params)?;
+            let head = head(started);
+            let number = match params.get(0).and_then(Value::as_str) {
+                Some("latest" | "pending" | "safe" | "finalized") => head,
+                Some("earliest") => 0,
+                Some(hex) => parse_quantity(hex).ok_or(INVALID_PARAMS)?,
+                None => return Err(INVALID_PARAMS),
+            };
+            if number > head {
+                return Ok("null".to_string());
+            }
+            let hash = |n: u64| {
+                format!(
+                    "0x{:016x}{:016x}{:016x}{:016x}",
+                    fnv1a(&n.to_le_bytes()),
+                    n,
+                    !n,
+                    n ^ 0x5eed
+                )
+            };
+            Ok(format!(
+                r#"{{"number":{},"hash":"{}","parentHash":"{}","timestamp":{},"gasUsed":"0x0","transactions":[]}}"#,
+                quantity(number),
+                hash(number),
+                hash(number.saturating_sub(1)),
+                quantity(1_700_000_000 + number * 12),
+            ))
+        }
+        _ => Err(METHOD_NOT_FOUND),
+    }
+}
+
+fn parse(params: Option<&RawValue>) -> Result<Value, (i64, &'static str)> {
+    match params {
+        Some(raw) => serde_json::from_str(raw.get()).map_err(|_| INVALID_PARAMS),
+        None => Ok(Value::Null),
+    }
+}
+
+/// `[n]` or `{"name": n}`.
+fn first_number(params: &Value, name: &str) -> Option<u64> {
+    match params {
+        Value::Array(items) => items.first()?.as_u64(),
+        Value::Object(fields) => fields.get(name)?.as_u64(),
+        _ => None,
+    }
+}
+
+fn add(params: Value) -> MethodResult {
+    let numbers: Vec<&Value> = match &params {
+        Value::Array(items) => items.iter().collect(),
+        Value::Object(fields) => fields.values().collect(),
+        _ => return Err(INVALID_PARAMS),
+    };
+    if numbers.is_empty() || !numbers.iter().all(|n| n.is_number()) {
+        return Err(INVALID_PARAMS);
+    }
+    if numbers.iter().all(|n| n.is_i64()) {
+        let sum = numbers
+            .iter()
+            .try_fold(0i64, |acc, n| acc.checked_add(n.as_i64()?));
+        if let Some(sum) = sum {
+            return Ok(sum.to_string());
+        }
+    }
+    let sum: f64 = numbers.iter().filter_map(|n| n.as_f64()).sum();
+    serde_json::to_string(&sum).map_err(|_| INVALID_PARAMS)
+}
+
+/// The chain head moves one block a second from an arbitrary height.
+fn head(started: Instant) -> u64 {
+    1_000_000 + started.elapsed().as_secs()
+}
+
+/// Ethereum's quantity: `0x`-prefixed hex, most compact, `0x0` for zero.
+pub fn quantity(n: u64) -> String {
+    format!("\"0x{n:x}\"")
+}
+
+fn parse_quantity(text: &str) -> Option<u64> {
+    let digits = text.strip_prefix("0x")?;
+    if digits.is_empty() || (digits.len() > 1 && digits.starts_with('0')) {
+        return None;
+    }
+    u64::from_str_radix(digits, 16).ok()
+}
+
+fn is_hex_bytes(text: &str, bytes: usize) -> bool {
+    text.strip_prefix("0x")
+        .is_some_and(|h| h.len() == bytes * 2 && h.bytes().all(|b| b.is_ascii_hexdigit()))
+}
+
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ *b as u64).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(method: &str, params: &str) -> MethodResult {
+        let raw = RawValue::from_string(params.to_string()).unwrap();
+        let mut hold = Duration::ZERO;
+        call(method, Some(&raw), Instant::now(), &mut hold)
+    }
+
+    #[test]
+    fn methods_answer_as_documented() {
+        assert_eq!(run("echo", r#"[1,"a"]"#), Ok(r#"[1,"a"]"#.to_string()));
+        assert_eq!(run("add", "[1,2,3]"), Ok("6".to_string()));
+        assert_eq!(run("add", r#"{"a":1.5,"b":1}"#), Ok("2.5".to_string()));
+        assert_eq!(run("add", r#"["x"]"#), Err(INVALID_PARAMS));
+        assert_eq!(run("eth_chainId", "[]"), Ok("\"0x539\"".to_string()));
+        assert_eq!(run("nope", "[]"), Err(METHOD_NOT_FOUND));
+        assert_eq!(run("eth_getBalance", r#"["0x12"]"#), Err(INVALID_PARAMS));
+        let balance = run(
+            "eth_getBalance",
+            r#"["0x00000000219ab540356cBB839Cbe05303d7705Fa","latest"]"#,
+        )
+        .unwrap();
+        assert!(balance.starts_with("\"0x") && !balance.starts_with("\"0x0"));
+        assert_eq!(
+            run("eth_getBlockByNumber", r#"["0x99999999",false]"#),
+            Ok("null".to_string())
+        );
+        let block: Value =
+            serde_json::from_str(&run("eth_getBlockByNumber", r#"["latest",false]"#).unwrap()).unwrap();
+        assert!(block["number"].as_str().unwrap().starts_with("0x"));
+    }
+
+    #[test]
+    fn sleep_raises_the_hold() {
+        let raw = RawValue::from_string("[25]".to_string()).unwrap();
+        let mut hold = Duration::ZERO;
+        assert_eq!(
+            call("sleep", Some(&raw), Instant::now(), &mut hold),
+            Ok("25".to_string())
+        );
+        assert_eq!(hold, Duration::from_millis(25));
+    }
+
+    #[test]
+    fn quantities_are_compact() {
+        assert_eq!(quantity(0), "\"0x0\"");
+        assert_eq!(quantity(1024), "\"0x400\"");
+        assert_eq!(parse_quantity("0x41"), Some(65));
+        assert_eq!(parse_quantity("0x041"), None);
+        assert_eq!(parse_quantity("0x"), None);
+    }
+}

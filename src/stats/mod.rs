@@ -1,0 +1,214 @@
+//! Recording what happened: per-thread recorders handed over once a second,
+//! merged into run totals and per-second rows.
+
+mod summary;
+
+pub use summary::{LatencySummary, MethodSummary, RunSummary, ScheduleSummary, SecondRow, LATE_THRESHOLD};
+
+use std::time::Duration;
+
+use hdrhistogram::Histogram;
+
+use crate::rpc::{Outcome, OutcomeKind, ProtocolKind};
+
+/// Three significant digits over microseconds: 1 µs resolution below 2 ms,
+/// 0.1% relative error above.
+pub const SIGNIFICANT_DIGITS: u8 = 3;
+
+pub fn new_histogram() -> Histogram<u64> {
+    // Auto-resizing: memory follows the largest value seen, not a fixed worst case.
+    Histogram::new(SIGNIFICANT_DIGITS).expect("3 significant digits is a valid precision")
+}
+
+pub fn micros(d: Duration) -> u64 {
+    d.as_micros().min(u64::MAX as u128) as u64
+}
+
+/// Everything counted for one method.
+#[derive(Clone)]
+pub struct MethodStats {
+    /// From the intended send time to the answer: the headline figure.
+    pub latency: Histogram<u64>,
+    /// From the actual send to the answer.
+    pub service: Histogram<u64>,
+    /// Size of each call's answer (its own entry in a batch), in bytes.
+    pub answer_bytes: Histogram<u64>,
+    pub outcomes: [u64; OutcomeKind::COUNT],
+    pub protocol: [u64; ProtocolKind::COUNT],
+    /// Error codes, few per run: a short list beats a hash map.
+    pub rpc_codes: Vec<(i64, u64)>,
+    /// Statuses of the calls whose outcome was `http_status`.
+    pub http_statuses: Vec<(u16, u64)>,
+}
+
+impl Default for MethodStats {
+    fn default() -> Self {
+        MethodStats {
+            latency: new_histogram(),
+            service: new_histogram(),
+            answer_bytes: new_histogram(),
+            outcomes: [0; OutcomeKind::COUNT],
+            protocol: [0; ProtocolKind::COUNT],
+            rpc_codes: Vec::new(),
+            http_statuses: Vec::new(),
+        }
+    }
+}
+
+impl MethodStats {
+    pub fn record(&mut self, outcome: Outcome, latency: Duration, service: Duration, bytes: usize) {
+        self.outcomes[outcome.kind() as usize] += 1;
+        match outcome {
+            Outcome::RpcError(code) => bump(&mut self.rpc_codes, code, 1),
+            Outcome::HttpStatus(status) => bump(&mut self.http_statuses, status, 1),
+            Outcome::Protocol(kind) => self.protocol[kind as usize] += 1,
+            _ => {}
+        }
+        // Calls that never reached the server have no latency worth showing.
+        if !matches!(outcome, Outcome::Connect) {
+            self.latency.record(micros(latency)).ok();
+            self.service.record(micros(service)).ok();
+        }
+        if bytes > 0 {
+            self.answer_bytes.record(bytes as u64).ok();
+        }
+    }
+
+    pub fn calls(&self) -> u64 {
+        self.outcomes.iter().sum()
+    }
+
+    pub fn ok(&self) -> u64 {
+        self.outcomes[OutcomeKind::Ok as usize]
+    }
+
+    pub fn merge(&mut self, other: &MethodStats) {
+        merge_histogram(&mut self.latency, &other.latency);
+        merge_histogram(&mut self.service, &other.service);
+        merge_histogram(&mut self.answer_bytes, &other.answer_bytes);
+        for (a, b) in self.outcomes.iter_mut().zip(other.outcomes) {
+            *a += b;
+        }
+        for (a, b) in self.protocol.iter_mut().zip(other.protocol) {
+            *a += b;
+        }
+        for &(code, n) in &other.rpc_codes {
+            bump(&mut self.rpc_codes, code, n);
+        }
+        for &(status, n) in &other.http_statuses {
+            bump(&mut self.http_statuses, status, n);
+        }
+    }
+}
+
+/// What one engine thread recorded since its last hand-over.
+#[derive(Clone)]
+pub struct Recorder {
+    pub methods: Vec<MethodStats>,
+    /// How late calls left against their intended send time (open model).
+    pub start_delay: Histogram<u64>,
+    /// Requests sent (a batch is one request).
+    pub requests: u64,
+    /// HTTP status of every answered request.
+    pub statuses: Vec<(u16, u64)>,
+    /// Batch answer entries that matched no call.
+    pub extra_entries: u64,
+}
+
+impl Recorder {
+    pub fn new(methods: usize) -> Self {
+        Recorder {
+            methods: vec![MethodStats::default(); methods],
+            start_delay: new_histogram(),
+            requests: 0,
+            statuses: Vec::new(),
+            extra_entries: 0,
+        }
+    }
+
+    pub fn record_status(&mut self, status: u16) {
+        bump(&mut self.statuses, status, 1);
+    }
+
+    pub fn merge(&mut self, other: &Recorder) {
+        for (a, b) in self.methods.iter_mut().zip(&other.methods) {
+            a.merge(b);
+        }
+        merge_histogram(&mut self.start_delay, &other.start_delay);
+        self.requests += other.requests;
+        for &(status, n) in &other.statuses {
+            bump(&mut self.statuses, status, n);
+        }
+        self.extra_entries += other.extra_entries;
+    }
+
+    /// All methods together.
+    pub fn total(&self) -> MethodStats {
+        let mut total = MethodStats::default();
+        for method in &self.methods {
+            total.merge(method);
+        }
+        total
+    }
+
+    pub fn calls(&self) -> u64 {
+        self.methods.iter().map(MethodStats::calls).sum()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.requests == 0 && self.calls() == 0
+    }
+}
+
+fn merge_histogram(into: &mut Histogram<u64>, from: &Histogram<u64>) {
+    if from.is_empty() {
+        return;
+    }
+    into.add(from)
+        .expect("auto-resizing histograms of equal precision always merge");
+}
+
+fn bump<K: PartialEq + Copy>(list: &mut Vec<(K, u64)>, key: K, by: u64) {
+    match list.iter_mut().find(|(k, _)| *k == key) {
+        Some((_, n)) => *n += by,
+        None => list.push((key, by)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn merging_adds_every_count() {
+        let mut a = Recorder::new(2);
+        let mut b = Recorder::new(2);
+        let ms = Duration::from_millis(1);
+        a.methods[0].record(Outcome::Ok, ms, ms, 10);
+        a.methods[0].record(Outcome::RpcError(-32000), ms, ms, 10);
+        b.methods[0].record(Outcome::RpcError(-32000), ms * 3, ms, 10);
+        b.methods[1].record(Outcome::HttpStatus(503), ms, ms, 0);
+        b.methods[1].record(Outcome::Protocol(ProtocolKind::IdMismatch), ms, ms, 5);
+        a.merge(&b);
+        assert_eq!(a.methods[0].calls(), 3);
+        assert_eq!(a.methods[0].rpc_codes, vec![(-32000, 2)]);
+        assert_eq!(
+            a.methods[0].latency.max(),
+            a.methods[0].latency.highest_equivalent(3000)
+        );
+        assert_eq!(a.methods[1].http_statuses, vec![(503, 1)]);
+        assert_eq!(a.methods[1].protocol[ProtocolKind::IdMismatch as usize], 1);
+        let total = a.total();
+        assert_eq!(total.calls(), 5);
+        assert_eq!(total.ok(), 1);
+        assert_eq!(total.outcomes[OutcomeKind::RpcError as usize], 2);
+    }
+
+    #[test]
+    fn connect_failures_have_no_latency() {
+        let mut m = MethodStats::default();
+        m.record(Outcome::Connect, Duration::from_secs(1), Duration::ZERO, 0);
+        assert_eq!(m.calls(), 1);
+        assert!(m.latency.is_empty());
+    }
+}

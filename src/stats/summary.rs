@@ -1,0 +1,177 @@
+//! The figures of a finished run, ready for any report format.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use hdrhistogram::Histogram;
+use serde::Serialize;
+
+use super::{MethodStats, Recorder};
+use crate::rpc::{OutcomeKind, ProtocolKind};
+
+/// Latency percentiles in milliseconds.
+#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+pub struct LatencySummary {
+    pub mean_ms: f64,
+    pub p50_ms: f64,
+    pub p90_ms: f64,
+    pub p99_ms: f64,
+    pub p999_ms: f64,
+    pub max_ms: f64,
+}
+
+impl LatencySummary {
+    pub fn from_micros(h: &Histogram<u64>) -> Self {
+        if h.is_empty() {
+            return LatencySummary::default();
+        }
+        let ms = |us: u64| us as f64 / 1000.0;
+        LatencySummary {
+            mean_ms: h.mean() / 1000.0,
+            p50_ms: ms(h.value_at_quantile(0.50)),
+            p90_ms: ms(h.value_at_quantile(0.90)),
+            p99_ms: ms(h.value_at_quantile(0.99)),
+            p999_ms: ms(h.value_at_quantile(0.999)),
+            max_ms: ms(h.max()),
+        }
+    }
+}
+
+/// One method's figures (or the total's).
+#[derive(Clone, Debug, Serialize)]
+pub struct MethodSummary {
+    pub method: String,
+    pub calls: u64,
+    pub ok: u64,
+    pub errors: u64,
+    pub error_rate: f64,
+    pub rps: f64,
+    /// From the intended send time: what a user of the server would see.
+    pub latency: LatencySummary,
+    /// From the actual send: what the server took.
+    pub service: LatencySummary,
+    pub outcomes: BTreeMap<&'static str, u64>,
+    pub rpc_error_codes: BTreeMap<i64, u64>,
+    pub protocol_errors: BTreeMap<&'static str, u64>,
+    pub http_statuses: BTreeMap<u16, u64>,
+    pub answer_bytes_mean: f64,
+    pub answer_bytes_max: u64,
+}
+
+impl MethodSummary {
+    pub fn new(method: &str, stats: &MethodStats, seconds: f64) -> Self {
+        let calls = stats.calls();
+        let ok = stats.ok();
+        let errors = calls - ok;
+        MethodSummary {
+            method: method.to_string(),
+            calls,
+            ok,
+            errors,
+            error_rate: if calls == 0 {
+                0.0
+            } else {
+                errors as f64 / calls as f64
+            },
+            rps: if seconds > 0.0 {
+                calls as f64 / seconds
+            } else {
+                0.0
+            },
+            latency: LatencySummary::from_micros(&stats.latency),
+            service: LatencySummary::from_micros(&stats.service),
+            outcomes: OutcomeKind::ALL
+                .iter()
+                .map(|k| (k.name(), stats.outcomes[*k as usize]))
+                .collect(),
+            rpc_error_codes: stats.rpc_codes.iter().copied().collect(),
+            protocol_errors: ProtocolKind::ALL
+                .iter()
+                .filter(|k| stats.protocol[**k as usize] > 0)
+                .map(|k| (k.name(), stats.protocol[*k as usize]))
+                .collect(),
+            http_statuses: stats.http_statuses.iter().copied().collect(),
+            answer_bytes_mean: if stats.answer_bytes.is_empty() {
+                0.0
+            } else {
+                stats.answer_bytes.mean()
+            },
+            answer_bytes_max: stats.answer_bytes.max(),
+        }
+    }
+
+    pub fn outcome(&self, kind: OutcomeKind) -> u64 {
+        self.outcomes.get(kind.name()).copied().unwrap_or(0)
+    }
+}
+
+/// One second of the run.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct SecondRow {
+    pub second: u32,
+    pub calls: u64,
+    pub ok: u64,
+    pub errors: u64,
+    pub rps: f64,
+    pub p50_ms: f64,
+    pub p99_ms: f64,
+    pub max_ms: f64,
+}
+
+impl SecondRow {
+    /// `length` is how much of the second the run covered (the last one
+    /// may be cut short).
+    pub fn new(second: u32, window: &Recorder, length: Duration) -> Self {
+        let total = window.total();
+        let latency = LatencySummary::from_micros(&total.latency);
+        let calls = total.calls();
+        let seconds = length.as_secs_f64();
+        SecondRow {
+            second,
+            calls,
+            ok: total.ok(),
+            errors: calls - total.ok(),
+            rps: if seconds > 0.0 {
+                calls as f64 / seconds
+            } else {
+                0.0
+            },
+            p50_ms: latency.p50_ms,
+            p99_ms: latency.p99_ms,
+            max_ms: latency.max_ms,
+        }
+    }
+}
+
+/// Whether the load generator kept to its schedule (open model only).
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct ScheduleSummary {
+    /// Delay between intended and actual send.
+    pub start_delay: LatencySummary,
+    /// Calls that left more than [`LATE_THRESHOLD`] after their intended time.
+    pub late_calls: u64,
+    /// Scheduled calls never sent before the run ended.
+    pub unsent: u64,
+    pub behind: bool,
+}
+
+/// A call leaving later than this after its intended time is late.
+pub const LATE_THRESHOLD: Duration = Duration::from_millis(10);
+
+/// All the figures of a run.
+#[derive(Clone, Debug, Serialize)]
+pub struct RunSummary {
+    pub methods: Vec<MethodSummary>,
+    pub total: MethodSummary,
+    pub timeseries: Vec<SecondRow>,
+    pub requests: u64,
+    pub http_statuses: BTreeMap<u16, u64>,
+    pub extra_batch_entries: u64,
+    /// Present in the open model.
+    pub schedule: Option<ScheduleSummary>,
+    /// Calls abandoned in flight when the run stopped.
+    pub in_flight_at_end: u64,
+    pub measured_seconds: f64,
+    /// The run was stopped early (Ctrl-C).
+    pub partial: bool,
+}
