@@ -1,0 +1,236 @@
+//! Each kind of bad answer, sent by a crafted server, lands in its outcome,
+//! exactly, and the run goes on.
+
+mod common;
+
+use std::collections::BTreeMap;
+
+use serde_json::{json, Value};
+use volley::report::RunReport;
+use volley::rpc::OutcomeKind;
+
+const REQUESTS: u64 = 40;
+
+fn ok(id: &Value) -> Value {
+    json!({"jsonrpc": "2.0", "result": "0x1", "id": id})
+}
+
+/// Runs REQUESTS requests of `call` (a `[[calls]]` body) against `craft`.
+fn run_against(craft: common::Craft, call: &str) -> RunReport {
+    let addr = common::crafted_server(craft);
+    let text = format!(
+        "target = \"http://{addr}\"\ntimeout = \"2s\"\n[load]\nconcurrency = 4\nrequests = {REQUESTS}\n[[calls]]\n{call}\n"
+    );
+    common::run(&common::scenario(&text))
+}
+
+fn outcomes(report: &RunReport) -> BTreeMap<&'static str, u64> {
+    report
+        .summary
+        .total
+        .outcomes
+        .iter()
+        .filter(|(_, n)| **n > 0)
+        .map(|(k, n)| (*k, *n))
+        .collect()
+}
+
+fn protocol(report: &RunReport) -> BTreeMap<&'static str, u64> {
+    report.summary.total.protocol_errors.clone()
+}
+
+const SINGLE: &str = "method = \"eth_blockNumber\"";
+const BATCH: &str = "method = \"eth_blockNumber\"\nbatch = 3";
+
+#[test]
+fn a_wrong_id_is_an_id_mismatch() {
+    let report = run_against(
+        |req| {
+            (
+                200,
+                ok(&json!(req["id"].as_u64().unwrap() + 1_000_000)).to_string(),
+            )
+        },
+        SINGLE,
+    );
+    assert_eq!(outcomes(&report), BTreeMap::from([("protocol", REQUESTS)]));
+    assert_eq!(protocol(&report), BTreeMap::from([("id_mismatch", REQUESTS)]));
+}
+
+#[test]
+fn an_id_of_the_wrong_type_is_told_apart() {
+    let report = run_against(|req| (200, ok(&json!(req["id"].to_string())).to_string()), SINGLE);
+    assert_eq!(protocol(&report), BTreeMap::from([("id_wrong_type", REQUESTS)]));
+}
+
+#[test]
+fn a_missing_batch_entry_fails_that_call_only() {
+    let report = run_against(
+        |req| {
+            let answers: Vec<Value> = req
+                .as_array()
+                .unwrap()
+                .iter()
+                .skip(1)
+                .map(|r| ok(&r["id"]))
+                .collect();
+            (200, Value::Array(answers).to_string())
+        },
+        BATCH,
+    );
+    assert_eq!(
+        outcomes(&report),
+        BTreeMap::from([("ok", 2 * REQUESTS), ("protocol", REQUESTS)])
+    );
+    assert_eq!(protocol(&report), BTreeMap::from([("missing_entry", REQUESTS)]));
+}
+
+#[test]
+fn a_duplicate_batch_entry_fails_that_call_only() {
+    let report = run_against(
+        |req| {
+            let mut answers: Vec<Value> = req.as_array().unwrap().iter().map(|r| ok(&r["id"])).collect();
+            answers.push(answers[1].clone());
+            (200, Value::Array(answers).to_string())
+        },
+        BATCH,
+    );
+    assert_eq!(
+        outcomes(&report),
+        BTreeMap::from([("ok", 2 * REQUESTS), ("protocol", REQUESTS)])
+    );
+    assert_eq!(protocol(&report), BTreeMap::from([("duplicate_entry", REQUESTS)]));
+}
+
+#[test]
+fn an_extra_batch_entry_is_counted_beside_the_calls() {
+    let report = run_against(
+        |req| {
+            let mut answers: Vec<Value> = req
+                .as_array()
+                .unwrap()
+                .iter()
+                .rev()
+                .map(|r| ok(&r["id"]))
+                .collect();
+            answers.push(ok(&json!(987_654_321_000u64)));
+            (200, Value::Array(answers).to_string())
+        },
+        BATCH,
+    );
+    assert_eq!(outcomes(&report), BTreeMap::from([("ok", 3 * REQUESTS)]));
+    assert_eq!(report.summary.extra_batch_entries, REQUESTS);
+}
+
+#[test]
+fn result_and_error_together_break_the_rules() {
+    let report = run_against(
+        |req| {
+            let answer = json!({"jsonrpc":"2.0","result":1,"error":{"code":1,"message":"m"},"id":req["id"]});
+            (200, answer.to_string())
+        },
+        SINGLE,
+    );
+    assert_eq!(
+        protocol(&report),
+        BTreeMap::from([("result_and_error", REQUESTS)])
+    );
+}
+
+#[test]
+fn a_wrong_version_breaks_the_rules() {
+    let report = run_against(
+        |req| {
+            (
+                200,
+                json!({"jsonrpc":"1.0","result":1,"id":req["id"]}).to_string(),
+            )
+        },
+        SINGLE,
+    );
+    assert_eq!(protocol(&report), BTreeMap::from([("wrong_version", REQUESTS)]));
+}
+
+#[test]
+fn http_500_with_a_valid_error_body_is_an_rpc_error() {
+    let report = run_against(
+        |req| {
+            let answer =
+                json!({"jsonrpc":"2.0","error":{"code":-32603,"message":"Internal error"},"id":req["id"]});
+            (500, answer.to_string())
+        },
+        SINGLE,
+    );
+    assert_eq!(outcomes(&report), BTreeMap::from([("rpc_error", REQUESTS)]));
+    assert_eq!(
+        report.summary.total.rpc_error_codes,
+        BTreeMap::from([(-32603, REQUESTS)])
+    );
+    assert_eq!(report.summary.http_statuses, BTreeMap::from([(500, REQUESTS)]));
+}
+
+#[test]
+fn statuses_without_a_json_rpc_body_are_counted_one_by_one() {
+    let report = run_against(
+        |req| match req["id"].as_u64().unwrap() % 2 {
+            0 => (429, "Too Many Requests".to_string()),
+            _ => (503, String::new()),
+        },
+        SINGLE,
+    );
+    let total = &report.summary.total;
+    assert_eq!(total.outcome(OutcomeKind::HttpStatus), REQUESTS);
+    assert_eq!(total.http_statuses.values().sum::<u64>(), REQUESTS);
+    assert_eq!(
+        total.http_statuses.keys().copied().collect::<Vec<_>>(),
+        vec![429, 503]
+    );
+}
+
+#[test]
+fn html_with_status_200_is_invalid_json() {
+    let report = run_against(
+        |_| (200, "<html><body>502 Bad Gateway</body></html>".to_string()),
+        SINGLE,
+    );
+    assert_eq!(outcomes(&report), BTreeMap::from([("invalid_json", REQUESTS)]));
+    assert_eq!(report.summary.http_statuses, BTreeMap::from([(200, REQUESTS)]));
+}
+
+#[test]
+fn a_truncated_body_is_invalid_json() {
+    let report = run_against(
+        |req| {
+            let full = ok(&req["id"]).to_string();
+            (200, full[..full.len() / 2].to_string())
+        },
+        SINGLE,
+    );
+    assert_eq!(outcomes(&report), BTreeMap::from([("invalid_json", REQUESTS)]));
+}
+
+#[test]
+fn an_answered_notification_breaks_the_rules() {
+    let report = run_against(
+        |_| (200, json!({"jsonrpc":"2.0","result":null,"id":null}).to_string()),
+        "method = \"log\"\nnotification = true",
+    );
+    assert_eq!(
+        protocol(&report),
+        BTreeMap::from([("answer_to_notification", REQUESTS)])
+    );
+}
+
+#[test]
+fn a_null_result_is_a_valid_result() {
+    let report = run_against(
+        |req| {
+            (
+                200,
+                json!({"jsonrpc":"2.0","result":null,"id":req["id"]}).to_string(),
+            )
+        },
+        SINGLE,
+    );
+    assert_eq!(outcomes(&report), BTreeMap::from([("ok", REQUESTS)]));
+}

@@ -1,0 +1,291 @@
+//! The real binary, as a user runs it.
+
+use std::io::{BufRead, BufReader, Read};
+use std::path::PathBuf;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+fn volley() -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_volley"));
+    command.current_dir(env!("CARGO_MANIFEST_DIR"));
+    command
+}
+
+fn temp_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("volley-test-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    dir
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+fn summary_json(dir: &PathBuf) -> Value {
+    serde_json::from_slice(&std::fs::read(dir.join("summary.json")).unwrap()).unwrap()
+}
+
+/// Starts `volley serve` on a free port; returns the child and its URL.
+fn serve(args: &[&str]) -> (Child, String) {
+    let mut child = volley()
+        .args(["serve", "--listen", "127.0.0.1:0", "--threads", "1"])
+        .args(args)
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    BufReader::new(child.stdout.as_mut().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    let url = first
+        .split_whitespace()
+        .find(|w| w.starts_with("http://"))
+        .expect("the address is printed")
+        .to_string();
+    (child, url)
+}
+
+fn interrupt(child: &Child, signal: &str) {
+    let status = Command::new("kill")
+        .args([signal, &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+}
+
+fn wait_with_deadline(mut child: Child, limit: Duration) -> Output {
+    let start = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if start.elapsed() > limit {
+            child.kill().unwrap();
+            panic!("the process did not stop within {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.wait_with_output().unwrap()
+}
+
+#[test]
+fn the_demo_runs_and_writes_three_files() {
+    let out = temp_dir("demo");
+    let output = volley()
+        .args([
+            "run",
+            "scenarios/demo.toml",
+            "--duration",
+            "2s",
+            "--warmup",
+            "0s",
+            "--out",
+        ])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
+    let stdout = text(&output.stdout);
+    for expected in ["method", "TOTAL", "eth_getBalance", "p99.9 ms", "results:"] {
+        assert!(stdout.contains(expected), "missing {expected:?} in:\n{stdout}");
+    }
+    let csv = std::fs::read_to_string(out.join("summary.csv")).unwrap();
+    assert!(csv.starts_with(
+        "method,calls,ok,errors,error_rate,rps,mean_ms,p50_ms,p90_ms,p99_ms,p999_ms,max_ms,rpc_error,"
+    ));
+    assert!(csv.lines().last().unwrap().starts_with("TOTAL,"));
+    let series = std::fs::read_to_string(out.join("timeseries.csv")).unwrap();
+    assert!(series.starts_with("second,calls,ok,errors,rps,p50_ms,p99_ms,max_ms\n"));
+    assert_eq!(series.lines().count(), 3, "{series}");
+    let json = summary_json(&out);
+    assert_eq!(json["summary"]["partial"], false);
+    assert_eq!(json["meta"]["scenario"], "demo");
+    assert_eq!(json["meta"]["version"], env!("CARGO_PKG_VERSION"));
+    assert!(json["summary"]["total"]["calls"].as_u64().unwrap() > 100);
+    assert_eq!(json["summary"]["total"]["errors"], 0);
+}
+
+#[test]
+fn rpc_errors_equal_the_errors_the_server_sent() {
+    let (server, url) = serve(&["--error-rate", "0.1", "--seed", "7"]);
+    let out = temp_dir("errors");
+    let output = volley()
+        .args([
+            "run",
+            "--target",
+            &url,
+            "--method",
+            "eth_chainId",
+            "--requests",
+            "20000",
+            "--quiet",
+            "--out",
+        ])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
+    interrupt(&server, "-INT");
+    let served = text(&wait_with_deadline(server, Duration::from_secs(10)).stdout);
+    let injected: u64 = served
+        .split('(')
+        .last()
+        .and_then(|s| s.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no injected count in {served:?}"));
+    let total = &summary_json(&out)["summary"]["total"];
+    assert_eq!(total["calls"], 20000);
+    assert_eq!(total["outcomes"]["rpc_error"].as_u64(), Some(injected));
+    assert!(
+        injected > 1500 && injected < 2500,
+        "about 10% of 20000, got {injected}"
+    );
+}
+
+#[test]
+fn a_bad_scenario_names_file_line_and_key() {
+    let dir = temp_dir("bad-scenario");
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("broken.toml");
+    std::fs::write(
+        &path,
+        "target = \"builtin\"\n[load]\nconcurrency = 4\nduraton = \"5s\"\n[[calls]]\nmethod = \"a\"\n",
+    )
+    .unwrap();
+    let output = volley().arg("run").arg(&path).output().unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = text(&output.stderr);
+    assert!(
+        stderr.contains(&format!(
+            "{}:4:1: key `load.duraton`: unknown field `duraton`",
+            path.display()
+        )),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn an_unreachable_target_is_said_plainly() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let output = volley()
+        .args([
+            "run",
+            "--target",
+            &format!("http://127.0.0.1:{port}"),
+            "--method",
+            "eth_chainId",
+            "-n",
+            "5",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = text(&output.stderr);
+    assert!(
+        stderr.contains(&format!(
+            "cannot connect to http://127.0.0.1:{port}: Connection refused"
+        )),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn an_occupied_out_directory_is_never_overwritten() {
+    let out = temp_dir("occupied");
+    std::fs::create_dir_all(&out).unwrap();
+    std::fs::write(out.join("summary.json"), "precious").unwrap();
+    let output = volley()
+        .args(["run", "scenarios/demo.toml", "-n", "10", "--out"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    assert!(text(&output.stderr).contains("already holds files"));
+    assert_eq!(
+        std::fs::read_to_string(out.join("summary.json")).unwrap(),
+        "precious"
+    );
+}
+
+#[test]
+fn ctrl_c_and_sigterm_still_write_partial_results() {
+    for (signal, code) in [("-INT", 130), ("-TERM", 143)] {
+        let out = temp_dir(&format!("signal{signal}"));
+        let mut child = volley()
+            .args([
+                "run",
+                "scenarios/demo.toml",
+                "--duration",
+                "60s",
+                "--warmup",
+                "0s",
+                "--out",
+            ])
+            .arg(&out)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        // Wait for the first progress line: the run is under way.
+        let mut stderr = BufReader::new(child.stderr.take().unwrap());
+        let mut line = String::new();
+        stderr.read_line(&mut line).unwrap();
+        assert!(line.contains("calls"), "{line}");
+        interrupt(&child, signal);
+        let output = wait_with_deadline(child, Duration::from_secs(10));
+        let mut rest = String::new();
+        stderr.read_to_string(&mut rest).unwrap();
+        assert_eq!(output.status.code(), Some(code), "{rest}");
+        let json = summary_json(&out);
+        assert_eq!(json["summary"]["partial"], true);
+        assert!(json["summary"]["total"]["calls"].as_u64().unwrap() > 0);
+        assert!(text(&output.stdout).contains("PARTIAL"));
+        let csv = std::fs::read_to_string(out.join("summary.csv")).unwrap();
+        assert!(csv.lines().last().unwrap().starts_with("TOTAL,"));
+    }
+}
+
+#[test]
+fn a_slow_server_in_rate_mode_shows_in_the_latency() {
+    let (server, url) = serve(&["--latency", "1s"]);
+    let out = temp_dir("behind");
+    let output = volley()
+        .args([
+            "run",
+            "--target",
+            &url,
+            "--method",
+            "eth_chainId",
+            "--rate",
+            "100",
+            "--connections",
+            "10",
+        ])
+        .args(["--duration", "5s", "--quiet", "--out"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    let mut server = server;
+    server.kill().unwrap();
+    let _ = server.wait();
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
+    let stdout = text(&output.stdout);
+    assert!(stdout.contains("the generator fell behind schedule"), "{stdout}");
+    let json = summary_json(&out);
+    let summary = &json["summary"];
+    let p50 = summary["total"]["latency"]["p50_ms"].as_f64().unwrap();
+    let service_p50 = summary["total"]["service"]["p50_ms"].as_f64().unwrap();
+    assert!(
+        p50 > 1500.0,
+        "latency from the intended send time must include the wait: p50 {p50} ms"
+    );
+    assert!(
+        service_p50 < 1100.0,
+        "the server itself answers in about 1 s: {service_p50} ms"
+    );
+    assert_eq!(summary["schedule"]["behind"], true);
+    assert!(summary["schedule"]["unsent"].as_u64().unwrap() > 200);
+}

@@ -1,0 +1,71 @@
+//! Helpers shared by the integration tests: a server on a loopback port
+//! that answers whatever a test crafts, and a way to run a scenario.
+
+#![allow(dead_code)]
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::{Request, Response};
+use hyper_util::rt::TokioIo;
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+use volley::report::RunReport;
+use volley::scenario::Scenario;
+
+/// What the crafted server sends back: status and body.
+pub type Craft = fn(&Value) -> (u16, String);
+
+/// Starts a server on 127.0.0.1:0 answering each request (parsed as JSON)
+/// with `craft`; it lives as long as the test process.
+pub fn crafted_server(craft: Craft) -> SocketAddr {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async move {
+            let listener = tokio::net::TcpListener::from_std(listener).unwrap();
+            loop {
+                let (stream, _) = listener.accept().await.unwrap();
+                tokio::spawn(async move {
+                    let service = hyper::service::service_fn(
+                        move |request: Request<hyper::body::Incoming>| async move {
+                            let body = request.into_body().collect().await.unwrap().to_bytes();
+                            let value: Value = serde_json::from_slice(&body).unwrap();
+                            let (status, answer) = craft(&value);
+                            let mut response = Response::new(Full::new(Bytes::from(answer)));
+                            *response.status_mut() = hyper::StatusCode::from_u16(status).unwrap();
+                            Ok::<_, Infallible>(response)
+                        },
+                    );
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(TokioIo::new(stream), service)
+                        .await;
+                });
+            }
+        });
+    });
+    addr
+}
+
+/// Parses scenario text (no environment lookups).
+pub fn scenario(text: &str) -> Scenario {
+    Scenario::parse(text, "test.toml", "test", &|_| None).expect("a valid test scenario")
+}
+
+/// Runs a scenario to its end on a fresh runtime.
+pub fn run(scenario: &Scenario) -> RunReport {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime
+        .block_on(volley::execute(scenario, None, CancellationToken::new(), |_| {}))
+        .expect("the run starts")
+}
