@@ -23,7 +23,7 @@ fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
-fn summary_json(dir: &PathBuf) -> Value {
+fn summary_json(dir: &std::path::Path) -> Value {
     serde_json::from_slice(&std::fs::read(dir.join("summary.json")).unwrap()).unwrap()
 }
 
@@ -127,8 +127,8 @@ fn rpc_errors_equal_the_errors_the_server_sent() {
     interrupt(&server, "-INT");
     let served = text(&wait_with_deadline(server, Duration::from_secs(10)).stdout);
     let injected: u64 = served
-        .split('(')
-        .last()
+        .rsplit('(')
+        .next()
         .and_then(|s| s.split_whitespace().next())
         .and_then(|n| n.parse().ok())
         .unwrap_or_else(|| panic!("no injected count in {served:?}"));
