@@ -1,39 +1,66 @@
-//! The per-call work of the hot path: building a body, judging an answer,
-//! recording the outcome. Run with `cargo bench --bench hot_path`.
+//! The per-call work of the hot path: building a body (fixed and generated
+//! params), judging an answer, recording the outcome.
+//! Run with `cargo bench --bench hot_path`.
 
 use std::hint::black_box;
 use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use rand::rngs::SmallRng;
+use rand::SeedableRng;
 use serde_json::json;
-use volley::rpc::{CallTemplate, Judge, Outcome, RequestBuilder};
+use volley::rpc::{CallTemplate, Entry, Judge, Outcome, RequestBuilder};
+use volley::scenario::Scenario;
 use volley::stats::Recorder;
 
+fn entry(id: u64) -> Entry {
+    Entry {
+        method: 0,
+        call: 0,
+        id: Some(id),
+    }
+}
+
 fn build(c: &mut Criterion) {
-    let template = CallTemplate::new(
+    let fixed = CallTemplate::new(
         "eth_getBalance",
         Some(&json!(["0x00000000219ab540356cBB839Cbe05303d7705Fa", "latest"])),
     );
+    let scenario = Scenario::parse(
+        r#"target = "builtin"
+[[calls]]
+method = "eth_getBalance"
+params = ["${hex(20)}", "${quantity(1000000, 2000000)}"]
+"#,
+        "bench.toml",
+        "bench",
+        &|_| None,
+    )
+    .expect("a valid scenario");
+    let generated = CallTemplate::generated("eth_getBalance", scenario.calls[0].template.clone());
+    let mut rng = SmallRng::seed_from_u64(1);
     let mut builder = RequestBuilder::default();
     let mut group = c.benchmark_group("build");
     group.throughput(Throughput::Elements(1));
-    group.bench_function("single", |b| {
-        let mut id = 0;
-        b.iter(|| {
-            builder.begin(false);
-            id += 1;
-            builder.push(&template, 0, Some(id));
-            black_box(builder.finish())
-        })
-    });
+    for (name, template) in [("single_fixed", &fixed), ("single_generated", &generated)] {
+        group.bench_function(name, |b| {
+            let mut id = 0;
+            b.iter(|| {
+                builder.begin(false);
+                id += 1;
+                builder.push(template, entry(id), &mut rng);
+                black_box(builder.finish())
+            })
+        });
+    }
     group.throughput(Throughput::Elements(100));
-    group.bench_function("batch_100", |b| {
+    group.bench_function("batch_100_fixed", |b| {
         let mut id = 0;
         b.iter(|| {
             builder.begin(true);
             for _ in 0..100 {
                 id += 1;
-                builder.push(&template, 0, Some(id));
+                builder.push(&fixed, entry(id), &mut rng);
             }
             black_box(builder.finish())
         })
@@ -43,26 +70,32 @@ fn build(c: &mut Criterion) {
 
 fn judge(c: &mut Criterion) {
     let template = CallTemplate::new("eth_blockNumber", None);
+    let mut rng = SmallRng::seed_from_u64(1);
     let mut builder = RequestBuilder::default();
     let mut judge = Judge::default();
     let mut group = c.benchmark_group("judge");
 
     builder.begin(false);
-    builder.push(&template, 0, Some(12345));
+    builder.push(&template, entry(12345), &mut rng);
     let _ = builder.finish();
     let single = br#"{"jsonrpc":"2.0","id":12345,"result":"0x12a05f200"}"#;
     group.throughput(Throughput::Elements(1));
     group.bench_function("single", |b| {
         b.iter(|| {
-            judge.judge(200, black_box(single), builder.entries(), false, |_, o, _| {
-                assert_eq!(o, Outcome::Ok)
-            })
+            judge.judge(
+                200,
+                black_box(single),
+                builder.entries(),
+                false,
+                &[],
+                |_, o, _| assert_eq!(o, Outcome::Ok),
+            )
         })
     });
 
     builder.begin(true);
     for id in 1000..1100 {
-        builder.push(&template, 0, Some(id));
+        builder.push(&template, entry(id), &mut rng);
     }
     let _ = builder.finish();
     // Answered in a shuffled order, as servers may.
@@ -83,6 +116,7 @@ fn judge(c: &mut Criterion) {
                 black_box(batch.as_bytes()),
                 builder.entries(),
                 true,
+                &[],
                 |_, o, _| assert_eq!(o, Outcome::Ok),
             )
         })

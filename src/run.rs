@@ -13,12 +13,9 @@ use thiserror::Error;
 use tokio_util::sync::CancellationToken;
 
 use crate::cli::{RunArgs, ServeArgs};
-use crate::engine::{self, LoadPlan, Mix, MixCall, Pacing, RunSpec};
+use crate::engine::{self, Pacing, RunSpec};
 use crate::report::{self, LoadMeta, RunMeta, RunReport};
-use crate::rpc::CallTemplate;
-use crate::scenario::{
-    Scenario, TargetSpec, DEFAULT_CONCURRENCY, DEFAULT_DURATION, DEFAULT_OPEN_CONNECTIONS,
-};
+use crate::scenario::{Compiled, Scenario, TargetSpec};
 use crate::serve::{self, ServeConfig, ServerStats};
 use crate::stats::SecondRow;
 use crate::transport::{Target, TargetError, TransportError};
@@ -31,73 +28,10 @@ pub enum RunError {
     Unreachable(#[from] TransportError),
     #[error("cannot start the built-in server: {0}")]
     BuiltinServer(std::io::Error),
-}
-
-/// The engine's plan and mix for a scenario, with warnings about choices
-/// made for the user.
-pub fn plan(scenario: &Scenario) -> (LoadPlan, Mix, Vec<String>) {
-    let load = &scenario.load;
-    let mut warnings = Vec::new();
-    let connections = match load.pacing {
-        Pacing::Closed => {
-            let concurrency = load
-                .concurrency
-                .or(load.connections)
-                .unwrap_or(DEFAULT_CONCURRENCY);
-            let connections = load.connections.unwrap_or(concurrency);
-            if connections != concurrency {
-                warnings.push(format!(
-                    "HTTP/1.1 carries one call per connection: {connections} connections give {connections} calls in flight, not {concurrency}"
-                ));
-            }
-            connections
-        }
-        Pacing::Open { .. } => load.connections.unwrap_or(DEFAULT_OPEN_CONNECTIONS),
-    };
-    let duration = match (load.duration, load.requests) {
-        (None, None) => Some(DEFAULT_DURATION),
-        (duration, _) => duration,
-    };
-    let seed = scenario.seed.unwrap_or_else(|| {
-        SystemTime::now()
-            .duration_since(SystemTime::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos() as u64)
-    });
-    let plan = LoadPlan {
-        pacing: load.pacing,
-        connections: connections as usize,
-        duration,
-        requests: load.requests,
-        warmup: load.warmup,
-        timeout: scenario.timeout,
-        threads: load.threads.map_or_else(
-            || std::thread::available_parallelism().map_or(1, |n| n.get()),
-            |t| t as usize,
-        ),
-        seed,
-    };
-    let mut methods: Vec<String> = Vec::new();
-    let calls = scenario
-        .calls
-        .iter()
-        .map(|call| {
-            let method = match methods.iter().position(|m| *m == call.method) {
-                Some(index) => index,
-                None => {
-                    methods.push(call.method.clone());
-                    methods.len() - 1
-                }
-            };
-            let mix_call = MixCall {
-                method: method as u16,
-                template: CallTemplate::new(&call.method, call.params.as_ref()),
-                batch: call.batch,
-                notification: call.notification,
-            };
-            (mix_call, call.weight)
-        })
-        .collect();
-    (plan, Mix::new(calls, methods), warnings)
+    #[error("{0}")]
+    Poll(String),
+    #[error("target {0}: the stdio transport is not available yet; use an http:// target")]
+    Unsupported(String),
 }
 
 /// Runs `scenario` to its end (or until `cancel`), starting the built-in
@@ -108,7 +42,13 @@ pub async fn execute(
     cancel: CancellationToken,
     on_second: impl FnMut(&SecondRow),
 ) -> Result<RunReport, RunError> {
-    let (plan, mix, warnings) = plan(scenario);
+    let Compiled {
+        plan,
+        mix,
+        setup,
+        polls,
+        warnings,
+    } = scenario.compile();
     let server = match scenario.target {
         TargetSpec::Builtin => Some(
             serve::spawn(ServeConfig {
@@ -118,11 +58,12 @@ pub async fn execute(
             .map_err(RunError::BuiltinServer)?,
         ),
         TargetSpec::Url(_) => None,
+        TargetSpec::Command { .. } => return Err(RunError::Unsupported(scenario.target.to_string())),
     };
     let url = match (&scenario.target, &server) {
         (TargetSpec::Url(url), _) => url.clone(),
         (TargetSpec::Builtin, Some(server)) => server.url(),
-        (TargetSpec::Builtin, None) => unreachable!("started above"),
+        (_, _) => unreachable!("a command target returned above; builtin started a server"),
     };
     let target = Target::resolve(&url, &scenario.headers).await?;
     target.check_reachable().await?;
@@ -162,7 +103,21 @@ pub async fn execute(
         header_names: scenario.headers.iter().map(|(name, _)| name.clone()).collect(),
         warnings,
     };
-    let summary = engine::run(RunSpec { plan, mix, target }, cancel, on_second).await;
+    for poll in &polls {
+        poll.first(&target, plan.timeout).await.map_err(RunError::Poll)?;
+    }
+    let summary = engine::run(
+        RunSpec {
+            plan,
+            mix,
+            target,
+            setup,
+            polls,
+        },
+        cancel,
+        on_second,
+    )
+    .await;
     meta.ended_at = timestamp(SystemTime::now());
     if let Some(schedule) = summary.schedule.as_ref().filter(|s| s.behind) {
         meta.warnings.push(format!(

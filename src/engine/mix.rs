@@ -1,49 +1,284 @@
-//! The weighted mix of calls a run draws its requests from.
+//! Where requests come from: a weighted mix of calls (single, batched, or
+//! every request a batch drawn from the mix), or a replayed file.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use rand::distributions::{Distribution, WeightedIndex};
 use rand::Rng;
 
-use crate::rpc::CallTemplate;
+use crate::rpc::{CallTemplate, Expectation};
 
-/// One kind of request in the mix.
+/// How many calls a batch carries.
+#[derive(Clone, Debug)]
+pub enum BatchSize {
+    Fixed(u32),
+    /// Uniform between the bounds, inclusive.
+    Uniform(u32, u32),
+    Weighted(Vec<u32>, WeightedIndex<u32>),
+}
+
+impl BatchSize {
+    /// A table of `(size, weight)`; weights are positive (the scenario checks).
+    pub fn weighted(table: Vec<(u32, u32)>) -> Self {
+        let index = WeightedIndex::new(table.iter().map(|(_, w)| *w)).expect("positive weights");
+        BatchSize::Weighted(table.into_iter().map(|(size, _)| size).collect(), index)
+    }
+
+    pub fn sample<R: Rng>(&self, rng: &mut R) -> u32 {
+        match self {
+            BatchSize::Fixed(n) => *n,
+            BatchSize::Uniform(low, high) => rng.gen_range(*low..=*high),
+            BatchSize::Weighted(sizes, index) => sizes[index.sample(rng)],
+        }
+    }
+
+    pub fn max(&self) -> u32 {
+        match self {
+            BatchSize::Fixed(n) => *n,
+            BatchSize::Uniform(_, high) => *high,
+            BatchSize::Weighted(sizes, _) => sizes.iter().copied().max().unwrap_or(1),
+        }
+    }
+}
+
+impl PartialEq for BatchSize {
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (BatchSize::Fixed(a), BatchSize::Fixed(b)) => a == b,
+            (BatchSize::Uniform(a, b), BatchSize::Uniform(c, d)) => (a, b) == (c, d),
+            (BatchSize::Weighted(a, _), BatchSize::Weighted(b, _)) => a == b,
+            _ => false,
+        }
+    }
+}
+
+/// One kind of call.
 #[derive(Clone, Debug)]
 pub struct MixCall {
     /// Index into [`Mix::methods`].
     pub method: u16,
     pub template: CallTemplate,
-    /// `Some(n)`: sent as a batch (a JSON array) of `n` such calls.
-    pub batch: Option<u32>,
+    /// `Some`: sent as a batch of this many such calls.
+    pub batch: Option<BatchSize>,
     pub notification: bool,
 }
 
-impl MixCall {
-    /// Calls in one request of this kind.
-    pub fn size(&self) -> u32 {
-        self.batch.unwrap_or(1)
+/// One call of the request being planned.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Planned {
+    /// Index into [`Mix::calls`].
+    pub call: u16,
+    pub notification: bool,
+}
+
+/// Every request a batch whose entries are drawn from the mix.
+#[derive(Clone, Debug)]
+pub struct MixBatch {
+    pub size: BatchSize,
+    /// Share of entries sent as notifications.
+    pub notifications: f64,
+}
+
+/// Recorded requests, as indexes into [`Mix::calls`].
+#[derive(Debug)]
+pub struct ReplaySource {
+    pub requests: Vec<(bool, Vec<Planned>)>,
+    pub looping: bool,
+    cursor: AtomicUsize,
+}
+
+impl ReplaySource {
+    pub fn new(requests: Vec<(bool, Vec<Planned>)>, looping: bool) -> Self {
+        ReplaySource {
+            requests,
+            looping,
+            cursor: AtomicUsize::new(0),
+        }
     }
 }
 
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 pub struct Mix {
     /// Distinct method names; statistics are kept per method.
     pub methods: Vec<String>,
     pub calls: Vec<MixCall>,
-    weights: WeightedIndex<u32>,
+    /// What each call's answer must look like, indexed like `calls`.
+    pub expectations: Vec<Option<Expectation>>,
+    weights: Option<WeightedIndex<u32>>,
+    pub batch: Option<MixBatch>,
+    pub replay: Option<ReplaySource>,
 }
 
 impl Mix {
-    /// `calls` with their weights (all positive: the scenario checks).
-    pub fn new(calls: Vec<(MixCall, u32)>, methods: Vec<String>) -> Self {
-        let weights = WeightedIndex::new(calls.iter().map(|(_, w)| *w))
+    /// A weighted mix; `calls` carry their weights (all positive).
+    pub fn weighted(
+        methods: Vec<String>,
+        calls: Vec<(MixCall, u32, Option<Expectation>)>,
+        batch: Option<MixBatch>,
+    ) -> Self {
+        let weights = WeightedIndex::new(calls.iter().map(|(_, w, _)| *w))
             .expect("the scenario guarantees at least one call and positive weights");
+        let (calls, expectations) = calls.into_iter().map(|(c, _, e)| (c, e)).unzip();
         Mix {
             methods,
-            calls: calls.into_iter().map(|(c, _)| c).collect(),
-            weights,
+            calls,
+            expectations,
+            weights: Some(weights),
+            batch,
+            replay: None,
         }
     }
 
-    pub fn pick<R: Rng>(&self, rng: &mut R) -> &MixCall {
-        &self.calls[self.weights.sample(rng)]
+    /// A replay of recorded requests over `calls`.
+    pub fn replay(methods: Vec<String>, calls: Vec<MixCall>, replay: ReplaySource) -> Self {
+        let expectations = vec![None; calls.len()];
+        Mix {
+            methods,
+            calls,
+            expectations,
+            weights: None,
+            batch: None,
+            replay: Some(replay),
+        }
+    }
+
+    /// One call drawn by weight.
+    pub fn pick<R: Rng>(&self, rng: &mut R) -> u16 {
+        match &self.weights {
+            Some(weights) => weights.sample(rng) as u16,
+            None => 0,
+        }
+    }
+
+    /// Plans the next request into `planned`; returns whether it is a batch,
+    /// or `None` when a replay that does not loop has run out.
+    pub fn next_request<R: Rng>(&self, rng: &mut R, planned: &mut Vec<Planned>) -> Option<bool> {
+        planned.clear();
+        if let Some(replay) = &self.replay {
+            let at = replay.cursor.fetch_add(1, Ordering::Relaxed);
+            if !replay.looping && at >= replay.requests.len() {
+                return None;
+            }
+            let (batch, calls) = &replay.requests[at % replay.requests.len()];
+            planned.extend_from_slice(calls);
+            return Some(*batch);
+        }
+        if let Some(batch) = &self.batch {
+            for _ in 0..batch.size.sample(rng) {
+                let call = self.pick(rng);
+                let notification = self.calls[call as usize].notification
+                    || (batch.notifications > 0.0 && rng.gen_bool(batch.notifications));
+                planned.push(Planned { call, notification });
+            }
+            return Some(true);
+        }
+        let call = self.pick(rng);
+        let spec = &self.calls[call as usize];
+        let count = spec.batch.as_ref().map_or(1, |size| size.sample(rng));
+        planned.extend((0..count).map(|_| Planned {
+            call,
+            notification: spec.notification,
+        }));
+        Some(spec.batch.is_some())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::rngs::SmallRng;
+    use rand::SeedableRng;
+
+    fn call(method: u16) -> MixCall {
+        MixCall {
+            method,
+            template: CallTemplate::new("m", None),
+            batch: None,
+            notification: false,
+        }
+    }
+
+    #[test]
+    fn weights_are_honoured_within_one_percent() {
+        let mix = Mix::weighted(
+            vec!["a".into(), "b".into(), "c".into()],
+            vec![(call(0), 50, None), (call(1), 30, None), (call(2), 20, None)],
+            None,
+        );
+        let mut rng = SmallRng::seed_from_u64(7);
+        let mut counts = [0u32; 3];
+        let draws = 200_000;
+        for _ in 0..draws {
+            counts[mix.pick(&mut rng) as usize] += 1;
+        }
+        for (count, weight) in counts.iter().zip([0.5, 0.3, 0.2]) {
+            let share = *count as f64 / draws as f64;
+            assert!((share - weight).abs() < 0.01, "share {share} for weight {weight}");
+        }
+        // The same seed draws the same sequence.
+        let sequence = |seed| {
+            let mut rng = SmallRng::seed_from_u64(seed);
+            (0..50).map(|_| mix.pick(&mut rng)).collect::<Vec<_>>()
+        };
+        assert_eq!(sequence(3), sequence(3));
+        assert_ne!(sequence(3), sequence(4));
+    }
+
+    #[test]
+    fn batch_sizes_follow_their_form() {
+        let mut rng = SmallRng::seed_from_u64(1);
+        let uniform = BatchSize::Uniform(1, 20);
+        let sizes: Vec<u32> = (0..2000).map(|_| uniform.sample(&mut rng)).collect();
+        assert_eq!(sizes.iter().min(), Some(&1));
+        assert_eq!(sizes.iter().max(), Some(&20));
+        let table = BatchSize::weighted(vec![(1, 3), (50, 1)]);
+        let big = (0..40_000).filter(|_| table.sample(&mut rng) == 50).count() as f64 / 40_000.0;
+        assert!((big - 0.25).abs() < 0.01, "{big}");
+    }
+
+    #[test]
+    fn batches_drawn_from_the_mix_carry_notifications() {
+        let mix = Mix::weighted(
+            vec!["a".into(), "b".into()],
+            vec![(call(0), 1, None), (call(1), 1, None)],
+            Some(MixBatch {
+                size: BatchSize::Fixed(10),
+                notifications: 0.1,
+            }),
+        );
+        let mut rng = SmallRng::seed_from_u64(5);
+        let mut planned = Vec::new();
+        let (mut total, mut notes) = (0, 0);
+        for _ in 0..5000 {
+            assert_eq!(mix.next_request(&mut rng, &mut planned), Some(true));
+            total += planned.len();
+            notes += planned.iter().filter(|p| p.notification).count();
+        }
+        assert_eq!(total, 50_000);
+        assert!((notes as f64 / total as f64 - 0.1).abs() < 0.01);
+    }
+
+    #[test]
+    fn a_replay_stops_or_loops() {
+        let requests = vec![(
+            false,
+            vec![Planned {
+                call: 0,
+                notification: false,
+            }],
+        )];
+        let stop = Mix::replay(
+            vec!["m".into()],
+            vec![call(0)],
+            ReplaySource::new(requests.clone(), false),
+        );
+        let mut rng = SmallRng::seed_from_u64(0);
+        let mut planned = Vec::new();
+        assert_eq!(stop.next_request(&mut rng, &mut planned), Some(false));
+        assert_eq!(stop.next_request(&mut rng, &mut planned), None);
+        let looping = Mix::replay(vec!["m".into()], vec![call(0)], ReplaySource::new(requests, true));
+        for _ in 0..3 {
+            assert_eq!(looping.next_request(&mut rng, &mut planned), Some(false));
+        }
     }
 }

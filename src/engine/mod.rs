@@ -4,10 +4,12 @@
 
 mod mix;
 mod plan;
+mod poll;
 mod worker;
 
-pub use mix::{Mix, MixCall};
-pub use plan::{LoadPlan, Pacing};
+pub use mix::{BatchSize, Mix, MixBatch, MixCall, Planned, ReplaySource};
+pub use plan::{LoadPlan, Pacing, Stage};
+pub use poll::Poll;
 
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
@@ -17,8 +19,10 @@ use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use crate::rpc::CallTemplate;
 use crate::stats::{
-    micros, LatencySummary, MethodSummary, Recorder, RunSummary, ScheduleSummary, SecondRow, LATE_THRESHOLD,
+    micros, BatchSummary, LatencySummary, MethodSummary, Recorder, RunSummary, ScheduleSummary, SecondRow,
+    SetupSummary, StageSummary, LATE_THRESHOLD,
 };
 use crate::transport::Target;
 use worker::{Chunk, Shared};
@@ -28,6 +32,17 @@ pub struct RunSpec {
     pub plan: LoadPlan,
     pub mix: Mix,
     pub target: Target,
+    /// Sent on each new connection before it joins the load.
+    pub setup: Vec<SetupCall>,
+    pub polls: Vec<Poll>,
+}
+
+/// A call sent once per connection, outside the figures.
+#[derive(Clone, Debug)]
+pub struct SetupCall {
+    pub method: String,
+    pub template: CallTemplate,
+    pub notification: bool,
 }
 
 /// Runs the load until the plan's end or until `cancel` fires (then the
@@ -37,14 +52,23 @@ pub async fn run(
     cancel: CancellationToken,
     mut on_second: impl FnMut(&SecondRow),
 ) -> RunSummary {
-    let RunSpec { plan, mix, target } = spec;
     let stop = cancel.child_token();
     let start = Instant::now();
+    let plan = &spec.plan;
     let deadline = plan.duration.map(|d| start + plan.warmup + d);
-    let methods = mix.methods.clone();
+    let methods = spec.mix.methods.clone();
     let threads = plan.threads_used();
     let connections = plan.connections;
-    let shared = Arc::new(Shared::new(plan, mix, target, start, stop.clone()));
+    let stage_bounds = plan.stage_bounds();
+    let has_setup = !spec.setup.is_empty();
+    let shared = Arc::new(Shared::new(spec, start, stop.clone()));
+    let mut stage_totals = vec![Recorder::new(methods.len()); stage_bounds.len()];
+    let stage_of = |second: u32| {
+        let middle = second as f64 + 0.5;
+        stage_bounds
+            .iter()
+            .position(|(from, to)| middle >= *from && middle < *to)
+    };
 
     if let Some(deadline) = deadline {
         let stop = stop.clone();
@@ -86,6 +110,9 @@ pub async fn run(
         }
         windows.add(chunk);
         while let Some((second, window)) = windows.pop_complete() {
+            if let Some(stage) = stage_of(second) {
+                stage_totals[stage].merge(&window);
+            }
             let row = SecondRow::new(second, &window, Duration::from_secs(1));
             on_second(&row);
             timeseries.push(row);
@@ -105,6 +132,9 @@ pub async fn run(
             .min(Duration::from_secs(1));
         if window.is_empty() && covered.is_zero() {
             continue;
+        }
+        if let Some(stage) = stage_of(second) {
+            stage_totals[stage].merge(&window);
         }
         let row = SecondRow::new(second, &window, covered);
         on_second(&row);
@@ -137,6 +167,23 @@ pub async fn run(
         http_statuses: total.statuses.iter().copied().collect(),
         extra_batch_entries: total.extra_entries,
         schedule,
+        batches: BatchSummary::new(&total),
+        setup: has_setup.then(|| SetupSummary {
+            connections_ok: total.setup_ok,
+            connections_failed: total.setup_failed,
+            first_error: total.setup_error.clone(),
+        }),
+        stages: stage_totals
+            .iter()
+            .zip(&stage_bounds)
+            .enumerate()
+            .map(|(stage, (recorder, (start_s, end_s)))| StageSummary {
+                stage,
+                start_s: *start_s,
+                end_s: *end_s,
+                total: MethodSummary::new("TOTAL", &recorder.total(), end_s.min(seconds) - start_s),
+            })
+            .collect(),
         in_flight_at_end: shared.in_flight_at_end.load(Ordering::Relaxed),
         measured_seconds: seconds,
         partial: cancel.is_cancelled(),

@@ -32,11 +32,151 @@ pub struct LoadPlan {
     /// Engine threads, each running its own share of the connections.
     pub threads: usize,
     pub seed: u64,
+    /// Steps of rate (open) or concurrency (closed) after the warmup, each
+    /// ramped linearly from the previous value. Empty: a constant load.
+    pub stages: Vec<Stage>,
+    /// Closed model with stages: calls in flight before the first ramp.
+    pub initial_concurrency: usize,
+}
+
+/// One step of a staged load: ramp to `target` over `duration`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Stage {
+    pub duration: Duration,
+    /// Calls per second (open model) or calls in flight (closed).
+    pub target: f64,
 }
 
 impl LoadPlan {
     pub fn threads_used(&self) -> usize {
         self.threads.clamp(1, self.connections.max(1))
+    }
+
+    /// The load over time from the run's start: `start_value` (rate, or
+    /// concurrency) through the warmup, then the stages.
+    pub fn profile(&self, start_value: f64) -> Profile {
+        Profile::new(start_value, self.warmup, &self.stages)
+    }
+
+    /// Where each stage starts and ends, in seconds of measured time.
+    pub fn stage_bounds(&self) -> Vec<(f64, f64)> {
+        let mut at = 0.0;
+        self.stages
+            .iter()
+            .map(|stage| {
+                let start = at;
+                at += stage.duration.as_secs_f64();
+                (start, at)
+            })
+            .collect()
+    }
+}
+
+/// A load that changes linearly between points in time.
+#[derive(Clone, Debug)]
+pub struct Profile {
+    segments: Vec<Segment>,
+}
+
+#[derive(Clone, Debug)]
+struct Segment {
+    /// Seconds from the run's start.
+    start: f64,
+    /// Seconds; infinite for a constant load with no end.
+    length: f64,
+    from: f64,
+    to: f64,
+    /// Requests due before this segment (open model).
+    due_before: f64,
+}
+
+impl Segment {
+    fn due(&self) -> f64 {
+        if self.length.is_infinite() {
+            f64::INFINITY
+        } else {
+            (self.from + self.to) / 2.0 * self.length
+        }
+    }
+}
+
+impl Profile {
+    fn new(start_value: f64, warmup: Duration, stages: &[Stage]) -> Self {
+        let mut segments = Vec::new();
+        let mut push = |length: f64, from: f64, to: f64| {
+            let (start, due_before) = segments.last().map_or((0.0, 0.0), |s: &Segment| {
+                (s.start + s.length, s.due_before + s.due())
+            });
+            segments.push(Segment {
+                start,
+                length,
+                from,
+                to,
+                due_before,
+            });
+        };
+        if stages.is_empty() {
+            push(f64::INFINITY, start_value, start_value);
+        } else {
+            if !warmup.is_zero() {
+                push(warmup.as_secs_f64(), start_value, start_value);
+            }
+            let mut previous = start_value;
+            for stage in stages {
+                push(stage.duration.as_secs_f64(), previous, stage.target);
+                previous = stage.target;
+            }
+        }
+        Profile { segments }
+    }
+
+    /// The value (rate or concurrency) `seconds` after the start.
+    pub fn value_at(&self, seconds: f64) -> f64 {
+        let Some(segment) = self.segments.iter().find(|s| seconds < s.start + s.length) else {
+            return self.segments.last().map_or(0.0, |s| s.to);
+        };
+        if segment.length.is_infinite() {
+            return segment.from;
+        }
+        let progress = ((seconds - segment.start) / segment.length).clamp(0.0, 1.0);
+        segment.from + (segment.to - segment.from) * progress
+    }
+
+    /// When the request numbered `n` (from 0) is due, in seconds from the
+    /// start, under a rate that follows this profile; `None` past its end.
+    pub fn due_time(&self, n: f64) -> Option<f64> {
+        let segment = self.segments.iter().find(|s| n < s.due_before + s.due())?;
+        let left = n - segment.due_before;
+        let slope = if segment.length.is_infinite() {
+            0.0
+        } else {
+            (segment.to - segment.from) / segment.length
+        };
+        // The count grows as from·t + slope·t²/2; solve for t.
+        let t = if slope.abs() < 1e-12 {
+            left / segment.from
+        } else {
+            (-segment.from + (segment.from * segment.from + 2.0 * slope * left).max(0.0).sqrt()) / slope
+        };
+        Some(segment.start + t.max(0.0))
+    }
+
+    /// Requests due in the first `seconds`.
+    pub fn due_within(&self, seconds: f64) -> f64 {
+        let mut due = 0.0;
+        for segment in &self.segments {
+            if seconds <= segment.start {
+                break;
+            }
+            let t = (seconds - segment.start).min(segment.length);
+            let value_at_t = if segment.length.is_infinite() {
+                segment.from
+            } else {
+                segment.from + (segment.to - segment.from) * (t / segment.length)
+            };
+            due += (segment.from + value_at_t) / 2.0 * t;
+        }
+        due
     }
 }
 
@@ -55,8 +195,8 @@ pub struct Claim {
 pub struct Schedule {
     claimed: AtomicU64,
     start: Instant,
-    /// Nanoseconds between requests in the open model.
-    interval_ns: Option<f64>,
+    /// The rate over time in the open model.
+    rate: Option<Profile>,
     limit: Option<u64>,
     deadline: Option<Instant>,
 }
@@ -66,8 +206,8 @@ impl Schedule {
         Schedule {
             claimed: AtomicU64::new(0),
             start,
-            interval_ns: match plan.pacing {
-                Pacing::Open { rate } => Some(1e9 / rate),
+            rate: match plan.pacing {
+                Pacing::Open { rate } => Some(plan.profile(rate)),
                 Pacing::Closed => None,
             },
             limit: plan.requests,
@@ -76,7 +216,7 @@ impl Schedule {
     }
 
     pub fn claim(&self) -> Option<Claim> {
-        if self.interval_ns.is_none() && self.limit.is_none() {
+        if self.rate.is_none() && self.limit.is_none() {
             // Closed model bounded by time: nothing to count.
             return Some(Claim {
                 intended: Instant::now(),
@@ -86,8 +226,8 @@ impl Schedule {
         if self.limit.is_some_and(|limit| seq >= limit) {
             return None;
         }
-        let intended = match self.interval_ns {
-            Some(ns) => self.start + Duration::from_nanos((seq as f64 * ns) as u64),
+        let intended = match &self.rate {
+            Some(rate) => self.start + Duration::from_secs_f64(rate.due_time(seq as f64)?),
             None => Instant::now(),
         };
         if self.deadline.is_some_and(|deadline| intended >= deadline) {
@@ -98,9 +238,10 @@ impl Schedule {
 
     /// Requests the open model had due before `end`.
     pub fn due_before(&self, end: Instant) -> u64 {
-        let Some(ns) = self.interval_ns else { return 0 };
-        let elapsed = end.saturating_duration_since(self.start).as_nanos() as f64;
-        let due = (elapsed / ns).ceil() as u64;
+        let Some(rate) = &self.rate else { return 0 };
+        let due = rate
+            .due_within(end.saturating_duration_since(self.start).as_secs_f64())
+            .ceil() as u64;
         self.limit.map_or(due, |limit| due.min(limit))
     }
 }
@@ -119,6 +260,8 @@ mod tests {
             timeout: Duration::from_secs(1),
             threads: 1,
             seed: 0,
+            stages: Vec::new(),
+            initial_concurrency: 1,
         }
     }
 
@@ -152,6 +295,34 @@ mod tests {
         );
         let claimed = std::iter::from_fn(|| schedule.claim()).count();
         assert_eq!(claimed, 10);
+    }
+
+    #[test]
+    fn a_ramp_spreads_requests_as_its_rate_grows() {
+        let mut plan = plan(Pacing::Open { rate: 100.0 }, None, None);
+        plan.stages = vec![
+            Stage {
+                duration: Duration::from_secs(10),
+                target: 300.0,
+            },
+            Stage {
+                duration: Duration::from_secs(5),
+                target: 300.0,
+            },
+        ];
+        let profile = plan.profile(100.0);
+        assert_eq!(profile.value_at(0.0), 100.0);
+        assert_eq!(profile.value_at(5.0), 200.0);
+        assert_eq!(profile.value_at(12.0), 300.0);
+        // 10 s ramping 100 → 300 is 2000 requests, then 300/s for 5 s.
+        assert!((profile.due_within(10.0) - 2000.0).abs() < 1e-6);
+        assert!((profile.due_within(15.0) - 3500.0).abs() < 1e-6);
+        assert!((profile.due_time(2000.0).unwrap() - 10.0).abs() < 1e-9);
+        assert!((profile.due_time(3200.0).unwrap() - 14.0).abs() < 1e-9);
+        assert_eq!(profile.due_time(3500.0), None);
+        let start = Instant::now();
+        let schedule = Schedule::new(&plan, start);
+        assert_eq!(std::iter::from_fn(|| schedule.claim()).count(), 3500);
     }
 
     #[test]

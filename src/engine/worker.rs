@@ -17,9 +17,10 @@ use tokio::sync::mpsc::UnboundedSender;
 use tokio::time::{sleep, sleep_until, timeout};
 use tokio_util::sync::CancellationToken;
 
-use super::mix::Mix;
-use super::plan::{LoadPlan, Pacing, Schedule};
-use crate::rpc::{Judge, Outcome, RequestBuilder};
+use super::mix::{Mix, Planned};
+use super::plan::{LoadPlan, Pacing, Profile, Schedule};
+use super::{Poll, RunSpec, SetupCall};
+use crate::rpc::{Entry, Judge, Outcome, RequestBuilder};
 use crate::stats::{micros, Recorder};
 use crate::transport::{Connection, Target, TransportError};
 
@@ -28,7 +29,12 @@ pub(super) struct Shared {
     pub plan: LoadPlan,
     pub mix: Mix,
     pub target: Target,
+    pub setup: Vec<SetupCall>,
+    pub polls: Vec<Poll>,
     pub schedule: Schedule,
+    /// Calls in flight over time (closed model with stages).
+    pub concurrency: Option<Profile>,
+    pub start: Instant,
     pub cancel: CancellationToken,
     /// Calls whose intended time is before this are warmup, not recorded.
     pub measure_start: Instant,
@@ -37,17 +43,40 @@ pub(super) struct Shared {
 }
 
 impl Shared {
-    pub fn new(plan: LoadPlan, mix: Mix, target: Target, start: Instant, cancel: CancellationToken) -> Self {
-        Shared {
-            schedule: Schedule::new(&plan, start),
-            measure_start: start + plan.warmup,
+    pub fn new(spec: RunSpec, start: Instant, cancel: CancellationToken) -> Self {
+        let RunSpec {
             plan,
             mix,
             target,
+            setup,
+            polls,
+        } = spec;
+        let concurrency = match plan.pacing {
+            Pacing::Closed if !plan.stages.is_empty() => Some(plan.profile(plan.initial_concurrency as f64)),
+            _ => None,
+        };
+        Shared {
+            schedule: Schedule::new(&plan, start),
+            measure_start: start + plan.warmup,
+            concurrency,
+            plan,
+            mix,
+            target,
+            setup,
+            polls,
+            start,
             cancel,
             next_id_block: AtomicU64::new(1),
             in_flight_at_end: AtomicU64::new(0),
         }
+    }
+
+    /// In a staged closed model, whether connection `index` should be
+    /// calling now, and if not, how long to wait before looking again.
+    fn idle_for(&self, index: usize) -> Option<Duration> {
+        let profile = self.concurrency.as_ref()?;
+        let active = profile.value_at(self.start.elapsed().as_secs_f64()).round() as usize;
+        (index >= active).then_some(Duration::from_millis(10))
     }
 }
 
@@ -106,6 +135,13 @@ pub(super) fn thread_main(
             .into_iter()
             .map(|index| tokio::task::spawn_local(connection_loop(shared.clone(), local.clone(), index)))
             .collect();
+        let polls: Vec<_> = if thread == 0 {
+            (0..shared.polls.len())
+                .map(|i| tokio::task::spawn_local(super::poll::keep_polling(shared.clone(), i)))
+                .collect()
+        } else {
+            Vec::new()
+        };
         let second = Rc::new(Cell::new(0u32));
         let hand_over = {
             let (local, second, chunks) = (local.clone(), second.clone(), chunks.clone());
@@ -130,6 +166,7 @@ pub(super) fn thread_main(
             let _ = task.await;
         }
         hand_over.abort();
+        polls.iter().for_each(|p| p.abort());
         let recorder = local.recorder.replace(Recorder::new(0));
         let _ = chunks.send(Chunk {
             thread,
@@ -149,12 +186,20 @@ async fn connection_loop(shared: Arc<Shared>, local: Rc<Local>, index: usize) {
         SmallRng::seed_from_u64(shared.plan.seed ^ (index as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15));
     let mut builder = RequestBuilder::default();
     let mut judge = Judge::default();
+    let mut planned: Vec<Planned> = Vec::new();
     let mut connection: Option<Connection> = None;
     let mut backoff = BACKOFF_MIN;
     let open_model = matches!(shared.plan.pacing, Pacing::Open { .. });
     let cancel = &shared.cancel;
+    let mix = &shared.mix;
 
     while !cancel.is_cancelled() {
+        if let Some(wait) = shared.idle_for(index) {
+            tokio::select! {
+                _ = sleep(wait) => continue,
+                _ = cancel.cancelled() => break,
+            }
+        }
         let Some(claim) = shared.schedule.claim() else {
             break;
         };
@@ -164,23 +209,34 @@ async fn connection_loop(shared: Arc<Shared>, local: Rc<Local>, index: usize) {
                 _ = cancel.cancelled() => break,
             }
         }
-        let call = shared.mix.pick(&mut rng);
-        builder.begin(call.batch.is_some());
-        let ids = if call.notification {
-            0
-        } else {
-            local.take_ids(&shared, call.size() as u64)
+        let Some(batch) = mix.next_request(&mut rng, &mut planned) else {
+            break;
         };
-        for i in 0..call.size() {
-            let id = (!call.notification).then_some(ids + i as u64);
-            builder.push(&call.template, call.method, id);
+        builder.begin(batch);
+        let calls = planned.iter().filter(|p| !p.notification).count() as u64;
+        let mut next_id = local.take_ids(&shared, calls);
+        for p in &planned {
+            let id = (!p.notification).then(|| {
+                next_id += 1;
+                next_id - 1
+            });
+            let call = &mix.calls[p.call as usize];
+            builder.push(
+                &call.template,
+                Entry {
+                    method: call.method,
+                    call: p.call,
+                    id,
+                },
+                &mut rng,
+            );
         }
         let body = builder.finish();
         let measured = claim.intended >= shared.measure_start;
 
         if connection.as_ref().is_none_or(Connection::is_closed) {
             let opened = tokio::select! {
-                opened = Connection::open(&shared.target) => opened,
+                opened = open_and_set_up(&shared, &local, &mut rng) => opened,
                 _ = cancel.cancelled() => break,
             };
             match opened {
@@ -188,12 +244,12 @@ async fn connection_loop(shared: Arc<Shared>, local: Rc<Local>, index: usize) {
                     connection = Some(opened);
                     backoff = BACKOFF_MIN;
                 }
-                Err(_) => {
+                Err(failure) => {
                     local.sent.set(local.sent.get() + 1);
                     if measured {
                         let mut recorder = local.recorder.borrow_mut();
                         let entries = builder.entries();
-                        Judge::fail_all(entries, Outcome::Connect, |i, outcome, _| {
+                        Judge::fail_all(entries, failure, |i, outcome, _| {
                             recorder.methods[entries[i].method as usize].record(
                                 outcome,
                                 Duration::ZERO,
@@ -243,10 +299,20 @@ async fn connection_loop(shared: Arc<Shared>, local: Rc<Local>, index: usize) {
         if open_model {
             recorder.start_delay.record(micros(sent_at - claim.intended)).ok();
         }
+        if batch {
+            recorder.record_batch(planned.len(), latency);
+        }
         let entries = builder.entries();
         let methods = &mut recorder.methods;
-        let mut record = |i: usize, outcome: Outcome, bytes: usize| {
-            methods[entries[i].method as usize].record(outcome, latency, service, bytes)
+        let mut record = |i: usize, outcome: Outcome, answer: &[u8]| {
+            let entry = entries[i];
+            let stats = &mut methods[entry.method as usize];
+            stats.record(outcome, latency, service, answer.len());
+            if outcome == Outcome::Assertion {
+                if let Some(expected) = &mix.expectations[entry.call as usize] {
+                    stats.add_example(expected, answer);
+                }
+            }
         };
         let answered = match (result, failure) {
             (Ok(Ok(reply)), _) => {
@@ -254,7 +320,8 @@ async fn connection_loop(shared: Arc<Shared>, local: Rc<Local>, index: usize) {
                     reply.status,
                     &reply.body,
                     entries,
-                    builder.is_batch(),
+                    batch,
+                    &mix.expectations,
                     &mut record,
                 );
                 Some((reply.status, verdict))
@@ -270,4 +337,56 @@ async fn connection_loop(shared: Arc<Shared>, local: Rc<Local>, index: usize) {
             recorder.record_status(status);
         }
     }
+}
+
+/// Opens a connection and sends the scenario's setup calls on it. Setup
+/// calls stay out of the load's figures; a failure is counted and kept.
+async fn open_and_set_up(shared: &Shared, local: &Local, rng: &mut SmallRng) -> Result<Connection, Outcome> {
+    let mut connection = Connection::open(&shared.target)
+        .await
+        .map_err(|_| Outcome::Connect)?;
+    if shared.setup.is_empty() {
+        return Ok(connection);
+    }
+    let mut builder = RequestBuilder::default();
+    let mut judge = Judge::default();
+    for setup in &shared.setup {
+        builder.begin(false);
+        let id = (!setup.notification).then(|| local.take_ids(shared, 1));
+        builder.push(
+            &setup.template,
+            Entry {
+                method: 0,
+                call: 0,
+                id,
+            },
+            rng,
+        );
+        let failure = match timeout(shared.plan.timeout, connection.exchange(builder.finish())).await {
+            Ok(Ok(reply)) => {
+                let mut outcome = Outcome::Ok;
+                judge.judge(
+                    reply.status,
+                    &reply.body,
+                    builder.entries(),
+                    false,
+                    &[],
+                    |_, o, _| outcome = o,
+                );
+                (outcome != Outcome::Ok).then(|| outcome.to_string())
+            }
+            Ok(Err(error)) => Some(error.to_string()),
+            Err(_) => Some(format!("no answer within {:?}", shared.plan.timeout)),
+        };
+        if let Some(failure) = failure {
+            let mut recorder = local.recorder.borrow_mut();
+            recorder.setup_failed += 1;
+            if recorder.setup_error.is_none() {
+                recorder.setup_error = Some(format!("setup call `{}` failed: {failure}", setup.method));
+            }
+            return Err(Outcome::Connect);
+        }
+    }
+    local.recorder.borrow_mut().setup_ok += 1;
+    Ok(connection)
 }

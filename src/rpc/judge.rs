@@ -10,7 +10,7 @@ use serde::de::{Deserializer as _, SeqAccess, Visitor};
 use serde_json::value::RawValue;
 
 use super::wire::{self, Message};
-use super::{Entry, Outcome, ProtocolKind};
+use super::{Entry, Expectation, Outcome, ProtocolKind};
 
 /// What a judged answer held besides the calls' outcomes.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -31,31 +31,35 @@ struct Slot {
     entry: usize,
     seen: u32,
     outcome: Outcome,
-    bytes: usize,
+    /// Where the call's answer lies in the body.
+    answer: (usize, usize),
 }
 
 impl Judge {
     /// Judges `body` (answered with HTTP `status`) against the request's
-    /// `entries`, calling `record(entry_index, outcome, answer_bytes)` once
-    /// per entry.
+    /// `entries`, calling `record(entry_index, outcome, answer)` once per
+    /// entry, where `answer` is the part of the body that answered it.
+    /// `expectations` is indexed by each entry's `call`.
     pub fn judge(
         &mut self,
         status: u16,
         body: &[u8],
         entries: &[Entry],
         batch: bool,
-        mut record: impl FnMut(usize, Outcome, usize),
+        expectations: &[Option<Expectation>],
+        mut record: impl FnMut(usize, Outcome, &[u8]),
     ) -> Verdict {
         let success = (200..300).contains(&status);
         // A non-2xx status stands for the call unless the body still was a
         // proper JSON-RPC answer (e.g. an error object sent with HTTP 500).
-        let mut settle = |index: usize, outcome: Outcome, bytes: usize| {
+        let mut settle = |index: usize, outcome: Outcome, answer: &[u8]| {
             let outcome = match outcome {
                 Outcome::InvalidJson | Outcome::Protocol(_) if !success => Outcome::HttpStatus(status),
                 other => other,
             };
-            record(index, outcome, bytes)
+            record(index, outcome, answer)
         };
+        let expectation = |entry: &Entry| expectations.get(entry.call as usize).and_then(Option::as_ref);
         let empty = wire::first_significant_byte(body).is_none();
         if entries.iter().all(|e| e.id.is_none()) {
             // Only notifications: nothing may come back.
@@ -65,30 +69,31 @@ impl Judge {
                 (false, _) => Outcome::Protocol(ProtocolKind::AnswerToNotification),
             };
             for index in 0..entries.len() {
-                settle(index, outcome, body.len());
+                settle(index, outcome, body);
             }
             return Verdict::default();
         }
         if !batch {
             let expected = entries[0].id.expect("checked above: a call, not a notification");
-            settle(0, judge_single(body, expected), body.len());
+            settle(0, judge_single(body, expected, expectation(&entries[0])), body);
             return Verdict::default();
         }
-        self.judge_batch(body, entries, &mut settle)
+        self.judge_batch(body, entries, &expectation, &mut settle)
     }
 
     /// Gives every entry of a request that got no answer the same outcome.
-    pub fn fail_all(entries: &[Entry], outcome: Outcome, mut record: impl FnMut(usize, Outcome, usize)) {
+    pub fn fail_all(entries: &[Entry], outcome: Outcome, mut record: impl FnMut(usize, Outcome, &[u8])) {
         for index in 0..entries.len() {
-            record(index, outcome, 0);
+            record(index, outcome, &[]);
         }
     }
 
-    fn judge_batch(
+    fn judge_batch<'e>(
         &mut self,
         body: &[u8],
-        entries: &[Entry],
-        settle: &mut impl FnMut(usize, Outcome, usize),
+        entries: &'e [Entry],
+        expectation: &impl Fn(&'e Entry) -> Option<&'e Expectation>,
+        settle: &mut impl FnMut(usize, Outcome, &[u8]),
     ) -> Verdict {
         self.slots.clear();
         let mut first_id = 0;
@@ -102,7 +107,7 @@ impl Judge {
                     entry: index,
                     seen: 0,
                     outcome: Outcome::Protocol(ProtocolKind::MissingEntry),
-                    bytes: 0,
+                    answer: (0, 0),
                 });
             }
         }
@@ -112,13 +117,15 @@ impl Judge {
             Some(b'[') => {
                 let slots = &mut self.slots;
                 let walked = for_each_element(body, |element| {
-                    match match_batch_entry(element, first_id, slots.len()) {
+                    let expect = |slot: usize| expectation(&entries[slots[slot].entry]);
+                    match match_batch_entry(element, first_id, slots.len(), expect) {
                         Some((slot, outcome)) => {
                             let slot = &mut slots[slot];
                             slot.seen += 1;
                             if slot.seen == 1 {
                                 slot.outcome = outcome;
-                                slot.bytes = element.get().len();
+                                let start = element.get().as_ptr() as usize - body.as_ptr() as usize;
+                                slot.answer = (start, start + element.get().len());
                             }
                         }
                         None => verdict.extra_entries += 1,
@@ -153,32 +160,36 @@ impl Judge {
         let mut next_slot = 0;
         for (index, entry) in entries.iter().enumerate() {
             if entry.id.is_none() {
-                settle(index, Outcome::Ok, 0);
+                settle(index, Outcome::Ok, &[]);
                 continue;
             }
             let slot = slots[next_slot];
             next_slot += 1;
             debug_assert_eq!(slot.entry, index);
             let outcome = match (whole, slot.seen) {
-                (Some(outcome), _) => outcome,
+                (Some(outcome), _) => expectation(entry).map_or(outcome, |e| e.apply(outcome, None)),
                 (None, 0) => Outcome::Protocol(ProtocolKind::MissingEntry),
                 (None, 1) => slot.outcome,
                 (None, _) => Outcome::Protocol(ProtocolKind::DuplicateEntry),
             };
-            settle(index, outcome, slot.bytes);
+            let answer = match whole {
+                Some(_) => body,
+                None => &body[slot.answer.0..slot.answer.1],
+            };
+            settle(index, outcome, answer);
         }
         verdict
     }
 }
 
 /// Judges the answer to a single call with id `expected`.
-pub fn judge_single(body: &[u8], expected: u64) -> Outcome {
+pub fn judge_single(body: &[u8], expected: u64, expect: Option<&Expectation>) -> Outcome {
     match wire::first_significant_byte(body) {
         None => Outcome::Protocol(ProtocolKind::NoAnswer),
         Some(b'{') => match serde_json::from_slice::<Message>(body) {
             Ok(msg) => {
                 let id = msg.id.map_or(IdMatch::Mismatch, |id| match_id(id, expected));
-                judge_message(&msg, id)
+                judge_message(&msg, id, expect)
             }
             Err(_) => invalid_or_not_a_response(body),
         },
@@ -208,7 +219,16 @@ fn match_id(id: &RawValue, expected: u64) -> IdMatch {
     }
 }
 
-fn judge_message(msg: &Message, id: IdMatch) -> Outcome {
+/// The protocol's verdict on one response object, then the scenario's.
+fn judge_message(msg: &Message, id: IdMatch, expect: Option<&Expectation>) -> Outcome {
+    let outcome = judge_protocol(msg, id);
+    match expect {
+        Some(expect) => expect.apply(outcome, msg.result),
+        None => outcome,
+    }
+}
+
+fn judge_protocol(msg: &Message, id: IdMatch) -> Outcome {
     if !wire::is_version_2(msg.jsonrpc) {
         return Outcome::Protocol(ProtocolKind::WrongVersion);
     }
@@ -240,7 +260,12 @@ fn id_outcome(id: IdMatch) -> Outcome {
 
 /// Finds which call of a batch an element answers, and judges it. Returns
 /// `None` for an element that answers no call of the batch.
-fn match_batch_entry(element: &RawValue, first_id: u64, calls: usize) -> Option<(usize, Outcome)> {
+fn match_batch_entry<'e>(
+    element: &RawValue,
+    first_id: u64,
+    calls: usize,
+    expect: impl Fn(usize) -> Option<&'e Expectation>,
+) -> Option<(usize, Outcome)> {
     let msg: Message = serde_json::from_str(element.get()).ok()?;
     let id_text = msg.id?.get();
     // An id sent back as a string ("5" for 5) still names its call.
@@ -258,7 +283,7 @@ fn match_batch_entry(element: &RawValue, first_id: u64, calls: usize) -> Option<
     } else {
         IdMatch::Same
     };
-    Some((slot, judge_message(&msg, id)))
+    Some((slot, judge_message(&msg, id, expect(slot))))
 }
 
 fn invalid_or_not_a_response(body: &[u8]) -> Outcome {
@@ -295,17 +320,22 @@ mod tests {
     fn call(id: u64) -> Entry {
         Entry {
             method: 0,
+            call: 0,
             id: Some(id),
         }
     }
     fn note() -> Entry {
-        Entry { method: 0, id: None }
+        Entry {
+            method: 0,
+            call: 0,
+            id: None,
+        }
     }
 
     fn outcomes(status: u16, body: &str, entries: &[Entry], batch: bool) -> (Vec<Outcome>, Verdict) {
         let mut judge = Judge::default();
         let mut got = vec![None; entries.len()];
-        let verdict = judge.judge(status, body.as_bytes(), entries, batch, |i, o, _| {
+        let verdict = judge.judge(status, body.as_bytes(), entries, batch, &[], |i, o, _| {
             assert!(got[i].is_none(), "entry {i} recorded twice");
             got[i] = Some(o);
         });

@@ -14,6 +14,8 @@ pub enum Outcome {
     InvalidJson,
     /// Valid JSON that breaks a JSON-RPC 2.0 rule.
     Protocol(ProtocolKind),
+    /// A valid answer that is not what the scenario expected.
+    Assertion,
     Timeout,
     Connect,
     Io,
@@ -27,6 +29,7 @@ impl Outcome {
             Outcome::HttpStatus(_) => OutcomeKind::HttpStatus,
             Outcome::InvalidJson => OutcomeKind::InvalidJson,
             Outcome::Protocol(_) => OutcomeKind::Protocol,
+            Outcome::Assertion => OutcomeKind::Assertion,
             Outcome::Timeout => OutcomeKind::Timeout,
             Outcome::Connect => OutcomeKind::Connect,
             Outcome::Io => OutcomeKind::Io,
@@ -42,19 +45,21 @@ pub enum OutcomeKind {
     HttpStatus,
     InvalidJson,
     Protocol,
+    Assertion,
     Timeout,
     Connect,
     Io,
 }
 
 impl OutcomeKind {
-    pub const COUNT: usize = 8;
+    pub const COUNT: usize = 9;
     pub const ALL: [OutcomeKind; Self::COUNT] = [
         OutcomeKind::Ok,
         OutcomeKind::RpcError,
         OutcomeKind::HttpStatus,
         OutcomeKind::InvalidJson,
         OutcomeKind::Protocol,
+        OutcomeKind::Assertion,
         OutcomeKind::Timeout,
         OutcomeKind::Connect,
         OutcomeKind::Io,
@@ -67,6 +72,7 @@ impl OutcomeKind {
             OutcomeKind::HttpStatus => "http_status",
             OutcomeKind::InvalidJson => "invalid_json",
             OutcomeKind::Protocol => "protocol",
+            OutcomeKind::Assertion => "assertion",
             OutcomeKind::Timeout => "timeout",
             OutcomeKind::Connect => "connect",
             OutcomeKind::Io => "io",

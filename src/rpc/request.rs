@@ -4,28 +4,66 @@
 //! params) is serialized once into a template; per call only the id and the
 //! closing brace are written.
 
+use std::sync::Arc;
+
 use bytes::{BufMut, Bytes, BytesMut};
+use rand::Rng;
 use serde_json::Value;
 
-/// A call with everything but its id already serialized.
+use crate::scenario::Template;
+
+/// A call with everything but its id (and generated params) serialized.
 #[derive(Clone, Debug)]
 pub struct CallTemplate {
-    /// `{"jsonrpc":"2.0","method":"m","params":[...]` without the closing brace.
+    /// `{"jsonrpc":"2.0","method":"m"`: no params, no closing brace.
     head: Box<[u8]>,
+    params: Params,
+}
+
+#[derive(Clone, Debug)]
+enum Params {
+    None,
+    Fixed(Box<[u8]>),
+    Generated(Arc<Template>),
 }
 
 impl CallTemplate {
+    /// A call with fixed params.
     pub fn new(method: &str, params: Option<&Value>) -> Self {
+        let params = match params {
+            Some(params) => Params::Fixed(
+                serde_json::to_vec(params)
+                    .expect("a JSON value always serializes")
+                    .into(),
+            ),
+            None => Params::None,
+        };
+        CallTemplate {
+            head: Self::head(method),
+            params,
+        }
+    }
+
+    /// A call whose params may hold generated values.
+    pub fn generated(method: &str, params: Option<Arc<Template>>) -> Self {
+        let params = match params {
+            None => Params::None,
+            Some(template) => match template.fixed() {
+                Some(fixed) => Params::Fixed(fixed.into()),
+                None => Params::Generated(template),
+            },
+        };
+        CallTemplate {
+            head: Self::head(method),
+            params,
+        }
+    }
+
+    fn head(method: &str) -> Box<[u8]> {
         let mut head = Vec::with_capacity(64);
         head.extend_from_slice(br#"{"jsonrpc":"2.0","method":"#);
         serde_json::to_writer(&mut head, method).expect("a string always serializes");
-        if let Some(params) = params {
-            head.extend_from_slice(br#","params":"#);
-            serde_json::to_writer(&mut head, params).expect("a JSON value always serializes");
-        }
-        CallTemplate {
-            head: head.into_boxed_slice(),
-        }
+        head.into_boxed_slice()
     }
 }
 
@@ -35,6 +73,8 @@ impl CallTemplate {
 pub struct Entry {
     /// Index of the method in the run's method table.
     pub method: u16,
+    /// Index of the call in the run's mix (for its expectation).
+    pub call: u16,
     /// `None` for a notification.
     pub id: Option<u64>,
 }
@@ -61,12 +101,23 @@ impl RequestBuilder {
         }
     }
 
-    pub fn push(&mut self, template: &CallTemplate, method: u16, id: Option<u64>) {
+    pub fn push<R: Rng>(&mut self, template: &CallTemplate, entry: Entry, rng: &mut R) {
         if self.batch && !self.entries.is_empty() {
             self.buf.put_u8(b',');
         }
         self.buf.put_slice(&template.head);
-        match id {
+        match &template.params {
+            Params::None => {}
+            Params::Fixed(params) => {
+                self.buf.put_slice(br#","params":"#);
+                self.buf.put_slice(params);
+            }
+            Params::Generated(params) => {
+                self.buf.put_slice(br#","params":"#);
+                params.write(&mut self.buf, rng);
+            }
+        }
+        match entry.id {
             Some(id) => {
                 self.buf.put_slice(br#","id":"#);
                 self.buf.put_slice(itoa::Buffer::new().format(id).as_bytes());
@@ -74,7 +125,7 @@ impl RequestBuilder {
             }
             None => self.buf.put_u8(b'}'),
         }
-        self.entries.push(Entry { method, id });
+        self.entries.push(entry);
     }
 
     /// The finished body. The buffer's memory is reclaimed for the next
@@ -98,14 +149,24 @@ impl RequestBuilder {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rand::rngs::SmallRng;
+    use rand::SeedableRng;
     use serde_json::json;
+
+    fn call(id: Option<u64>) -> Entry {
+        Entry {
+            method: 0,
+            call: 0,
+            id,
+        }
+    }
 
     #[test]
     fn single_call_body_is_valid_json_rpc() {
         let template = CallTemplate::new("eth_getBalance", Some(&json!(["0xab", "latest"])));
         let mut builder = RequestBuilder::default();
         builder.begin(false);
-        builder.push(&template, 0, Some(42));
+        builder.push(&template, call(Some(42)), &mut SmallRng::seed_from_u64(0));
         let body = builder.finish();
         let value: Value = serde_json::from_slice(&body).unwrap();
         assert_eq!(
@@ -116,12 +177,13 @@ mod tests {
 
     #[test]
     fn batch_has_notifications_without_id() {
-        let call = CallTemplate::new("echo", None);
+        let echo = CallTemplate::new("echo", None);
         let mut builder = RequestBuilder::default();
         builder.begin(true);
-        builder.push(&call, 0, Some(7));
-        builder.push(&call, 0, None);
-        builder.push(&call, 0, Some(8));
+        let rng = &mut SmallRng::seed_from_u64(0);
+        builder.push(&echo, call(Some(7)), rng);
+        builder.push(&echo, call(None), rng);
+        builder.push(&echo, call(Some(8)), rng);
         let body = builder.finish();
         let value: Value = serde_json::from_slice(&body).unwrap();
         assert_eq!(
@@ -140,7 +202,7 @@ mod tests {
         let template = CallTemplate::new("we\"ird", Some(&json!({"a": 1})));
         let mut builder = RequestBuilder::default();
         builder.begin(false);
-        builder.push(&template, 0, Some(1));
+        builder.push(&template, call(Some(1)), &mut SmallRng::seed_from_u64(0));
         let value: Value = serde_json::from_slice(&builder.finish()).unwrap();
         assert_eq!(value["method"], "we\"ird");
         assert_eq!(value["params"], json!({"a": 1}));

@@ -2,32 +2,51 @@
 //! the whole file is valid, and every mistake names its file, line, column
 //! and key.
 
+mod compile;
+mod data;
 mod error;
+mod expr;
+mod poll;
+mod raw;
+mod template;
 
+pub use compile::Compiled;
 pub use error::{Located, ScenarioError};
+pub use poll::{PollSpec, Polled};
+pub use template::Template;
 
-use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
-use serde::Deserialize;
+use serde_json::value::RawValue;
 use serde_json::Value;
-use toml::Spanned;
 
-use crate::engine::Pacing;
+use crate::engine::{BatchSize, Pacing, Stage};
+use crate::rpc::Expectation;
 use error::Locator;
 
 /// A checked scenario, with command-line overrides applied.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug)]
 pub struct Scenario {
     pub name: String,
+    pub description: Option<String>,
     pub target: TargetSpec,
     /// Header names and values, `${VAR}` already replaced.
     pub headers: Vec<(String, String)>,
     pub timeout: Duration,
     pub seed: Option<u64>,
     pub load: Load,
+    /// The weighted mix (empty when replaying).
     pub calls: Vec<CallSpec>,
+    /// Every request a batch drawn from the mix.
+    pub batch: Option<BatchSpec>,
+    pub replay: Option<Replay>,
+    /// Sent on every new connection before it joins the load.
+    pub setup: Vec<SetupCall>,
+    pub polls: Vec<PollSpec>,
+    /// The latest polled values, read by generated params.
+    pub polled: Arc<Polled>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -35,6 +54,19 @@ pub enum TargetSpec {
     /// Start the built-in server in-process on a free loopback port.
     Builtin,
     Url(String),
+    /// A child process spoken to over its stdin and stdout.
+    Command {
+        argv: Vec<String>,
+        framing: Framing,
+    },
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Framing {
+    /// LSP: `Content-Length` headers before each message.
+    ContentLength,
+    /// MCP: one JSON message a line.
+    Ndjson,
 }
 
 impl std::fmt::Display for TargetSpec {
@@ -42,6 +74,7 @@ impl std::fmt::Display for TargetSpec {
         match self {
             TargetSpec::Builtin => f.write_str("builtin"),
             TargetSpec::Url(url) => f.write_str(url),
+            TargetSpec::Command { argv, framing } => write!(f, "stdio ({framing:?}): {}", argv.join(" ")),
         }
     }
 }
@@ -56,14 +89,55 @@ pub struct Load {
     pub requests: Option<u64>,
     pub warmup: Duration,
     pub threads: Option<u64>,
+    /// Steps of rate (open model) or concurrency (closed), ramped linearly.
+    pub stages: Vec<Stage>,
 }
 
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug)]
 pub struct CallSpec {
     pub method: String,
     pub weight: u32,
+    /// The params as written, templates unexpanded.
     pub params: Option<Value>,
-    pub batch: Option<u32>,
+    pub template: Option<Arc<Template>>,
+    pub batch: Option<BatchSize>,
+    pub notification: bool,
+    pub expect: Option<Expectation>,
+}
+
+#[derive(Clone, Debug)]
+pub struct BatchSpec {
+    pub size: BatchSize,
+    /// Share of batch entries sent as notifications.
+    pub notifications: f64,
+}
+
+#[derive(Clone, Debug)]
+pub struct Replay {
+    pub file: PathBuf,
+    pub requests: Vec<ReplayRequest>,
+    /// Start over at the end of the file, or stop the run.
+    pub looping: bool,
+}
+
+/// One recorded request: a single call or a batch.
+#[derive(Clone, Debug)]
+pub struct ReplayRequest {
+    pub batch: bool,
+    pub calls: Vec<ReplayCall>,
+}
+
+#[derive(Clone, Debug)]
+pub struct ReplayCall {
+    pub method: String,
+    pub params: Option<Box<RawValue>>,
+    pub notification: bool,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct SetupCall {
+    pub method: String,
+    pub params: Option<Value>,
     pub notification: bool,
 }
 
@@ -73,7 +147,6 @@ pub const DEFAULT_CONCURRENCY: u64 = 16;
 pub const DEFAULT_OPEN_CONNECTIONS: u64 = 64;
 pub const DEFAULT_DURATION: Duration = Duration::from_secs(10);
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
-const MAX_BATCH: i64 = 100_000;
 
 impl Scenario {
     pub fn load(path: &Path) -> Result<Scenario, ScenarioError> {
@@ -95,16 +168,15 @@ impl Scenario {
         default_name: &str,
         env: &dyn Fn(&str) -> Option<String>,
     ) -> Result<Scenario, ScenarioError> {
-        let locator = Locator { file, text };
-        let raw: RawScenario =
-            toml::from_str(text).map_err(|e| locator.error(e.span(), None, e.message().to_string()))?;
-        raw.validate(&locator, default_name, env)
+        let base_dir = Path::new(file).parent().unwrap_or(Path::new("."));
+        raw::parse(&Locator { file, text }, base_dir, default_name, env)
     }
 
     /// A scenario with one method and no file, for quick runs.
     pub fn one_liner(target: &str, method: &str, params: Option<Value>) -> Scenario {
         Scenario {
             name: method.to_string(),
+            description: None,
             target: parse_target(target),
             headers: Vec::new(),
             timeout: DEFAULT_TIMEOUT,
@@ -117,19 +189,27 @@ impl Scenario {
                 requests: None,
                 warmup: Duration::ZERO,
                 threads: None,
+                stages: Vec::new(),
             },
             calls: vec![CallSpec {
                 method: method.to_string(),
                 weight: 1,
+                template: None,
                 params,
                 batch: None,
                 notification: false,
+                expect: None,
             }],
+            batch: None,
+            replay: None,
+            setup: Vec::new(),
+            polls: Vec::new(),
+            polled: Arc::new(Polled::default()),
         }
     }
 }
 
-fn parse_target(target: &str) -> TargetSpec {
+pub fn parse_target(target: &str) -> TargetSpec {
     if target == "builtin" {
         TargetSpec::Builtin
     } else {
@@ -167,209 +247,6 @@ pub fn interpolate(value: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<
     }
     out.push_str(rest);
     Ok(out)
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawScenario {
-    name: Option<String>,
-    #[allow(dead_code)]
-    description: Option<String>,
-    target: Spanned<String>,
-    timeout: Option<Spanned<String>>,
-    seed: Option<u64>,
-    #[serde(default)]
-    headers: BTreeMap<String, Spanned<String>>,
-    #[serde(default)]
-    load: RawLoad,
-    calls: Spanned<Vec<RawCall>>,
-}
-
-#[derive(Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-struct RawLoad {
-    concurrency: Option<Spanned<i64>>,
-    rate: Option<Spanned<f64>>,
-    duration: Option<Spanned<String>>,
-    requests: Option<Spanned<i64>>,
-    connections: Option<Spanned<i64>>,
-    warmup: Option<Spanned<String>>,
-    threads: Option<Spanned<i64>>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawCall {
-    method: Spanned<String>,
-    weight: Option<Spanned<i64>>,
-    params: Option<Spanned<Value>>,
-    batch: Option<Spanned<i64>>,
-    #[serde(default)]
-    notification: bool,
-}
-
-impl RawScenario {
-    fn validate(
-        self,
-        at: &Locator,
-        default_name: &str,
-        env: &dyn Fn(&str) -> Option<String>,
-    ) -> Result<Scenario, ScenarioError> {
-        let duration = |value: &Spanned<String>| {
-            parse_duration(value.get_ref()).map_err(|m| at.error(Some(value.span()), None, m))
-        };
-        let positive = |value: &Spanned<i64>, what: &str| match u64::try_from(*value.get_ref()) {
-            Ok(n) if n > 0 => Ok(n),
-            _ => Err(at.error(Some(value.span()), None, format!("{what} must be at least 1"))),
-        };
-
-        if self.target.get_ref().trim().is_empty() {
-            return Err(at.error(
-                Some(self.target.span()),
-                None,
-                "target is empty: give a URL or \"builtin\"",
-            ));
-        }
-        let timeout = self
-            .timeout
-            .as_ref()
-            .map(duration)
-            .transpose()?
-            .unwrap_or(DEFAULT_TIMEOUT);
-        if timeout.is_zero() {
-            let span = self.timeout.as_ref().map(|t| t.span());
-            return Err(at.error(span, None, "timeout must be above zero"));
-        }
-        let mut headers = Vec::new();
-        for (name, value) in &self.headers {
-            let resolved = interpolate(value.get_ref(), env)
-                .map_err(|m| at.error(Some(value.span()), Some(&format!("headers.{name}")), m))?;
-            headers.push((name.clone(), resolved));
-        }
-
-        let load = &self.load;
-        let pacing = match (&load.rate, &load.concurrency) {
-            (Some(rate), Some(_)) => {
-                return Err(at.error(
-                    Some(rate.span()),
-                    None,
-                    "give either `rate` (open model) or `concurrency` (closed model), not both",
-                ))
-            }
-            (Some(rate), None) => {
-                let value = *rate.get_ref();
-                if !(value.is_finite() && value > 0.0) {
-                    return Err(at.error(
-                        Some(rate.span()),
-                        None,
-                        "rate must be above zero calls per second",
-                    ));
-                }
-                Pacing::Open { rate: value }
-            }
-            (None, _) => Pacing::Closed,
-        };
-        let load = Load {
-            pacing,
-            concurrency: load
-                .concurrency
-                .as_ref()
-                .map(|c| positive(c, "concurrency"))
-                .transpose()?,
-            connections: load
-                .connections
-                .as_ref()
-                .map(|c| positive(c, "connections"))
-                .transpose()?,
-            duration: load.duration.as_ref().map(duration).transpose()?,
-            requests: load
-                .requests
-                .as_ref()
-                .map(|r| positive(r, "requests"))
-                .transpose()?,
-            warmup: load
-                .warmup
-                .as_ref()
-                .map(duration)
-                .transpose()?
-                .unwrap_or_default(),
-            threads: load
-                .threads
-                .as_ref()
-                .map(|t| positive(t, "threads"))
-                .transpose()?,
-        };
-        if load.duration.is_some_and(|d| d.is_zero()) {
-            let span = self.load.duration.as_ref().map(|d| d.span());
-            return Err(at.error(span, None, "duration must be above zero"));
-        }
-
-        if self.calls.get_ref().is_empty() {
-            return Err(at.error(
-                Some(self.calls.span()),
-                Some("calls"),
-                "at least one call is needed",
-            ));
-        }
-        let mut calls = Vec::new();
-        for (index, call) in self.calls.into_inner().into_iter().enumerate() {
-            let key = |name: &str| format!("calls[{index}].{name}");
-            if call.method.get_ref().is_empty() {
-                return Err(at.error(Some(call.method.span()), Some(&key("method")), "method is empty"));
-            }
-            let weight = match &call.weight {
-                Some(w) => match u32::try_from(*w.get_ref()) {
-                    Ok(n) if n > 0 => n,
-                    _ => {
-                        return Err(at.error(
-                            Some(w.span()),
-                            Some(&key("weight")),
-                            "weight must be a whole number of at least 1",
-                        ))
-                    }
-                },
-                None => 1,
-            };
-            let batch = match &call.batch {
-                Some(b) if (1..=MAX_BATCH).contains(b.get_ref()) => Some(*b.get_ref() as u32),
-                Some(b) => {
-                    return Err(at.error(
-                        Some(b.span()),
-                        Some(&key("batch")),
-                        format!("batch must be between 1 and {MAX_BATCH}"),
-                    ))
-                }
-                None => None,
-            };
-            let params = match call.params {
-                Some(p) if p.get_ref().is_array() || p.get_ref().is_object() => Some(p.into_inner()),
-                Some(p) => {
-                    return Err(at.error(
-                        Some(p.span()),
-                        Some(&key("params")),
-                        "params must be an array (by position) or a table (by name)",
-                    ))
-                }
-                None => None,
-            };
-            calls.push(CallSpec {
-                method: call.method.into_inner(),
-                weight,
-                params,
-                batch,
-                notification: call.notification,
-            });
-        }
-        Ok(Scenario {
-            name: self.name.unwrap_or_else(|| default_name.to_string()),
-            target: parse_target(self.target.get_ref().trim()),
-            headers,
-            timeout,
-            seed: self.seed,
-            load,
-            calls,
-        })
-    }
 }
 
 #[cfg(test)]

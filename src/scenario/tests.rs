@@ -71,7 +71,7 @@ notification = true
     assert_eq!(s.load.requests, Some(1000));
     assert_eq!(s.load.warmup, Duration::from_millis(500));
     assert_eq!(s.load.threads, Some(2));
-    assert_eq!(s.calls[0].batch, Some(4));
+    assert_eq!(s.calls[0].batch, Some(crate::engine::BatchSize::Fixed(4)));
     assert_eq!(s.calls[0].params, Some(serde_json::json!(["0xab", "latest"])));
     assert_eq!(s.calls[1].params, Some(serde_json::json!({"level": "info"})));
     assert!(s.calls[1].notification);

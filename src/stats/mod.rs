@@ -3,7 +3,10 @@
 
 mod summary;
 
-pub use summary::{LatencySummary, MethodSummary, RunSummary, ScheduleSummary, SecondRow, LATE_THRESHOLD};
+pub use summary::{
+    BatchSummary, LatencySummary, MethodSummary, RunSummary, ScheduleSummary, SecondRow, SetupSummary,
+    StageSummary, LATE_THRESHOLD,
+};
 
 use std::time::Duration;
 
@@ -39,7 +42,13 @@ pub struct MethodStats {
     pub rpc_codes: Vec<(i64, u64)>,
     /// Statuses of the calls whose outcome was `http_status`.
     pub http_statuses: Vec<(u16, u64)>,
+    /// The first few answers that failed an expectation.
+    pub examples: Vec<String>,
 }
+
+/// Examples of failed expectations kept per method, and their size.
+pub const MAX_EXAMPLES: usize = 5;
+const MAX_EXAMPLE_BYTES: usize = 512;
 
 impl Default for MethodStats {
     fn default() -> Self {
@@ -51,6 +60,7 @@ impl Default for MethodStats {
             protocol: [0; ProtocolKind::COUNT],
             rpc_codes: Vec::new(),
             http_statuses: Vec::new(),
+            examples: Vec::new(),
         }
     }
 }
@@ -78,6 +88,21 @@ impl MethodStats {
         self.outcomes.iter().sum()
     }
 
+    /// Keeps an offending answer, cut to a bounded size, while there is room.
+    pub fn add_example(&mut self, expected: &dyn std::fmt::Display, answer: &[u8]) {
+        if self.examples.len() >= MAX_EXAMPLES {
+            return;
+        }
+        let text = String::from_utf8_lossy(&answer[..answer.len().min(MAX_EXAMPLE_BYTES)]);
+        let cut = if answer.len() > MAX_EXAMPLE_BYTES {
+            " …(cut)"
+        } else {
+            ""
+        };
+        self.examples
+            .push(format!("expected {expected}; got {text}{cut}"));
+    }
+
     pub fn ok(&self) -> u64 {
         self.outcomes[OutcomeKind::Ok as usize]
     }
@@ -98,6 +123,8 @@ impl MethodStats {
         for &(status, n) in &other.http_statuses {
             bump(&mut self.http_statuses, status, n);
         }
+        let room = MAX_EXAMPLES.saturating_sub(self.examples.len());
+        self.examples.extend(other.examples.iter().take(room).cloned());
     }
 }
 
@@ -113,6 +140,14 @@ pub struct Recorder {
     pub statuses: Vec<(u16, u64)>,
     /// Batch answer entries that matched no call.
     pub extra_entries: u64,
+    /// Round trip of each batch request, from its intended send time.
+    pub batch_latency: Histogram<u64>,
+    /// Calls in each batch request sent.
+    pub batch_sizes: Histogram<u64>,
+    /// Connections whose setup calls all succeeded, and those that failed.
+    pub setup_ok: u64,
+    pub setup_failed: u64,
+    pub setup_error: Option<String>,
 }
 
 impl Recorder {
@@ -123,7 +158,17 @@ impl Recorder {
             requests: 0,
             statuses: Vec::new(),
             extra_entries: 0,
+            batch_latency: new_histogram(),
+            batch_sizes: new_histogram(),
+            setup_ok: 0,
+            setup_failed: 0,
+            setup_error: None,
         }
+    }
+
+    pub fn record_batch(&mut self, size: usize, latency: Duration) {
+        self.batch_sizes.record(size as u64).ok();
+        self.batch_latency.record(micros(latency)).ok();
     }
 
     pub fn record_status(&mut self, status: u16) {
@@ -140,6 +185,13 @@ impl Recorder {
             bump(&mut self.statuses, status, n);
         }
         self.extra_entries += other.extra_entries;
+        merge_histogram(&mut self.batch_latency, &other.batch_latency);
+        merge_histogram(&mut self.batch_sizes, &other.batch_sizes);
+        self.setup_ok += other.setup_ok;
+        self.setup_failed += other.setup_failed;
+        if self.setup_error.is_none() {
+            self.setup_error.clone_from(&other.setup_error);
+        }
     }
 
     /// All methods together.

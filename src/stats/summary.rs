@@ -56,6 +56,9 @@ pub struct MethodSummary {
     pub http_statuses: BTreeMap<u16, u64>,
     pub answer_bytes_mean: f64,
     pub answer_bytes_max: u64,
+    /// The first few answers that failed an expectation.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub assertion_examples: Vec<String>,
 }
 
 impl MethodSummary {
@@ -97,6 +100,7 @@ impl MethodSummary {
                 stats.answer_bytes.mean()
             },
             answer_bytes_max: stats.answer_bytes.max(),
+            assertion_examples: stats.examples.clone(),
         }
     }
 
@@ -155,6 +159,54 @@ pub struct ScheduleSummary {
     pub behind: bool,
 }
 
+/// Batch requests: their round trips and the sizes sent.
+#[derive(Clone, Debug, Serialize)]
+pub struct BatchSummary {
+    pub requests: u64,
+    /// Whole batch, from the intended send time to the answer.
+    pub round_trip: LatencySummary,
+    pub size_mean: f64,
+    pub size_max: u64,
+    /// Calls per batch → batches sent with that many.
+    pub sizes: BTreeMap<u64, u64>,
+}
+
+impl BatchSummary {
+    pub fn new(recorder: &Recorder) -> Option<Self> {
+        let sizes = &recorder.batch_sizes;
+        if sizes.is_empty() {
+            return None;
+        }
+        Some(BatchSummary {
+            requests: sizes.len(),
+            round_trip: LatencySummary::from_micros(&recorder.batch_latency),
+            size_mean: sizes.mean(),
+            size_max: sizes.max(),
+            sizes: sizes
+                .iter_recorded()
+                .map(|v| (v.value_iterated_to(), v.count_at_value()))
+                .collect(),
+        })
+    }
+}
+
+/// Per-connection setup calls.
+#[derive(Clone, Debug, Serialize)]
+pub struct SetupSummary {
+    pub connections_ok: u64,
+    pub connections_failed: u64,
+    pub first_error: Option<String>,
+}
+
+/// One stage of a staged load.
+#[derive(Clone, Debug, Serialize)]
+pub struct StageSummary {
+    pub stage: usize,
+    pub start_s: f64,
+    pub end_s: f64,
+    pub total: MethodSummary,
+}
+
 /// A call leaving later than this after its intended time is late.
 pub const LATE_THRESHOLD: Duration = Duration::from_millis(10);
 
@@ -169,6 +221,12 @@ pub struct RunSummary {
     pub extra_batch_entries: u64,
     /// Present in the open model.
     pub schedule: Option<ScheduleSummary>,
+    /// Present when batches were sent.
+    pub batches: Option<BatchSummary>,
+    /// Present when the scenario has setup calls.
+    pub setup: Option<SetupSummary>,
+    /// Present for a staged load.
+    pub stages: Vec<StageSummary>,
     /// Calls abandoned in flight when the run stopped.
     pub in_flight_at_end: u64,
     pub measured_seconds: f64,

@@ -1,0 +1,162 @@
+//! A validated scenario turned into what the engine runs: the load plan,
+//! the mix (or replay), setup calls and polls.
+
+use std::time::SystemTime;
+
+use super::{Scenario, DEFAULT_CONCURRENCY, DEFAULT_DURATION, DEFAULT_OPEN_CONNECTIONS};
+use crate::engine::{LoadPlan, Mix, MixBatch, MixCall, Pacing, Planned, Poll, ReplaySource, SetupCall};
+use crate::rpc::CallTemplate;
+
+pub struct Compiled {
+    pub plan: LoadPlan,
+    pub mix: Mix,
+    pub setup: Vec<SetupCall>,
+    pub polls: Vec<Poll>,
+    /// Choices made for the user that they should know of.
+    pub warnings: Vec<String>,
+}
+
+impl Scenario {
+    pub fn compile(&self) -> Compiled {
+        let mut warnings = Vec::new();
+        Compiled {
+            plan: self.load_plan(&mut warnings),
+            mix: self.mix(),
+            setup: self
+                .setup
+                .iter()
+                .map(|s| SetupCall {
+                    method: s.method.clone(),
+                    template: CallTemplate::new(&s.method, s.params.as_ref()),
+                    notification: s.notification,
+                })
+                .collect(),
+            polls: self
+                .polls
+                .iter()
+                .enumerate()
+                .map(|(index, p)| Poll {
+                    name: p.name.clone(),
+                    template: CallTemplate::new(&p.method, p.params.as_ref()),
+                    every: p.every,
+                    polled: self.polled.clone(),
+                    index,
+                })
+                .collect(),
+            warnings,
+        }
+    }
+
+    fn load_plan(&self, warnings: &mut Vec<String>) -> LoadPlan {
+        let load = &self.load;
+        let staged_max = load.stages.iter().map(|s| s.target.ceil() as u64).max();
+        let connections = match load.pacing {
+            Pacing::Closed => {
+                let concurrency = staged_max
+                    .or(load.concurrency)
+                    .or(load.connections)
+                    .unwrap_or(DEFAULT_CONCURRENCY);
+                let connections = load.connections.unwrap_or(concurrency);
+                if connections < concurrency {
+                    warnings.push(format!(
+                        "HTTP/1.1 carries one call per connection: {connections} connections give at most {connections} calls in flight, not {concurrency}"
+                    ));
+                }
+                connections
+            }
+            Pacing::Open { .. } => load.connections.unwrap_or(DEFAULT_OPEN_CONNECTIONS),
+        };
+        let staged = load.stages.iter().map(|s| s.duration).sum();
+        let duration = match (load.duration, load.requests, load.stages.is_empty()) {
+            (_, _, false) => Some(staged),
+            (None, None, true) => Some(DEFAULT_DURATION),
+            (duration, _, true) => duration,
+        };
+        let seed = self.seed.unwrap_or_else(|| {
+            SystemTime::now()
+                .duration_since(SystemTime::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos() as u64)
+        });
+        // A staged closed model starts from `concurrency` when given, else
+        // from the first stage's own value.
+        let initial_concurrency = load
+            .concurrency
+            .or_else(|| load.stages.first().map(|s| s.target.round() as u64))
+            .unwrap_or(connections) as usize;
+        LoadPlan {
+            pacing: load.pacing,
+            connections: connections as usize,
+            duration,
+            requests: load.requests,
+            warmup: load.warmup,
+            timeout: self.timeout,
+            threads: load.threads.map_or_else(
+                || std::thread::available_parallelism().map_or(1, |n| n.get()),
+                |t| t as usize,
+            ),
+            seed,
+            stages: load.stages.clone(),
+            initial_concurrency,
+        }
+    }
+
+    fn mix(&self) -> Mix {
+        let mut methods: Vec<String> = Vec::new();
+        let mut method_index = |name: &str| match methods.iter().position(|m| m == name) {
+            Some(index) => index as u16,
+            None => {
+                methods.push(name.to_string());
+                (methods.len() - 1) as u16
+            }
+        };
+        if let Some(replay) = &self.replay {
+            let mut calls = Vec::new();
+            let requests = replay
+                .requests
+                .iter()
+                .map(|request| {
+                    let planned = request
+                        .calls
+                        .iter()
+                        .map(|call| {
+                            let params: Option<serde_json::Value> = call
+                                .params
+                                .as_ref()
+                                .and_then(|p| serde_json::from_str(p.get()).ok());
+                            calls.push(MixCall {
+                                method: method_index(&call.method),
+                                template: CallTemplate::new(&call.method, params.as_ref()),
+                                batch: None,
+                                notification: call.notification,
+                            });
+                            Planned {
+                                call: (calls.len() - 1) as u16,
+                                notification: call.notification,
+                            }
+                        })
+                        .collect();
+                    (request.batch, planned)
+                })
+                .collect();
+            return Mix::replay(methods, calls, ReplaySource::new(requests, replay.looping));
+        }
+        let calls = self
+            .calls
+            .iter()
+            .map(|call| {
+                let mix_call = MixCall {
+                    method: method_index(&call.method),
+                    template: CallTemplate::generated(&call.method, call.template.clone()),
+                    batch: call.batch.clone(),
+                    notification: call.notification,
+                };
+                (mix_call, call.weight, call.expect.clone())
+            })
+            .collect();
+        let batch = self.batch.as_ref().map(|b| MixBatch {
+            size: b.size.clone(),
+            notifications: b.notifications,
+        });
+        Mix::weighted(methods, calls, batch)
+    }
+}

@@ -1,0 +1,75 @@
+//! Values polled from the target in the background during a run (e.g. the
+//! chain head from `eth_blockNumber`), read by `${name}` in parameters.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+
+use serde_json::Value;
+
+use super::expr::Gen;
+
+/// A call made every `every` whose result feeds a named value.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PollSpec {
+    pub name: String,
+    pub method: String,
+    pub params: Option<Value>,
+    pub every: Duration,
+}
+
+/// The latest value of each poll, shared by every generator that reads it.
+#[derive(Debug, Default)]
+pub struct Polled {
+    names: Vec<String>,
+    values: Vec<AtomicU64>,
+    /// The value came as a hex quantity and is written back as one.
+    quantity: Vec<AtomicBool>,
+}
+
+impl Polled {
+    pub fn new(names: Vec<String>) -> Self {
+        Polled {
+            values: names.iter().map(|_| AtomicU64::new(0)).collect(),
+            quantity: names.iter().map(|_| AtomicBool::new(false)).collect(),
+            names,
+        }
+    }
+
+    pub fn index(&self, name: &str) -> Option<usize> {
+        self.names.iter().position(|n| n == name)
+    }
+
+    pub fn names(&self) -> &[String] {
+        &self.names
+    }
+
+    pub fn get(&self, index: usize) -> Gen<'static> {
+        let value = self.values[index].load(Ordering::Relaxed);
+        if self.quantity[index].load(Ordering::Relaxed) {
+            Gen::Quantity(value)
+        } else {
+            Gen::Int(value as i64)
+        }
+    }
+
+    /// Stores a polled result: a hex quantity (`"0x1b4"`) or a whole number.
+    pub fn set(&self, index: usize, result: &Value) -> Result<(), String> {
+        let (value, quantity) = match result {
+            Value::String(s) => match s.strip_prefix("0x") {
+                Some(hex) => (
+                    u64::from_str_radix(hex, 16).map_err(|_| format!("`{s}` is not a hex quantity"))?,
+                    true,
+                ),
+                None => (s.parse().map_err(|_| format!("`{s}` is not a number"))?, false),
+            },
+            Value::Number(n) => (
+                n.as_u64().ok_or_else(|| format!("{n} is not a whole number"))?,
+                false,
+            ),
+            other => return Err(format!("expected a number or a hex quantity, got {other}")),
+        };
+        self.values[index].store(value, Ordering::Relaxed);
+        self.quantity[index].store(quantity, Ordering::Relaxed);
+        Ok(())
+    }
+}

@@ -1,0 +1,756 @@
+//! The file as written (with spans), and its validation into a `Scenario`.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+
+use regex::Regex;
+use serde::Deserialize;
+use serde_json::value::RawValue;
+use serde_json::Value;
+use toml::Spanned;
+
+use super::error::{Locator, ScenarioError};
+use super::expr::Scope;
+use super::{
+    interpolate, parse_duration, parse_target, BatchSpec, CallSpec, Framing, Load, PollSpec, Polled, Replay,
+    ReplayCall, ReplayRequest, Scenario, SetupCall, TargetSpec, Template, DEFAULT_TIMEOUT,
+};
+use crate::engine::{BatchSize, Pacing, Stage};
+use crate::rpc::wire::Message;
+use crate::rpc::{Expectation, JsonType, ResultCheck};
+
+const MAX_BATCH: i64 = 100_000;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawScenario {
+    name: Option<String>,
+    description: Option<String>,
+    target: Option<Spanned<String>>,
+    command: Option<Spanned<Vec<String>>>,
+    framing: Option<Spanned<String>>,
+    timeout: Option<Spanned<String>>,
+    seed: Option<u64>,
+    #[serde(default)]
+    headers: BTreeMap<String, Spanned<String>>,
+    #[serde(default)]
+    load: RawLoad,
+    calls: Option<Spanned<Vec<RawCall>>>,
+    batch: Option<RawBatchMix>,
+    replay: Option<Spanned<RawReplay>>,
+    #[serde(default)]
+    setup: Vec<RawSetup>,
+    #[serde(default)]
+    poll: BTreeMap<String, RawPoll>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawLoad {
+    concurrency: Option<Spanned<i64>>,
+    rate: Option<Spanned<f64>>,
+    duration: Option<Spanned<String>>,
+    requests: Option<Spanned<i64>>,
+    connections: Option<Spanned<i64>>,
+    warmup: Option<Spanned<String>>,
+    threads: Option<Spanned<i64>>,
+    stages: Option<Spanned<Vec<RawStage>>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawStage {
+    duration: Spanned<String>,
+    rate: Option<Spanned<f64>>,
+    concurrency: Option<Spanned<i64>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawCall {
+    method: Spanned<String>,
+    weight: Option<Spanned<i64>>,
+    params: Option<Spanned<Value>>,
+    batch: Option<Spanned<RawBatchSize>>,
+    #[serde(default)]
+    notification: bool,
+    expect: Option<Spanned<RawExpect>>,
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum RawBatchSize {
+    Fixed(i64),
+    Range { min: i64, max: i64 },
+    Table { sizes: BTreeMap<String, i64> },
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawBatchMix {
+    size: Spanned<RawBatchSize>,
+    notifications: Option<Spanned<f64>>,
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum RawReplay {
+    File(String),
+    Table {
+        file: String,
+        #[serde(default)]
+        on_end: Option<String>,
+    },
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawExpect {
+    result: Option<String>,
+    #[serde(rename = "type")]
+    json_type: Option<String>,
+    pointer: Option<String>,
+    regex: Option<String>,
+    equals: Option<Value>,
+    error: Option<RawCodes>,
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum RawCodes {
+    One(i64),
+    Many(Vec<i64>),
+    Any(String),
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawSetup {
+    method: Spanned<String>,
+    params: Option<Spanned<Value>>,
+    #[serde(default)]
+    notification: bool,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawPoll {
+    method: Spanned<String>,
+    params: Option<Spanned<Value>>,
+    every: Option<Spanned<String>>,
+}
+
+/// Messages serde gives for untagged enums say nothing useful; these do.
+const SHAPES: [(&str, &str); 3] = [
+    ("RawBatchSize", "batch size must be a number (10), a range ({ min = 1, max = 20 }) or a weighted table ({ sizes = { 1 = 50, 10 = 30 } })"),
+    ("RawReplay", "replay must be a file path, or { file = \"x.jsonl\", on_end = \"loop\" | \"stop\" }"),
+    ("RawCodes", "expect.error must be a code (-32601), a list of codes, or \"any\""),
+];
+
+pub(super) fn parse(
+    at: &Locator,
+    base_dir: &Path,
+    default_name: &str,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<Scenario, ScenarioError> {
+    let raw: RawScenario = toml::from_str(at.text).map_err(|e| {
+        let mut message = e.message().to_string();
+        if let Some((_, better)) = SHAPES.iter().find(|(name, _)| message.contains(name)) {
+            message = better.to_string();
+        }
+        at.error(e.span(), None, with_suggestion(message))
+    })?;
+    raw.validate(at, base_dir, default_name, env)
+}
+
+/// Adds "did you mean" to serde's "unknown field `x`, expected one of ...".
+fn with_suggestion(message: String) -> String {
+    let Some(rest) = message.strip_prefix("unknown field `") else {
+        return message;
+    };
+    let Some((unknown, expected)) = rest.split_once('`') else {
+        return message;
+    };
+    let best = expected
+        .split('`')
+        .skip(1)
+        .step_by(2)
+        .map(|candidate| (strsim::jaro_winkler(unknown, candidate), candidate))
+        .filter(|(score, _)| *score > 0.8)
+        .max_by(|a, b| a.0.total_cmp(&b.0));
+    match best {
+        Some((_, candidate)) => format!("{message}; did you mean `{candidate}`?"),
+        None => message,
+    }
+}
+
+fn positive(at: &Locator, value: &Spanned<i64>, what: &str) -> Result<u64, ScenarioError> {
+    match u64::try_from(*value.get_ref()) {
+        Ok(n) if n > 0 => Ok(n),
+        _ => Err(at.error(Some(value.span()), None, format!("{what} must be at least 1"))),
+    }
+}
+
+fn duration(at: &Locator, value: &Spanned<String>) -> Result<std::time::Duration, ScenarioError> {
+    parse_duration(value.get_ref()).map_err(|m| at.error(Some(value.span()), None, m))
+}
+
+impl RawScenario {
+    fn validate(
+        self,
+        at: &Locator,
+        base_dir: &Path,
+        default_name: &str,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Scenario, ScenarioError> {
+        let target = self.target(at)?;
+        let timeout = self
+            .timeout
+            .as_ref()
+            .map(|t| duration(at, t))
+            .transpose()?
+            .unwrap_or(DEFAULT_TIMEOUT);
+        if timeout.is_zero() {
+            return Err(at.error(
+                self.timeout.as_ref().map(|t| t.span()),
+                None,
+                "timeout must be above zero",
+            ));
+        }
+        let mut headers = Vec::new();
+        for (name, value) in &self.headers {
+            let resolved = interpolate(value.get_ref(), env)
+                .map_err(|m| at.error(Some(value.span()), Some(&format!("headers.{name}")), m))?;
+            headers.push((name.clone(), resolved));
+        }
+        let load = self.load.validate(at)?;
+
+        let polled = Arc::new(Polled::new(self.poll.keys().cloned().collect()));
+        let scope = Scope {
+            base_dir,
+            polled: &polled,
+        };
+        let mut polls = Vec::new();
+        for (name, poll) in &self.poll {
+            let key = |k: &str| format!("poll.{name}.{k}");
+            let every = poll
+                .every
+                .as_ref()
+                .map(|e| duration(at, e))
+                .transpose()?
+                .unwrap_or(std::time::Duration::from_secs(2));
+            if every.is_zero() {
+                return Err(at.error(
+                    poll.every.as_ref().map(|e| e.span()),
+                    Some(&key("every")),
+                    "must be above zero",
+                ));
+            }
+            polls.push(PollSpec {
+                name: name.clone(),
+                method: poll.method.get_ref().clone(),
+                params: fixed_params(at, poll.params.as_ref(), &key("params"))?,
+                every,
+            });
+        }
+
+        let replay = self
+            .replay
+            .as_ref()
+            .map(|r| replay(at, base_dir, r))
+            .transpose()?;
+        let calls = match (&self.calls, &replay) {
+            (Some(calls), Some(_)) => {
+                return Err(at.error(
+                    Some(calls.span()),
+                    Some("calls"),
+                    "give either [[calls]] or `replay`, not both",
+                ))
+            }
+            (None, None) => {
+                return Err(at.error(
+                    None,
+                    Some("calls"),
+                    "at least one [[calls]] (or a `replay` file) is needed",
+                ))
+            }
+            (None, Some(_)) => Vec::new(),
+            (Some(calls), None) if calls.get_ref().is_empty() => {
+                return Err(at.error(Some(calls.span()), Some("calls"), "at least one call is needed"))
+            }
+            (Some(calls), None) => calls
+                .get_ref()
+                .iter()
+                .enumerate()
+                .map(|(i, c)| c.validate(at, i, &scope))
+                .collect::<Result<_, _>>()?,
+        };
+        let batch = match &self.batch {
+            Some(batch) => {
+                let notifications = match &batch.notifications {
+                    Some(share) if (0.0..=1.0).contains(share.get_ref()) => *share.get_ref(),
+                    Some(share) => {
+                        return Err(at.error(
+                            Some(share.span()),
+                            Some("batch.notifications"),
+                            "must be a share between 0 and 1",
+                        ))
+                    }
+                    None => 0.0,
+                };
+                Some(BatchSpec {
+                    size: batch_size(at, &batch.size, "batch.size")?,
+                    notifications,
+                })
+            }
+            None => None,
+        };
+        let setup = self
+            .setup
+            .iter()
+            .enumerate()
+            .map(|(i, s)| {
+                Ok(SetupCall {
+                    method: s.method.get_ref().clone(),
+                    params: fixed_params(at, s.params.as_ref(), &format!("setup[{i}].params"))?,
+                    notification: s.notification,
+                })
+            })
+            .collect::<Result<_, ScenarioError>>()?;
+
+        Ok(Scenario {
+            name: self.name.unwrap_or_else(|| default_name.to_string()),
+            description: self.description,
+            target,
+            headers,
+            timeout,
+            seed: self.seed,
+            load,
+            calls,
+            batch,
+            replay,
+            setup,
+            polls,
+            polled,
+        })
+    }
+
+    fn target(&self, at: &Locator) -> Result<TargetSpec, ScenarioError> {
+        match (&self.target, &self.command) {
+            (Some(target), None) => {
+                if self.framing.is_some() {
+                    return Err(at.error(
+                        self.framing.as_ref().map(|f| f.span()),
+                        None,
+                        "`framing` goes with `command`",
+                    ));
+                }
+                if target.get_ref().trim().is_empty() {
+                    return Err(at.error(
+                        Some(target.span()),
+                        None,
+                        "target is empty: give a URL or \"builtin\"",
+                    ));
+                }
+                Ok(parse_target(target.get_ref().trim()))
+            }
+            (None, Some(command)) => {
+                if command.get_ref().is_empty() {
+                    return Err(at.error(Some(command.span()), None, "command is empty"));
+                }
+                let framing = match self.framing.as_ref().map(|f| (f.get_ref().as_str(), f.span())) {
+                    Some(("content-length", _)) => Framing::ContentLength,
+                    Some(("ndjson", _)) | None => Framing::Ndjson,
+                    Some((_, span)) => {
+                        return Err(at.error(
+                            Some(span),
+                            None,
+                            "framing must be \"content-length\" (LSP) or \"ndjson\" (MCP)",
+                        ))
+                    }
+                };
+                Ok(TargetSpec::Command {
+                    argv: command.get_ref().clone(),
+                    framing,
+                })
+            }
+            (Some(target), Some(_)) => Err(at.error(
+                Some(target.span()),
+                None,
+                "give either `target` (a URL) or `command` (a child process), not both",
+            )),
+            (None, None) => Err(at.error(
+                None,
+                Some("target"),
+                "a target is needed: a URL, \"builtin\", or `command = [...]`",
+            )),
+        }
+    }
+}
+
+impl RawLoad {
+    fn validate(&self, at: &Locator) -> Result<Load, ScenarioError> {
+        let mut pacing = match (&self.rate, &self.concurrency) {
+            (Some(rate), Some(_)) => {
+                return Err(at.error(
+                    Some(rate.span()),
+                    None,
+                    "give either `rate` (open model) or `concurrency` (closed model), not both",
+                ))
+            }
+            (Some(rate), None) => Pacing::Open {
+                rate: positive_rate(at, rate)?,
+            },
+            (None, _) => Pacing::Closed,
+        };
+        let mut stages = Vec::new();
+        if let Some(raw) = &self.stages {
+            if raw.get_ref().is_empty() {
+                return Err(at.error(Some(raw.span()), Some("load.stages"), "stages is empty"));
+            }
+            if let Some(d) = &self.duration {
+                return Err(at.error(
+                    Some(d.span()),
+                    None,
+                    "with stages, the duration is the sum of the stages': remove `duration`",
+                ));
+            }
+            for (i, stage) in raw.get_ref().iter().enumerate() {
+                let key = format!("load.stages[{i}]");
+                let (open, target) = match (&stage.rate, &stage.concurrency) {
+                    (Some(rate), None) => (true, positive_rate(at, rate)?),
+                    (None, Some(c)) => (false, positive(at, c, "concurrency")? as f64),
+                    _ => {
+                        return Err(at.error(
+                            Some(stage.duration.span()),
+                            Some(&key),
+                            "each stage needs either `rate` or `concurrency`",
+                        ))
+                    }
+                };
+                let model_clash = match pacing {
+                    Pacing::Open { .. } => !open,
+                    Pacing::Closed => open && (i > 0 || self.concurrency.is_some()),
+                };
+                if model_clash {
+                    return Err(at.error(
+                        Some(stage.duration.span()),
+                        Some(&key),
+                        "all stages use the same model: `rate` or `concurrency`",
+                    ));
+                }
+                if open && i == 0 && self.rate.is_none() {
+                    pacing = Pacing::Open { rate: target };
+                }
+                let length = duration(at, &stage.duration)?;
+                if length.is_zero() {
+                    return Err(at.error(
+                        Some(stage.duration.span()),
+                        Some(&key),
+                        "a stage lasts more than zero",
+                    ));
+                }
+                stages.push(Stage {
+                    duration: length,
+                    target,
+                });
+            }
+        }
+        let load = Load {
+            pacing,
+            concurrency: self
+                .concurrency
+                .as_ref()
+                .map(|c| positive(at, c, "concurrency"))
+                .transpose()?,
+            connections: self
+                .connections
+                .as_ref()
+                .map(|c| positive(at, c, "connections"))
+                .transpose()?,
+            duration: self.duration.as_ref().map(|d| duration(at, d)).transpose()?,
+            requests: self
+                .requests
+                .as_ref()
+                .map(|r| positive(at, r, "requests"))
+                .transpose()?,
+            warmup: self
+                .warmup
+                .as_ref()
+                .map(|w| duration(at, w))
+                .transpose()?
+                .unwrap_or_default(),
+            threads: self
+                .threads
+                .as_ref()
+                .map(|t| positive(at, t, "threads"))
+                .transpose()?,
+            stages,
+        };
+        if load.duration.is_some_and(|d| d.is_zero()) {
+            return Err(at.error(
+                self.duration.as_ref().map(|d| d.span()),
+                None,
+                "duration must be above zero",
+            ));
+        }
+        Ok(load)
+    }
+}
+
+fn positive_rate(at: &Locator, rate: &Spanned<f64>) -> Result<f64, ScenarioError> {
+    let value = *rate.get_ref();
+    if !(value.is_finite() && value > 0.0) {
+        return Err(at.error(
+            Some(rate.span()),
+            None,
+            "rate must be above zero calls per second",
+        ));
+    }
+    Ok(value)
+}
+
+impl RawCall {
+    fn validate(&self, at: &Locator, index: usize, scope: &Scope) -> Result<CallSpec, ScenarioError> {
+        let key = |name: &str| format!("calls[{index}].{name}");
+        if self.method.get_ref().is_empty() {
+            return Err(at.error(Some(self.method.span()), Some(&key("method")), "method is empty"));
+        }
+        let weight = match &self.weight {
+            Some(w) => match u32::try_from(*w.get_ref()) {
+                Ok(n) if n > 0 => n,
+                _ => {
+                    return Err(at.error(
+                        Some(w.span()),
+                        Some(&key("weight")),
+                        "weight must be a whole number of at least 1",
+                    ))
+                }
+            },
+            None => 1,
+        };
+        let batch = self
+            .batch
+            .as_ref()
+            .map(|b| batch_size(at, b, &key("batch")))
+            .transpose()?;
+        let (params, template) = match &self.params {
+            Some(p) if p.get_ref().is_array() || p.get_ref().is_object() => {
+                let template = Template::compile(p.get_ref(), scope)
+                    .map_err(|m| at.error(Some(p.span()), Some(&key("params")), m))?;
+                (Some(p.get_ref().clone()), Some(Arc::new(template)))
+            }
+            Some(p) => {
+                return Err(at.error(
+                    Some(p.span()),
+                    Some(&key("params")),
+                    "params must be an array (by position) or a table (by name)",
+                ))
+            }
+            None => (None, None),
+        };
+        let expect = self
+            .expect
+            .as_ref()
+            .map(|e| expectation(at, e, &key("expect")))
+            .transpose()?;
+        if expect.is_some() && self.notification {
+            let span = self.expect.as_ref().map(|e| e.span());
+            return Err(at.error(
+                span,
+                Some(&key("expect")),
+                "a notification gets no answer to check",
+            ));
+        }
+        Ok(CallSpec {
+            method: self.method.get_ref().clone(),
+            weight,
+            params,
+            template,
+            batch,
+            notification: self.notification,
+            expect,
+        })
+    }
+}
+
+fn batch_size(at: &Locator, raw: &Spanned<RawBatchSize>, key: &str) -> Result<BatchSize, ScenarioError> {
+    let bad = |message: String| at.error(Some(raw.span()), Some(key), message);
+    let check = |n: i64| {
+        if (1..=MAX_BATCH).contains(&n) {
+            Ok(n as u32)
+        } else {
+            Err(bad(format!(
+                "batch sizes must be between 1 and {MAX_BATCH}, not {n}"
+            )))
+        }
+    };
+    match raw.get_ref() {
+        RawBatchSize::Fixed(n) => Ok(BatchSize::Fixed(check(*n)?)),
+        RawBatchSize::Range { min, max } => {
+            let (min, max) = (check(*min)?, check(*max)?);
+            if max < min {
+                return Err(bad(format!("the range {min}..{max} is empty")));
+            }
+            Ok(BatchSize::Uniform(min, max))
+        }
+        RawBatchSize::Table { sizes } => {
+            let mut table = Vec::new();
+            for (size, weight) in sizes {
+                let size = size
+                    .parse::<i64>()
+                    .map_err(|_| bad(format!("`{size}` is not a batch size")))?;
+                let weight = u32::try_from(*weight)
+                    .ok()
+                    .filter(|w| *w > 0)
+                    .ok_or_else(|| bad("weights must be at least 1".into()))?;
+                table.push((check(size)?, weight));
+            }
+            if table.is_empty() {
+                return Err(bad("the sizes table is empty".into()));
+            }
+            Ok(BatchSize::weighted(table))
+        }
+    }
+}
+
+fn expectation(at: &Locator, raw: &Spanned<RawExpect>, key: &str) -> Result<Expectation, ScenarioError> {
+    let bad = |message: String| at.error(Some(raw.span()), Some(key), message);
+    let e = raw.get_ref();
+    if let Some(codes) = &e.error {
+        if e.result.is_some()
+            || e.json_type.is_some()
+            || e.pointer.is_some()
+            || e.regex.is_some()
+            || e.equals.is_some()
+        {
+            return Err(bad("expect either an error or a result, not both".into()));
+        }
+        return Ok(Expectation::Error(match codes {
+            RawCodes::One(code) => vec![*code],
+            RawCodes::Many(codes) if !codes.is_empty() => codes.clone(),
+            RawCodes::Any(any) if any == "any" => Vec::new(),
+            _ => {
+                return Err(bad(
+                    "expect.error must be a code, a non-empty list of codes, or \"any\"".into(),
+                ))
+            }
+        }));
+    }
+    let non_null = match e.result.as_deref() {
+        None | Some("any") => false,
+        Some("non-null") => true,
+        Some(other) => {
+            return Err(bad(format!(
+                "expect.result `{other}`: expected \"any\" or \"non-null\""
+            )))
+        }
+    };
+    let json_type = match e.json_type.as_deref() {
+        Some(name) => Some(JsonType::parse(name).ok_or_else(|| {
+            bad(format!(
+                "expect.type `{name}`: expected null, bool, number, string, array or object"
+            ))
+        })?),
+        None => None,
+    };
+    if let Some(pointer) = &e.pointer {
+        if !pointer.is_empty() && !pointer.starts_with('/') {
+            return Err(bad(format!(
+                "expect.pointer `{pointer}` must start with `/` (a JSON pointer, e.g. /number)"
+            )));
+        }
+    }
+    let regex = match &e.regex {
+        Some(pattern) => {
+            Some(Regex::new(pattern).map_err(|err| bad(format!("expect.regex does not compile: {err}")))?)
+        }
+        None => None,
+    };
+    Ok(Expectation::Result(ResultCheck {
+        non_null,
+        json_type,
+        pointer: e.pointer.clone(),
+        regex,
+        equals: e.equals.clone(),
+    }))
+}
+
+fn fixed_params(
+    at: &Locator,
+    params: Option<&Spanned<Value>>,
+    key: &str,
+) -> Result<Option<Value>, ScenarioError> {
+    match params {
+        Some(p) if p.get_ref().is_array() || p.get_ref().is_object() => Ok(Some(p.get_ref().clone())),
+        Some(p) => Err(at.error(
+            Some(p.span()),
+            Some(key),
+            "params must be an array (by position) or a table (by name)",
+        )),
+        None => Ok(None),
+    }
+}
+
+fn replay(at: &Locator, base_dir: &Path, raw: &Spanned<RawReplay>) -> Result<Replay, ScenarioError> {
+    let bad = |message: String| at.error(Some(raw.span()), Some("replay"), message);
+    let (file, looping) = match raw.get_ref() {
+        RawReplay::File(file) => (file, true),
+        RawReplay::Table { file, on_end } => match on_end.as_deref() {
+            None | Some("loop") => (file, true),
+            Some("stop") => (file, false),
+            Some(other) => return Err(bad(format!("on_end `{other}`: expected \"loop\" or \"stop\""))),
+        },
+    };
+    let path = base_dir.join(file);
+    let text =
+        std::fs::read_to_string(&path).map_err(|e| bad(format!("cannot read {}: {e}", path.display())))?;
+    let mut requests = Vec::new();
+    for (n, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
+        let request = replay_line(line).map_err(|m| bad(format!("{}:{}: {m}", path.display(), n + 1)))?;
+        requests.push(request);
+    }
+    if requests.is_empty() {
+        return Err(bad(format!("{} holds no requests", path.display())));
+    }
+    Ok(Replay {
+        file: path,
+        requests,
+        looping,
+    })
+}
+
+fn replay_line(line: &str) -> Result<ReplayRequest, String> {
+    let call = |raw: &RawValue| -> Result<ReplayCall, String> {
+        let recorded: Message =
+            serde_json::from_str(raw.get()).map_err(|e| format!("not a request object: {e}"))?;
+        let method = recorded
+            .method
+            .and_then(|m| serde_json::from_str::<String>(m.get()).ok())
+            .ok_or("a request without a string `method`")?;
+        Ok(ReplayCall {
+            method,
+            params: recorded.params.map(|p| p.to_owned()),
+            // A present `id`, even null, makes a call; no `id` a notification.
+            notification: recorded.id.is_none(),
+        })
+    };
+    let line = line.trim();
+    if line.starts_with('[') {
+        let entries: Vec<&RawValue> = serde_json::from_str(line).map_err(|e| format!("not JSON: {e}"))?;
+        if entries.is_empty() {
+            return Err("an empty batch".into());
+        }
+        Ok(ReplayRequest {
+            batch: true,
+            calls: entries.into_iter().map(call).collect::<Result<_, _>>()?,
+        })
+    } else {
+        let raw: &RawValue = serde_json::from_str(line).map_err(|e| format!("not JSON: {e}"))?;
+        Ok(ReplayRequest {
+            batch: false,
+            calls: vec![call(raw)?],
+        })
+    }
+}
