@@ -28,6 +28,33 @@ pub enum Command {
     Run(RunArgs),
     /// Start the built-in JSON-RPC 2.0 server.
     Serve(ServeArgs),
+    /// Check a scenario without sending anything; print the plan and sample requests.
+    Validate(ValidateArgs),
+    /// Write a commented starter scenario (or one built from an OpenRPC document).
+    Init(InitArgs),
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct ValidateArgs {
+    /// Scenario files to check.
+    #[arg(required = true)]
+    pub scenarios: Vec<PathBuf>,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct InitArgs {
+    /// File to write ("-" for stdout).
+    #[arg(default_value = "scenario.toml")]
+    pub path: PathBuf,
+    /// Build the mix from an OpenRPC document (JSON), one call per method.
+    #[arg(long, value_name = "FILE")]
+    pub from_openrpc: Option<PathBuf>,
+    /// Target URL written into the scenario built from OpenRPC.
+    #[arg(long, default_value = "http://127.0.0.1:8545")]
+    pub target: String,
+    /// Overwrite the file if it exists.
+    #[arg(long)]
+    pub force: bool,
 }
 
 #[derive(Args, Debug, Clone, Default)]

@@ -5,6 +5,7 @@
 
 pub mod cli;
 pub mod engine;
+pub mod init;
 pub mod report;
 pub mod rpc;
 pub mod run;
@@ -12,5 +13,6 @@ pub mod scenario;
 pub mod serve;
 pub mod stats;
 pub mod transport;
+pub mod validate;
 
-pub use run::{execute, run_command, serve_command, RunError};
+pub use run::{execute, init_command, run_command, serve_command, validate_command, RunError};

@@ -8,6 +8,8 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Run(args) => volley::run_command(args),
         Command::Serve(args) => volley::serve_command(args),
+        Command::Validate(args) => volley::validate_command(args),
+        Command::Init(args) => volley::init_command(args),
     };
     match result {
         Ok(code) => code,

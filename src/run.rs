@@ -12,7 +12,7 @@ use anyhow::Context;
 use thiserror::Error;
 use tokio_util::sync::CancellationToken;
 
-use crate::cli::{RunArgs, ServeArgs};
+use crate::cli::{InitArgs, RunArgs, ServeArgs, ValidateArgs};
 use crate::engine::{self, Pacing, RunSpec};
 use crate::report::{self, LoadMeta, RunMeta, RunReport};
 use crate::scenario::{Compiled, Scenario, TargetSpec};
@@ -84,6 +84,7 @@ pub async fn execute(
         warmup_s: plan.warmup.as_secs_f64(),
         timeout_s: plan.timeout.as_secs_f64(),
         threads: plan.threads_used(),
+        stages: plan.stages.len(),
     };
     let mut meta = RunMeta {
         tool: "volley",
@@ -262,5 +263,55 @@ pub fn serve_command(args: ServeArgs) -> anyhow::Result<ExitCode> {
     // Let the last answers leave before the runtime goes.
     std::thread::sleep(Duration::from_millis(10));
     server.stop();
+    Ok(ExitCode::SUCCESS)
+}
+
+pub fn validate_command(args: ValidateArgs) -> anyhow::Result<ExitCode> {
+    let mut failed = false;
+    for path in &args.scenarios {
+        match Scenario::load(path) {
+            Ok(scenario) => println!(
+                "{}",
+                crate::validate::describe(&scenario, &path.display().to_string())
+            ),
+            Err(error) => {
+                eprintln!("error: {error}");
+                failed = true;
+            }
+        }
+    }
+    Ok(if failed {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+pub fn init_command(args: InitArgs) -> anyhow::Result<ExitCode> {
+    let text = match &args.from_openrpc {
+        Some(path) => {
+            let document =
+                std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+            crate::init::from_openrpc(&document, &args.target)
+                .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?
+        }
+        None => crate::init::STARTER.to_string(),
+    };
+    if args.path.as_os_str() == "-" {
+        print!("{text}");
+        return Ok(ExitCode::SUCCESS);
+    }
+    if args.path.exists() && !args.force {
+        anyhow::bail!(
+            "{} already exists; pass --force to overwrite it",
+            args.path.display()
+        );
+    }
+    std::fs::write(&args.path, text).with_context(|| format!("cannot write {}", args.path.display()))?;
+    println!(
+        "wrote {}; check it with `volley validate {}`",
+        args.path.display(),
+        args.path.display()
+    );
     Ok(ExitCode::SUCCESS)
 }

@@ -289,3 +289,71 @@ fn a_slow_server_in_rate_mode_shows_in_the_latency() {
     assert_eq!(summary["schedule"]["behind"], true);
     assert!(summary["schedule"]["unsent"].as_u64().unwrap() > 200);
 }
+
+#[test]
+fn every_shipped_scenario_validates() {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/scenarios"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "toml"))
+        .collect();
+    files.sort();
+    assert!(files.len() >= 6, "{files:?}");
+    for file in files {
+        let output = volley().arg("validate").arg(&file).output().unwrap();
+        let stdout = text(&output.stdout);
+        assert_eq!(
+            output.status.code(),
+            Some(0),
+            "{}: {}",
+            file.display(),
+            text(&output.stderr)
+        );
+        assert!(stdout.contains(": valid"), "{stdout}");
+        let samples = stdout.split("sample requests").nth(1).unwrap();
+        let requests: Vec<Value> = samples
+            .lines()
+            .skip(1)
+            .filter(|l| !l.trim().is_empty())
+            .map(|l| serde_json::from_str(l.trim()).unwrap())
+            .collect();
+        assert_eq!(requests.len(), 5, "{}", file.display());
+    }
+}
+
+#[test]
+fn validate_names_the_line_of_a_broken_copy() {
+    let dir = temp_dir("broken-copy");
+    std::fs::create_dir_all(&dir).unwrap();
+    let original =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/scenarios/demo.toml")).unwrap();
+    let broken = original.replacen("weight = 25", "weight = 0", 1);
+    let line = broken.lines().position(|l| l == "weight = 0").unwrap() + 1;
+    let path = dir.join("demo.toml");
+    std::fs::write(&path, broken).unwrap();
+    let output = volley().arg("validate").arg(&path).output().unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = text(&output.stderr);
+    assert!(
+        stderr.contains(&format!("demo.toml:{line}:10: key `calls[1].weight`")),
+        "{stderr}"
+    );
+    let typo = original.replacen("concurrency = 32", "concurency = 32", 1);
+    std::fs::write(&path, typo).unwrap();
+    let stderr = text(&volley().arg("validate").arg(&path).output().unwrap().stderr);
+    assert!(stderr.contains("did you mean `concurrency`?"), "{stderr}");
+}
+
+#[test]
+fn init_writes_a_starter_and_never_overwrites() {
+    let dir = temp_dir("init");
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("new.toml");
+    let output = volley().arg("init").arg(&path).output().unwrap();
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
+    let output = volley().arg("validate").arg(&path).output().unwrap();
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
+    let again = volley().arg("init").arg(&path).output().unwrap();
+    assert_eq!(again.status.code(), Some(1));
+    assert!(text(&again.stderr).contains("already exists"));
+}

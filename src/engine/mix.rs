@@ -6,7 +6,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use rand::distributions::{Distribution, WeightedIndex};
 use rand::Rng;
 
-use crate::rpc::{CallTemplate, Expectation};
+use bytes::Bytes;
+
+use crate::rpc::{CallTemplate, Entry, Expectation, RequestBuilder};
 
 /// How many calls a batch carries.
 #[derive(Clone, Debug)]
@@ -37,6 +39,19 @@ impl BatchSize {
             BatchSize::Fixed(n) => *n,
             BatchSize::Uniform(_, high) => *high,
             BatchSize::Weighted(sizes, _) => sizes.iter().copied().max().unwrap_or(1),
+        }
+    }
+}
+
+impl std::fmt::Display for BatchSize {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            BatchSize::Fixed(n) => write!(f, "{n}"),
+            BatchSize::Uniform(low, high) => write!(f, "{low}..{high}"),
+            BatchSize::Weighted(sizes, _) => {
+                let sizes: Vec<String> = sizes.iter().map(u32::to_string).collect();
+                write!(f, "{} (weighted)", sizes.join(" | "))
+            }
         }
     }
 }
@@ -180,6 +195,36 @@ impl Mix {
             notification: spec.notification,
         }));
         Some(spec.batch.is_some())
+    }
+
+    /// Writes the planned request; its calls get consecutive ids from `first_id`.
+    pub fn write<R: Rng>(
+        &self,
+        builder: &mut RequestBuilder,
+        planned: &[Planned],
+        batch: bool,
+        first_id: u64,
+        rng: &mut R,
+    ) -> Bytes {
+        builder.begin(batch);
+        let mut next_id = first_id;
+        for p in planned {
+            let id = (!p.notification).then(|| {
+                next_id += 1;
+                next_id - 1
+            });
+            let call = &self.calls[p.call as usize];
+            builder.push(
+                &call.template,
+                Entry {
+                    method: call.method,
+                    call: p.call,
+                    id,
+                },
+                rng,
+            );
+        }
+        builder.finish()
     }
 }
 

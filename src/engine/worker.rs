@@ -212,26 +212,9 @@ async fn connection_loop(shared: Arc<Shared>, local: Rc<Local>, index: usize) {
         let Some(batch) = mix.next_request(&mut rng, &mut planned) else {
             break;
         };
-        builder.begin(batch);
         let calls = planned.iter().filter(|p| !p.notification).count() as u64;
-        let mut next_id = local.take_ids(&shared, calls);
-        for p in &planned {
-            let id = (!p.notification).then(|| {
-                next_id += 1;
-                next_id - 1
-            });
-            let call = &mix.calls[p.call as usize];
-            builder.push(
-                &call.template,
-                Entry {
-                    method: call.method,
-                    call: p.call,
-                    id,
-                },
-                &mut rng,
-            );
-        }
-        let body = builder.finish();
+        let first_id = local.take_ids(&shared, calls);
+        let body = mix.write(&mut builder, &planned, batch, first_id, &mut rng);
         let measured = claim.intended >= shared.measure_start;
 
         if connection.as_ref().is_none_or(Connection::is_closed) {

@@ -49,6 +49,8 @@ pub struct LoadMeta {
     pub warmup_s: f64,
     pub timeout_s: f64,
     pub threads: usize,
+    /// Stages of a staged load (0: constant).
+    pub stages: usize,
 }
 
 #[derive(Debug, Error)]

@@ -9,9 +9,14 @@ use crate::stats::{MethodSummary, SecondRow, LATE_THRESHOLD};
 pub fn render_table(report: &RunReport) -> String {
     let (meta, summary) = (&report.meta, &report.summary);
     let mut out = String::new();
+    let staged = if meta.load.stages > 0 {
+        format!(" in {} stages", meta.load.stages)
+    } else {
+        String::new()
+    };
     let load = match meta.load.rate {
-        Some(rate) => format!("open model, {rate} calls/s", rate = rate),
-        None => "closed model".to_string(),
+        Some(rate) => format!("open model, {rate} requests/s{staged}"),
+        None => format!("closed model{staged}"),
     };
     let _ = writeln!(
         out,
@@ -108,6 +113,65 @@ pub fn render_table(report: &RunReport) -> String {
             LATE_THRESHOLD.as_millis(),
             schedule.unsent
         );
+    }
+    if let Some(batches) = &summary.batches {
+        let sizes: Vec<String> = batches
+            .sizes
+            .iter()
+            .take(12)
+            .map(|(size, n)| format!("{size}: {n}"))
+            .collect();
+        let more = if batches.sizes.len() > 12 { ", …" } else { "" };
+        let _ = writeln!(
+            out,
+            "batches: {} sent, {:.1} calls each on average (sizes {}{more}) · round trip p50 {:.3} ms, p99 {:.3} ms, max {:.3} ms",
+            batches.requests,
+            batches.size_mean,
+            sizes.join(", "),
+            batches.round_trip.p50_ms,
+            batches.round_trip.p99_ms,
+            batches.round_trip.max_ms
+        );
+    }
+    if let Some(setup) = &summary.setup {
+        let _ = writeln!(
+            out,
+            "setup: {} connections set up, {} failed{}",
+            setup.connections_ok,
+            setup.connections_failed,
+            setup
+                .first_error
+                .as_ref()
+                .map(|e| format!(" (first: {e})"))
+                .unwrap_or_default()
+        );
+    }
+    if !summary.stages.is_empty() {
+        let _ = writeln!(
+            out,
+            "
+stage     from      to      calls    calls/s    p50 ms    p99 ms  errors"
+        );
+        for stage in &summary.stages {
+            let t = &stage.total;
+            let _ = writeln!(
+                out,
+                "{:>5} {:>7.1}s {:>6.1}s {:>10} {:>10.1} {:>9.3} {:>9.3} {:>7}",
+                stage.stage + 1,
+                stage.start_s,
+                stage.end_s,
+                t.calls,
+                t.rps,
+                t.latency.p50_ms,
+                t.latency.p99_ms,
+                t.errors
+            );
+        }
+    }
+    for method in &summary.methods {
+        for example in &method.assertion_examples {
+            let _ = writeln!(out, "assertion failed in {}: {example}", method.method);
+        }
     }
     if summary.in_flight_at_end > 0 {
         let _ = writeln!(

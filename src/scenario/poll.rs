@@ -30,7 +30,8 @@ impl Polled {
     pub fn new(names: Vec<String>) -> Self {
         Polled {
             values: names.iter().map(|_| AtomicU64::new(0)).collect(),
-            quantity: names.iter().map(|_| AtomicBool::new(false)).collect(),
+            // Until the first poll, a value reads as the quantity 0x0.
+            quantity: names.iter().map(|_| AtomicBool::new(true)).collect(),
             names,
         }
     }

@@ -234,3 +234,164 @@ fn escape_into_buf(out: &mut BytesMut, text: &str) {
     escape_into(&mut escaped, text);
     out.put_slice(&escaped);
 }
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+    use std::sync::Arc;
+
+    use rand::rngs::SmallRng;
+    use rand::SeedableRng;
+    use serde_json::{json, Value};
+
+    use super::*;
+    use crate::scenario::Polled;
+
+    fn compile_in(dir: &Path, params: Value) -> Result<Template, String> {
+        let polled = Arc::new(Polled::new(vec!["head".to_string()]));
+        polled.set(0, &json!("0x1000")).unwrap();
+        Template::compile(
+            &params,
+            &Scope {
+                base_dir: dir,
+                polled: &polled,
+            },
+        )
+    }
+
+    fn compile(params: Value) -> Template {
+        compile_in(Path::new("."), params).unwrap()
+    }
+
+    fn render(template: &Template, rng: &mut SmallRng) -> Value {
+        let mut out = BytesMut::new();
+        template.write(&mut out, rng);
+        serde_json::from_slice(&out).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out)))
+    }
+
+    fn samples(params: Value, n: usize) -> Vec<Value> {
+        let template = compile(params);
+        let mut rng = SmallRng::seed_from_u64(42);
+        (0..n).map(|_| render(&template, &mut rng)[0].clone()).collect()
+    }
+
+    #[test]
+    fn fixed_params_stay_fixed() {
+        let template = compile(json!(["0xab", {"full": true, "n": 3}, "cost: $5", "$${not}"]));
+        assert_eq!(
+            template.fixed(),
+            Some(br#"["0xab",{"full":true,"n":3},"cost: $5","${not}"]"#.as_slice())
+        );
+    }
+
+    #[test]
+    fn each_generator_has_its_shape() {
+        for v in samples(json!(["${int(-5, 5)}"]), 500) {
+            assert!((-5..=5).contains(&v.as_i64().unwrap()), "{v}");
+        }
+        for v in samples(json!(["${float(0.5, 1.5)}"]), 500) {
+            let f = v.as_f64().unwrap();
+            assert!((0.5..1.5).contains(&f), "{v}");
+        }
+        let quantities = samples(json!(["${quantity(0, 300)}"]), 2000);
+        for v in &quantities {
+            let text = v.as_str().unwrap();
+            let digits = text.strip_prefix("0x").unwrap();
+            assert!(
+                digits == "0" || !digits.starts_with('0'),
+                "most compact form: {text}"
+            );
+            assert!(u64::from_str_radix(digits, 16).unwrap() <= 300);
+        }
+        assert!(quantities.iter().any(|v| v == "0x0"), "zero is 0x0");
+        for v in samples(json!(["${hex(20)}"]), 100) {
+            let text = v.as_str().unwrap();
+            assert_eq!(text.len(), 42);
+            assert!(text.starts_with("0x") && text[2..].bytes().all(|b| b.is_ascii_hexdigit()));
+        }
+        let choices = samples(json!(["${choice(\"latest\", 'safe', 7, null)}"]), 400);
+        for expected in [json!("latest"), json!("safe"), json!(7), Value::Null] {
+            assert!(choices.contains(&expected), "{expected} never chosen");
+        }
+        assert_eq!(
+            samples(json!(["${seq(10)}"]), 3),
+            vec![json!(10), json!(11), json!(12)]
+        );
+        let now = samples(json!(["${now()}"]), 1)[0].as_i64().unwrap();
+        assert!(now > 1_700_000_000);
+        for v in samples(json!(["${head - int(0, 100)}"]), 200) {
+            let n = u64::from_str_radix(v.as_str().unwrap().strip_prefix("0x").unwrap(), 16).unwrap();
+            assert!((0x1000 - 100..=0x1000).contains(&n), "{v}");
+        }
+    }
+
+    #[test]
+    fn templates_work_nested_and_inside_text() {
+        let template = compile(json!({"filter": {"from": "${int(1, 1)}", "tags": ["id-${seq()}", "a\"b"]}}));
+        let mut rng = SmallRng::seed_from_u64(1);
+        assert_eq!(
+            render(&template, &mut rng),
+            json!({"filter": {"from": 1, "tags": ["id-0", "a\"b"]}})
+        );
+        assert_eq!(render(&template, &mut rng)["filter"]["tags"][0], "id-1");
+    }
+
+    #[test]
+    fn generation_is_deterministic_under_a_seed() {
+        let params = json!(["${hex(32)}", "${int(0, 1000000)}", "${choice(1, 2, 3)}"]);
+        let run = |seed| {
+            let template = compile(params.clone());
+            let mut rng = SmallRng::seed_from_u64(seed);
+            (0..20).map(|_| render(&template, &mut rng)).collect::<Vec<_>>()
+        };
+        assert_eq!(run(9), run(9));
+        assert_ne!(run(9), run(10));
+    }
+
+    #[test]
+    fn data_files_give_lines_columns_and_json_values() {
+        let dir = std::env::temp_dir().join(format!("volley-data-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("a.txt"), "0xaa\n\n0xbb\n").unwrap();
+        std::fs::write(dir.join("b.csv"), "name,address\nx,0x01\ny,0x02\n").unwrap();
+        std::fs::write(dir.join("c.jsonl"), "{\"to\":\"0x1\"}\n[1,2]\n").unwrap();
+        std::fs::write(dir.join("empty.txt"), "\n").unwrap();
+        let render_all = |params: Value, n: usize| {
+            let template = compile_in(&dir, params).unwrap();
+            let mut rng = SmallRng::seed_from_u64(3);
+            (0..n)
+                .map(|_| render(&template, &mut rng)[0].clone())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            render_all(json!(["${file('a.txt', order = 'seq')}"]), 3),
+            vec![json!("0xaa"), json!("0xbb"), json!("0xaa")]
+        );
+        assert_eq!(
+            render_all(json!(["${file('b.csv', column = 'address', order = 'seq')}"]), 2),
+            vec![json!("0x01"), json!("0x02")]
+        );
+        assert_eq!(
+            render_all(json!(["${file('c.jsonl', order = 'seq')}"]), 2),
+            vec![json!({"to": "0x1"}), json!([1, 2])]
+        );
+        let random = render_all(json!(["${file('a.txt')}"]), 50);
+        assert!(random.contains(&json!("0xaa")) && random.contains(&json!("0xbb")));
+        let error = |params: Value| compile_in(&dir, params).unwrap_err();
+        assert!(error(json!(["${file('missing.txt')}"])).contains("missing.txt"));
+        assert!(error(json!(["${file('empty.txt')}"])).contains("is empty"));
+        assert!(error(json!(["${file('b.csv', column = 'nope')}"])).contains("no column `nope`"));
+    }
+
+    #[test]
+    fn mistakes_are_explained() {
+        let error = |params: Value| compile_in(Path::new("."), params).unwrap_err();
+        assert!(error(json!(["${int(5, 1)}"])).contains("empty"));
+        assert!(error(json!(["${nope(1)}"])).contains("unknown generator `nope`"));
+        assert!(error(json!(["${tail}"])).contains("unknown name `tail`"));
+        assert!(error(json!(["${int(1, 2"])).contains("without a closing"));
+        assert!(error(json!(["${hex(0)}"])).contains("byte count"));
+        assert!(error(json!(["${hex(20) + 1}"])).contains("numbers on both sides"));
+        assert!(error(json!(["${int(1)}"])).contains("takes 2 arguments"));
+    }
+}

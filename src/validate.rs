@@ -1,0 +1,162 @@
+//! `volley validate`: checks a scenario without sending anything, and shows
+//! the resolved plan and sample requests exactly as they would be sent.
+
+use std::fmt::Write;
+
+use rand::rngs::SmallRng;
+use rand::SeedableRng;
+
+use crate::engine::{Pacing, Planned};
+use crate::rpc::RequestBuilder;
+use crate::scenario::{Compiled, Scenario};
+
+/// Sample requests shown.
+pub const SAMPLES: usize = 5;
+
+/// The plan of `scenario` as text, ending with `SAMPLES` sample requests.
+pub fn describe(scenario: &Scenario, file: &str) -> String {
+    let Compiled {
+        plan,
+        mix,
+        setup,
+        polls,
+        warnings,
+    } = scenario.compile();
+    let mut out = String::new();
+    let _ = writeln!(out, "{file}: valid");
+    let _ = writeln!(out, "scenario:    {}", scenario.name);
+    if let Some(description) = &scenario.description {
+        let _ = writeln!(out, "             {description}");
+    }
+    let _ = writeln!(out, "target:      {}", scenario.target);
+    if !scenario.headers.is_empty() {
+        let names: Vec<&str> = scenario.headers.iter().map(|(n, _)| n.as_str()).collect();
+        let _ = writeln!(out, "headers:     {} (values not shown)", names.join(", "));
+    }
+    let model = match plan.pacing {
+        Pacing::Open { rate } => format!("open model, {rate} requests/s"),
+        Pacing::Closed => format!("closed model, {} calls in flight", plan.connections),
+    };
+    let stop = match (plan.duration, plan.requests) {
+        (Some(d), Some(n)) => format!(
+            "{} or {n} requests, whichever comes first",
+            humantime::format_duration(d)
+        ),
+        (Some(d), None) => humantime::format_duration(d).to_string(),
+        (None, Some(n)) => format!("{n} requests"),
+        (None, None) => "until stopped".into(),
+    };
+    let _ = writeln!(
+        out,
+        "load:        {model}, {} connections, {stop}",
+        plan.connections
+    );
+    if !plan.warmup.is_zero() {
+        let _ = writeln!(
+            out,
+            "warmup:      {} (not in the figures)",
+            humantime::format_duration(plan.warmup)
+        );
+    }
+    let _ = writeln!(out, "timeout:     {}", humantime::format_duration(plan.timeout));
+    if !plan.stages.is_empty() {
+        let unit = if matches!(plan.pacing, Pacing::Open { .. }) {
+            "requests/s"
+        } else {
+            "calls in flight"
+        };
+        let start = match plan.pacing {
+            Pacing::Open { rate } => rate,
+            Pacing::Closed => plan.initial_concurrency as f64,
+        };
+        let _ = writeln!(out, "stages:");
+        let mut previous = start;
+        for (i, ((from, to), stage)) in plan.stage_bounds().iter().zip(&plan.stages).enumerate() {
+            let _ = writeln!(
+                out,
+                "  {}. {from:>6.1}s – {to:>6.1}s  {previous} → {} {unit}",
+                i + 1,
+                stage.target
+            );
+            previous = stage.target;
+        }
+    }
+
+    if let Some(replay) = &scenario.replay {
+        let _ = writeln!(
+            out,
+            "replay:      {} ({} requests, {} at the end)",
+            replay.file.display(),
+            replay.requests.len(),
+            if replay.looping { "loop" } else { "stop" }
+        );
+    } else {
+        let total: u32 = scenario.calls.iter().map(|c| c.weight).sum();
+        let _ = writeln!(out, "mix:");
+        for call in &scenario.calls {
+            let mut line = format!(
+                "  {:>5.1}%  {}",
+                call.weight as f64 * 100.0 / total as f64,
+                call.method
+            );
+            if let Some(size) = &call.batch {
+                let _ = write!(line, "  (batches of {size})");
+            }
+            if call.notification {
+                line.push_str("  (notification)");
+            }
+            if let Some(expect) = &call.expect {
+                let _ = write!(line, "  expects {expect}");
+            }
+            let _ = writeln!(out, "{line}");
+        }
+        if let Some(batch) = &scenario.batch {
+            let _ = writeln!(
+                out,
+                "batches:     every request a batch of {} drawn from the mix, {:.0}% notifications",
+                batch.size,
+                batch.notifications * 100.0
+            );
+        }
+    }
+    for call in &setup {
+        let kind = if call.notification { "notification" } else { "call" };
+        let _ = writeln!(
+            out,
+            "setup:       {kind} `{}` on each new connection",
+            call.method
+        );
+    }
+    for poll in &polls {
+        let _ = writeln!(out, "poll:        `{}` every {:?}", poll.name, poll.every);
+    }
+    for warning in &warnings {
+        let _ = writeln!(out, "warning:     {warning}");
+    }
+
+    let seed = plan.seed;
+    let seeded = if scenario.seed.is_some() {
+        format!("seed {seed}")
+    } else {
+        "a random seed".into()
+    };
+    let polled = if polls.is_empty() {
+        ""
+    } else {
+        "; polled values read 0 until polled"
+    };
+    let _ = writeln!(out, "\n{SAMPLES} sample requests ({seeded}{polled}):");
+    let mut rng = SmallRng::seed_from_u64(seed);
+    let mut builder = RequestBuilder::default();
+    let mut planned: Vec<Planned> = Vec::new();
+    let mut next_id = 1;
+    for _ in 0..SAMPLES {
+        let Some(batch) = mix.next_request(&mut rng, &mut planned) else {
+            break;
+        };
+        let body = mix.write(&mut builder, &planned, batch, next_id, &mut rng);
+        next_id += planned.iter().filter(|p| !p.notification).count() as u64;
+        let _ = writeln!(out, "  {}", String::from_utf8_lossy(&body));
+    }
+    out
+}
