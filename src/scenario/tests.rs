@@ -165,3 +165,29 @@ fn a_missing_file_is_a_clear_error() {
         "{e}"
     );
 }
+
+#[test]
+fn scenario_language_mistakes_name_their_key() {
+    let call = |body: &str| format!("target = \"builtin\"\n[[calls]]\nmethod = \"m\"\n{body}\n");
+    let cases = [
+        (call("expect = { regex = \"([0-9\" }"), 4, "calls[0].expect", "does not compile"),
+        (call("params = [\"${int(9, 1)}\"]"), 4, "calls[0].params", "is empty"),
+        (call("params = [\"${file('no-such-file.txt')}\"]"), 4, "calls[0].params", "no-such-file.txt"),
+        (call("batch = { min = 5, max = 2 }"), 4, "calls[0].batch", "is empty"),
+        (call("batch = \"many\""), 4, "calls[0].batch", "batch size must be a number"),
+        (call("expect = { error = -32601, type = \"string\" }"), 4, "calls[0].expect", "not both"),
+        (call("notification = true\nexpect = { result = \"any\" }"), 5, "calls[0].expect", "gets no answer"),
+        ("target = \"builtin\"\nreplay = \"missing.jsonl\"\n".to_string(), 2, "replay", "cannot read"),
+        (
+            "target = \"builtin\"\n[load]\nstages = [{ duration = \"1s\", rate = 5 }, { duration = \"1s\", concurrency = 2 }]\n[[calls]]\nmethod = \"m\"\n".to_string(),
+            3,
+            "load.stages[1]",
+            "same model",
+        ),
+    ];
+    for (text, line, key, message) in cases {
+        let e = located(&text);
+        assert_eq!((e.line, e.key.as_str()), (line, key), "{text}");
+        assert!(e.message.contains(message), "{text}: {}", e.message);
+    }
+}
