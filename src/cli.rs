@@ -25,7 +25,7 @@ pub struct Cli {
 #[derive(Subcommand, Debug)]
 pub enum Command {
     /// Run a load test from a scenario file, or a one-liner with --target and --method.
-    Run(RunArgs),
+    Run(Box<RunArgs>),
     /// Start the built-in JSON-RPC 2.0 server.
     Serve(ServeArgs),
     /// Check a scenario without sending anything; print the plan and sample requests.
@@ -106,6 +106,12 @@ pub struct RunArgs {
     /// Print nothing but the final summary.
     #[arg(short = 'q', long)]
     pub quiet: bool,
+    /// No live dashboard: one progress line a second on stderr instead.
+    #[arg(long)]
+    pub no_tui: bool,
+    /// Serve live metrics in the Prometheus text format at ADDR/metrics (e.g. 127.0.0.1:9464).
+    #[arg(long, value_name = "ADDR")]
+    pub metrics_listen: Option<std::net::SocketAddr>,
 }
 
 #[derive(Args, Debug, Clone)]

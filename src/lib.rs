@@ -6,6 +6,7 @@
 pub mod cli;
 pub mod engine;
 pub mod init;
+pub mod metrics;
 pub mod report;
 pub mod rpc;
 pub mod run;
@@ -13,6 +14,7 @@ pub mod scenario;
 pub mod serve;
 pub mod stats;
 pub mod transport;
+pub mod tui;
 pub mod validate;
 
 pub use run::{execute, init_command, run_command, serve_command, validate_command, RunError};

@@ -13,12 +13,14 @@ use thiserror::Error;
 use tokio_util::sync::CancellationToken;
 
 use crate::cli::{InitArgs, RunArgs, ServeArgs, ValidateArgs};
-use crate::engine::{self, Pacing, RunSpec};
+use crate::engine::{self, Control, Pacing, RunSpec};
+use crate::metrics::{self, Metrics};
 use crate::report::{self, LoadMeta, RunMeta, RunReport};
 use crate::scenario::{Compiled, Scenario, TargetSpec};
 use crate::serve::{self, ServeConfig, ServerStats};
-use crate::stats::SecondRow;
+use crate::stats::Snapshot;
 use crate::transport::{Target, TargetError, TransportError};
+use crate::tui::{Dashboard, Tui};
 
 #[derive(Debug, Error)]
 pub enum RunError {
@@ -40,7 +42,8 @@ pub async fn execute(
     scenario: &Scenario,
     scenario_file: Option<&Path>,
     cancel: CancellationToken,
-    on_second: impl FnMut(&SecondRow),
+    control: Arc<Control>,
+    observe: impl FnMut(&Snapshot),
 ) -> Result<RunReport, RunError> {
     let Compiled {
         plan,
@@ -116,7 +119,8 @@ pub async fn execute(
             polls,
         },
         cancel,
-        on_second,
+        control,
+        observe,
     )
     .await;
     meta.ended_at = timestamp(SystemTime::now());
@@ -150,6 +154,7 @@ pub fn run_command(args: RunArgs) -> anyhow::Result<ExitCode> {
         .context("cannot start the async runtime")?;
     let report = runtime.block_on(async {
         let cancel = CancellationToken::new();
+        let control = Arc::new(Control::new());
         let stopped_by = Arc::new(AtomicU8::new(0));
         let (stop, stopped) = (cancel.clone(), stopped_by.clone());
         tokio::spawn(async move {
@@ -157,16 +162,43 @@ pub fn run_command(args: RunArgs) -> anyhow::Result<ExitCode> {
             eprintln!("stopping: the results so far will be written, marked partial");
             stop.cancel();
         });
+        let metrics = match args.metrics_listen {
+            Some(addr) => {
+                let listener = metrics::bind(addr)
+                    .await
+                    .with_context(|| format!("--metrics-listen {addr}: cannot listen"))?;
+                let metrics = Arc::new(Metrics::default());
+                tokio::spawn(metrics::serve(listener, metrics.clone(), cancel.child_token()));
+                Some(metrics)
+            }
+            None => None,
+        };
+        let mut tui = if !args.quiet && !args.no_tui && std::io::stdout().is_terminal() {
+            let dashboard = Dashboard::new(&scenario.name, &scenario.target.to_string(), "http/1.1");
+            Tui::start(dashboard, control.clone(), cancel.clone()).ok()
+        } else {
+            None
+        };
         let quiet = args.quiet;
-        let report = execute(&scenario, args.scenario.as_deref(), cancel, |row| {
-            if !quiet {
-                eprintln!("{}", report::progress_line(row));
+        let report = execute(&scenario, args.scenario.as_deref(), cancel, control, |snapshot| {
+            if let Some(metrics) = &metrics {
+                metrics.publish(snapshot);
+            }
+            match tui.as_mut() {
+                Some(tui) => tui.show(snapshot),
+                None if !quiet => {
+                    for row in &snapshot.new_rows {
+                        eprintln!("{}", report::progress_line(row));
+                    }
+                }
+                None => {}
             }
         })
         .await;
-        report.map(|r| (r, stopped_by.load(Ordering::Relaxed)))
+        drop(tui);
+        anyhow::Ok(report.map(|r| (r, stopped_by.load(Ordering::Relaxed))))
     });
-    let (report, signal) = report?;
+    let (report, signal) = report??;
     print!("{}", report::render_table(&report));
     let written = report::write_files(&out_dir, &report)?;
     println!("\nresults: {}", out_dir.display());

@@ -2,7 +2,10 @@
 //! schedule that every connection task claims its next request from.
 
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+use super::control::Control;
 
 /// Closed or open load model.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -193,8 +196,10 @@ pub struct Claim {
 /// request due while all connections are busy waits (and shows it).
 #[derive(Debug)]
 pub struct Schedule {
-    claimed: AtomicU64,
+    pub(super) claimed: Arc<AtomicU64>,
     start: Instant,
+    /// Pauses and manual rates set during the run.
+    control: Arc<Control>,
     /// The rate over time in the open model.
     rate: Option<Profile>,
     limit: Option<u64>,
@@ -202,10 +207,11 @@ pub struct Schedule {
 }
 
 impl Schedule {
-    pub fn new(plan: &LoadPlan, start: Instant) -> Self {
+    pub fn new(plan: &LoadPlan, start: Instant, control: Arc<Control>) -> Self {
         Schedule {
-            claimed: AtomicU64::new(0),
+            claimed: Arc::new(AtomicU64::new(0)),
             start,
+            control,
             rate: match plan.pacing {
                 Pacing::Open { rate } => Some(plan.profile(rate)),
                 Pacing::Closed => None,
@@ -226,9 +232,14 @@ impl Schedule {
         if self.limit.is_some_and(|limit| seq >= limit) {
             return None;
         }
-        let intended = match &self.rate {
-            Some(rate) => self.start + Duration::from_secs_f64(rate.due_time(seq as f64)?),
-            None => Instant::now(),
+        let intended = match (&self.rate, self.control.override_for(seq)) {
+            // Paused: the worker waits for the resume and sends then.
+            (Some(_), Some(o)) if o.rate <= 0.0 => Instant::now(),
+            (Some(_), Some(o)) => {
+                self.start + Duration::from_secs_f64(o.at_s + (seq - o.at_seq) as f64 / o.rate)
+            }
+            (Some(rate), None) => self.start + Duration::from_secs_f64(rate.due_time(seq as f64)?),
+            (None, _) => Instant::now(),
         };
         if self.deadline.is_some_and(|deadline| intended >= deadline) {
             return None;
@@ -239,9 +250,11 @@ impl Schedule {
     /// Requests the open model had due before `end`.
     pub fn due_before(&self, end: Instant) -> u64 {
         let Some(rate) = &self.rate else { return 0 };
-        let due = rate
-            .due_within(end.saturating_duration_since(self.start).as_secs_f64())
-            .ceil() as u64;
+        let seconds = end.saturating_duration_since(self.start).as_secs_f64();
+        let due = match self.control.override_at(seconds) {
+            Some(o) => o.at_seq + ((seconds - o.at_s) * o.rate).ceil() as u64,
+            None => rate.due_within(seconds).ceil() as u64,
+        };
         self.limit.map_or(due, |limit| due.min(limit))
     }
 }
@@ -271,6 +284,7 @@ mod tests {
         let schedule = Schedule::new(
             &plan(Pacing::Open { rate: 100.0 }, None, Some(Duration::from_secs(1))),
             start,
+            Default::default(),
         );
         let times: Vec<_> = (0..3)
             .map(|_| schedule.claim().unwrap().intended - start)
@@ -292,6 +306,7 @@ mod tests {
         let schedule = Schedule::new(
             &plan(Pacing::Open { rate: 10.0 }, None, Some(Duration::from_secs(1))),
             start,
+            Default::default(),
         );
         let claimed = std::iter::from_fn(|| schedule.claim()).count();
         assert_eq!(claimed, 10);
@@ -321,13 +336,17 @@ mod tests {
         assert!((profile.due_time(3200.0).unwrap() - 14.0).abs() < 1e-9);
         assert_eq!(profile.due_time(3500.0), None);
         let start = Instant::now();
-        let schedule = Schedule::new(&plan, start);
+        let schedule = Schedule::new(&plan, start, Default::default());
         assert_eq!(std::iter::from_fn(|| schedule.claim()).count(), 3500);
     }
 
     #[test]
     fn a_request_limit_is_exact() {
-        let schedule = Schedule::new(&plan(Pacing::Closed, Some(7), None), Instant::now());
+        let schedule = Schedule::new(
+            &plan(Pacing::Closed, Some(7), None),
+            Instant::now(),
+            Default::default(),
+        );
         assert_eq!(std::iter::from_fn(|| schedule.claim()).count(), 7);
     }
 }

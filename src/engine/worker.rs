@@ -3,7 +3,7 @@
 //! Each engine thread runs a single-threaded runtime with its share of the
 //! connections. Connection tasks on a thread share that thread's recorder
 //! without locks (it is only ever touched from that thread), and the thread
-//! hands the recorder over once a second.
+//! hands the recorder over a few times a second.
 
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
@@ -17,6 +17,7 @@ use tokio::sync::mpsc::UnboundedSender;
 use tokio::time::{sleep, sleep_until, timeout};
 use tokio_util::sync::CancellationToken;
 
+use super::control::{Control, RunInfo};
 use super::mix::{Mix, Planned};
 use super::plan::{LoadPlan, Pacing, Profile, Schedule};
 use super::{Poll, RunSpec, SetupCall};
@@ -34,6 +35,7 @@ pub(super) struct Shared {
     pub schedule: Schedule,
     /// Calls in flight over time (closed model with stages).
     pub concurrency: Option<Profile>,
+    pub control: Arc<Control>,
     pub start: Instant,
     pub cancel: CancellationToken,
     /// Calls whose intended time is before this are warmup, not recorded.
@@ -43,7 +45,7 @@ pub(super) struct Shared {
 }
 
 impl Shared {
-    pub fn new(spec: RunSpec, start: Instant, cancel: CancellationToken) -> Self {
+    pub fn new(spec: RunSpec, start: Instant, cancel: CancellationToken, control: Arc<Control>) -> Self {
         let RunSpec {
             plan,
             mix,
@@ -55,8 +57,22 @@ impl Shared {
             Pacing::Closed if !plan.stages.is_empty() => Some(plan.profile(plan.initial_concurrency as f64)),
             _ => None,
         };
+        let schedule = Schedule::new(&plan, start, control.clone());
+        control.started(RunInfo {
+            start,
+            claimed: schedule.claimed.clone(),
+            profile: match plan.pacing {
+                Pacing::Open { rate } => plan.profile(rate),
+                Pacing::Closed => concurrency
+                    .clone()
+                    .unwrap_or_else(|| plan.profile(plan.connections as f64)),
+            },
+            open: matches!(plan.pacing, Pacing::Open { .. }),
+            connections: plan.connections,
+        });
         Shared {
-            schedule: Schedule::new(&plan, start),
+            schedule,
+            control,
             measure_start: start + plan.warmup,
             concurrency,
             plan,
@@ -74,17 +90,28 @@ impl Shared {
     /// In a staged closed model, whether connection `index` should be
     /// calling now, and if not, how long to wait before looking again.
     fn idle_for(&self, index: usize) -> Option<Duration> {
-        let profile = self.concurrency.as_ref()?;
-        let active = profile.value_at(self.start.elapsed().as_secs_f64()).round() as usize;
-        (index >= active).then_some(Duration::from_millis(10))
+        let active = match (self.control.manual_target(), &self.concurrency) {
+            (Some(_), _) if matches!(self.plan.pacing, Pacing::Open { .. }) => return None,
+            (Some(manual), _) => manual,
+            (None, Some(profile)) => profile.value_at(self.start.elapsed().as_secs_f64()),
+            (None, None) => return None,
+        };
+        (index >= active.round() as usize).then_some(Duration::from_millis(10))
     }
 }
 
-/// One thread's figures for one second of the run.
+/// Hand-overs a second: often enough for a live view, rare enough to cost
+/// nothing.
+pub(super) const TICKS_PER_SECOND: u32 = 4;
+
+/// One thread's figures for one tick of the run.
 pub(super) struct Chunk {
     pub thread: usize,
-    pub second: u32,
+    /// Ticks since the measured part began.
+    pub tick: u32,
     pub recorder: Recorder,
+    /// Calls in flight on the thread at the hand-over.
+    pub in_flight: u64,
     /// The thread's last chunk; `sent` is its total of requests sent.
     pub last: Option<u64>,
 }
@@ -95,6 +122,7 @@ struct Local {
     /// Unused ids of the block this thread holds: `next..end`.
     ids: Cell<(u64, u64)>,
     sent: Cell<u64>,
+    in_flight: Cell<u64>,
 }
 
 const ID_BLOCK: u64 = 4096;
@@ -130,6 +158,7 @@ pub(super) fn thread_main(
             recorder: RefCell::new(Recorder::new(shared.mix.methods.len())),
             ids: Cell::new((0, 0)),
             sent: Cell::new(0),
+            in_flight: Cell::new(0),
         });
         let tasks: Vec<_> = connections
             .into_iter()
@@ -142,23 +171,25 @@ pub(super) fn thread_main(
         } else {
             Vec::new()
         };
-        let second = Rc::new(Cell::new(0u32));
+        let tick = Rc::new(Cell::new(0u32));
         let hand_over = {
-            let (local, second, chunks) = (local.clone(), second.clone(), chunks.clone());
+            let (local, tick, chunks, shared) = (local.clone(), tick.clone(), chunks.clone(), shared.clone());
             let methods = shared.mix.methods.len();
-            let first = shared.measure_start + Duration::from_secs(1);
+            let every = Duration::from_secs(1) / TICKS_PER_SECOND;
             tokio::task::spawn_local(async move {
-                let mut ticks = tokio::time::interval_at(first.into(), Duration::from_secs(1));
+                let mut ticks = tokio::time::interval_at((shared.measure_start + every).into(), every);
                 loop {
                     ticks.tick().await;
                     let recorder = local.recorder.replace(Recorder::new(methods));
+                    let in_flight = local.in_flight.get();
                     let _ = chunks.send(Chunk {
                         thread,
-                        second: second.get(),
+                        tick: tick.get(),
                         recorder,
+                        in_flight,
                         last: None,
                     });
-                    second.set(second.get() + 1);
+                    tick.set(tick.get() + 1);
                 }
             })
         };
@@ -170,8 +201,9 @@ pub(super) fn thread_main(
         let recorder = local.recorder.replace(Recorder::new(0));
         let _ = chunks.send(Chunk {
             thread,
-            second: second.get(),
+            tick: tick.get(),
             recorder,
+            in_flight: 0,
             last: Some(local.sent.get()),
         });
     });
@@ -194,6 +226,12 @@ async fn connection_loop(shared: Arc<Shared>, local: Rc<Local>, index: usize) {
     let mix = &shared.mix;
 
     while !cancel.is_cancelled() {
+        if shared.control.is_paused() {
+            tokio::select! {
+                _ = shared.control.wait_resumed() => continue,
+                _ = cancel.cancelled() => break,
+            }
+        }
         if let Some(wait) = shared.idle_for(index) {
             tokio::select! {
                 _ = sleep(wait) => continue,
@@ -253,13 +291,16 @@ async fn connection_loop(shared: Arc<Shared>, local: Rc<Local>, index: usize) {
         let conn = connection.as_mut().expect("opened above");
         let sent_at = Instant::now();
         local.sent.set(local.sent.get() + 1);
+        let calls_sent = builder.entries().len() as u64;
+        local.in_flight.set(local.in_flight.get() + calls_sent);
         let result = tokio::select! {
             result = timeout(shared.plan.timeout, conn.exchange(body)) => result,
             _ = cancel.cancelled() => {
-                shared.in_flight_at_end.fetch_add(builder.entries().len() as u64, Ordering::Relaxed);
+                shared.in_flight_at_end.fetch_add(calls_sent, Ordering::Relaxed);
                 break;
             }
         };
+        local.in_flight.set(local.in_flight.get() - calls_sent);
         let answered_at = Instant::now();
         let failure = match &result {
             Ok(Ok(_)) => None,
@@ -286,11 +327,15 @@ async fn connection_loop(shared: Arc<Shared>, local: Rc<Local>, index: usize) {
             recorder.record_batch(planned.len(), latency);
         }
         let entries = builder.entries();
+        let mut failed: Option<(usize, Outcome)> = None;
         let methods = &mut recorder.methods;
         let mut record = |i: usize, outcome: Outcome, answer: &[u8]| {
             let entry = entries[i];
             let stats = &mut methods[entry.method as usize];
             stats.record(outcome, latency, service, answer.len());
+            if outcome != Outcome::Ok && failed.is_none() {
+                failed = Some((i, outcome));
+            }
             if outcome == Outcome::Assertion {
                 if let Some(expected) = &mix.expectations[entry.call as usize] {
                     stats.add_example(expected, answer);
@@ -307,7 +352,7 @@ async fn connection_loop(shared: Arc<Shared>, local: Rc<Local>, index: usize) {
                     &mix.expectations,
                     &mut record,
                 );
-                Some((reply.status, verdict))
+                Some((reply.status, verdict, reply.body))
             }
             (_, Some(outcome)) => {
                 Judge::fail_all(entries, outcome, &mut record);
@@ -315,7 +360,11 @@ async fn connection_loop(shared: Arc<Shared>, local: Rc<Local>, index: usize) {
             }
             (_, None) => unreachable!("a failed result always has an outcome"),
         };
-        if let Some((status, verdict)) = answered {
+        if let Some((i, outcome)) = failed {
+            let answer = answered.as_ref().map_or(&[][..], |(_, _, body)| &body[..]);
+            recorder.note_error(&mix.methods[entries[i].method as usize], outcome, answer);
+        }
+        if let Some((status, verdict, _)) = answered {
             recorder.extra_entries += verdict.extra_entries as u64;
             recorder.record_status(status);
         }

@@ -1,8 +1,10 @@
 //! Recording what happened: per-thread recorders handed over once a second,
 //! merged into run totals and per-second rows.
 
+mod snapshot;
 mod summary;
 
+pub use snapshot::{latency_buckets, Snapshot};
 pub use summary::{
     BatchSummary, LatencySummary, MethodSummary, RunSummary, ScheduleSummary, SecondRow, SetupSummary,
     StageSummary, LATE_THRESHOLD,
@@ -148,6 +150,8 @@ pub struct Recorder {
     pub setup_ok: u64,
     pub setup_failed: u64,
     pub setup_error: Option<String>,
+    /// The latest failed answer seen, in short.
+    pub last_error: Option<String>,
 }
 
 impl Recorder {
@@ -163,7 +167,22 @@ impl Recorder {
             setup_ok: 0,
             setup_failed: 0,
             setup_error: None,
+            last_error: None,
         }
+    }
+
+    /// Keeps a short description of a failed answer (once per hand-over, so
+    /// a flood of errors costs one allocation a tick).
+    pub fn note_error(&mut self, method: &str, outcome: Outcome, answer: &[u8]) {
+        if self.last_error.is_some() {
+            return;
+        }
+        let shown = String::from_utf8_lossy(&answer[..answer.len().min(160)]);
+        self.last_error = Some(if shown.is_empty() {
+            format!("{method}: {outcome}")
+        } else {
+            format!("{method}: {outcome}: {shown}")
+        });
     }
 
     pub fn record_batch(&mut self, size: usize, latency: Duration) {
@@ -191,6 +210,9 @@ impl Recorder {
         self.setup_failed += other.setup_failed;
         if self.setup_error.is_none() {
             self.setup_error.clone_from(&other.setup_error);
+        }
+        if other.last_error.is_some() {
+            self.last_error.clone_from(&other.last_error);
         }
     }
 

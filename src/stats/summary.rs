@@ -38,7 +38,7 @@ impl LatencySummary {
 }
 
 /// One method's figures (or the total's).
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Default, Serialize)]
 pub struct MethodSummary {
     pub method: String,
     pub calls: u64,
@@ -227,6 +227,8 @@ pub struct RunSummary {
     pub setup: Option<SetupSummary>,
     /// Present for a staged load.
     pub stages: Vec<StageSummary>,
+    /// Pauses and target changes made during the run.
+    pub events: Vec<crate::engine::ControlEvent>,
     /// Calls abandoned in flight when the run stopped.
     pub in_flight_at_end: u64,
     pub measured_seconds: f64,

@@ -66,6 +66,12 @@ pub fn run(scenario: &Scenario) -> RunReport {
         .build()
         .unwrap();
     runtime
-        .block_on(volley::execute(scenario, None, CancellationToken::new(), |_| {}))
+        .block_on(volley::execute(
+            scenario,
+            None,
+            CancellationToken::new(),
+            std::sync::Arc::new(volley::engine::Control::new()),
+            |_| {},
+        ))
         .expect("the run starts")
 }

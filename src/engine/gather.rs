@@ -1,0 +1,179 @@
+//! Gathering the threads' hand-overs: per-second windows, run totals, stage
+//! totals, and the snapshots published while the run goes.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use super::worker::{Chunk, TICKS_PER_SECOND};
+use crate::stats::{latency_buckets, MethodSummary, Recorder, SecondRow, Snapshot, LATE_THRESHOLD};
+
+/// Buckets in the latency histogram of a snapshot.
+const HISTOGRAM_BUCKETS: usize = 12;
+
+pub(super) struct Gatherer {
+    methods: Vec<String>,
+    /// Seconds not complete yet.
+    windows: BTreeMap<u32, Recorder>,
+    /// Per thread: the last tick handed over, and whether it finished.
+    reported: Vec<Option<u32>>,
+    finished: Vec<bool>,
+    in_flight: Vec<u64>,
+    /// The last second of a timed run closes with the run, however the
+    /// final hand-overs race the deadline.
+    last_second: Option<u32>,
+    stage_bounds: Vec<(f64, f64)>,
+    pub stage_totals: Vec<Recorder>,
+    pub total: Recorder,
+    /// Requests sent by the threads that finished.
+    pub sent: u64,
+    pub timeseries: Vec<SecondRow>,
+    last_window: Option<Recorder>,
+    /// Rows completed since the last snapshot.
+    fresh_rows: Vec<SecondRow>,
+    last_error: Option<String>,
+    published_tick: Option<u32>,
+}
+
+impl Gatherer {
+    pub fn new(
+        methods: Vec<String>,
+        threads: usize,
+        duration: Option<Duration>,
+        stage_bounds: Vec<(f64, f64)>,
+    ) -> Self {
+        Gatherer {
+            windows: BTreeMap::new(),
+            reported: vec![None; threads],
+            finished: vec![false; threads],
+            in_flight: vec![0; threads],
+            last_second: duration.map(|d| (d.as_secs_f64().ceil() as u32).max(1) - 1),
+            stage_totals: vec![Recorder::new(methods.len()); stage_bounds.len()],
+            stage_bounds,
+            total: Recorder::new(methods.len()),
+            sent: 0,
+            timeseries: Vec::new(),
+            last_window: None,
+            fresh_rows: Vec::new(),
+            last_error: None,
+            published_tick: None,
+            methods,
+        }
+    }
+
+    /// Takes one hand-over; returns whether a new round of ticks is in, so
+    /// that a snapshot is due.
+    pub fn add(&mut self, chunk: Chunk) -> bool {
+        self.total.merge(&chunk.recorder);
+        if chunk.recorder.last_error.is_some() {
+            self.last_error.clone_from(&chunk.recorder.last_error);
+        }
+        let mut second = chunk.tick / TICKS_PER_SECOND;
+        if let Some(last) = self.last_second {
+            second = second.min(last);
+        }
+        self.windows
+            .entry(second)
+            .or_insert_with(|| Recorder::new(self.methods.len()))
+            .merge(&chunk.recorder);
+        self.reported[chunk.thread] = Some(chunk.tick);
+        self.in_flight[chunk.thread] = chunk.in_flight;
+        if let Some(sent) = chunk.last {
+            self.sent += sent;
+            self.finished[chunk.thread] = true;
+            self.in_flight[chunk.thread] = 0;
+        }
+        while let Some((second, window)) = self.pop_complete() {
+            self.close(second, window, Duration::from_secs(1));
+        }
+        let round = self.round();
+        if round > self.published_tick {
+            self.published_tick = round;
+            return true;
+        }
+        false
+    }
+
+    /// The latest tick every running thread has handed over.
+    fn round(&self) -> Option<u32> {
+        self.reported
+            .iter()
+            .zip(&self.finished)
+            .filter(|(_, done)| !**done)
+            .map(|(tick, _)| *tick)
+            .min()
+            .flatten()
+    }
+
+    fn pop_complete(&mut self) -> Option<(u32, Recorder)> {
+        let (&second, _) = self.windows.first_key_value()?;
+        if self.last_second.is_some_and(|last| second >= last) || self.finished.iter().all(|f| *f) {
+            return None;
+        }
+        let through = (second + 1) * TICKS_PER_SECOND - 1;
+        let complete = self
+            .reported
+            .iter()
+            .zip(&self.finished)
+            .all(|(tick, done)| *done || tick.is_some_and(|t| t >= through));
+        if !complete {
+            return None;
+        }
+        self.windows.remove(&second).map(|window| (second, window))
+    }
+
+    fn close(&mut self, second: u32, window: Recorder, length: Duration) {
+        let middle = second as f64 + 0.5;
+        if let Some(stage) = self
+            .stage_bounds
+            .iter()
+            .position(|(from, to)| middle >= *from && middle < *to)
+        {
+            self.stage_totals[stage].merge(&window);
+        }
+        let row = SecondRow::new(second, &window, length);
+        self.timeseries.push(row.clone());
+        self.fresh_rows.push(row);
+        self.last_window = Some(window);
+    }
+
+    /// Closes the seconds still open once every thread is done; `measured`
+    /// is the measured length of the run.
+    pub fn finish(&mut self, measured: Duration) {
+        for (second, window) in std::mem::take(&mut self.windows) {
+            let covered = measured
+                .saturating_sub(Duration::from_secs(second as u64))
+                .min(Duration::from_secs(1));
+            if window.is_empty() && covered.is_zero() {
+                continue;
+            }
+            self.close(second, window, covered);
+        }
+    }
+
+    /// The run as it stands; `measured` is the measured time so far.
+    pub fn snapshot(&mut self, measured: Duration, mut snapshot: Snapshot) -> Snapshot {
+        let seconds = measured.as_secs_f64();
+        let total = self.total.total();
+        snapshot.methods = self
+            .methods
+            .iter()
+            .zip(&self.total.methods)
+            .map(|(name, stats)| MethodSummary::new(name, stats, seconds))
+            .collect();
+        snapshot.total = MethodSummary::new("TOTAL", &total, seconds);
+        snapshot.histogram = latency_buckets(&total.latency, HISTOGRAM_BUCKETS);
+        snapshot.rpc_codes = total.rpc_codes.iter().copied().collect();
+        if let Some(window) = &self.last_window {
+            let interval = window.total();
+            snapshot.interval = Some(MethodSummary::new("last second", &interval, 1.0));
+            snapshot.interval_histogram = latency_buckets(&interval.latency, HISTOGRAM_BUCKETS);
+            let delays = &window.start_delay;
+            let late = delays.len() - delays.count_between(0, crate::stats::micros(LATE_THRESHOLD));
+            snapshot.behind = snapshot.open && late * 100 > delays.len() && late > 0;
+        }
+        snapshot.in_flight = self.in_flight.iter().sum();
+        snapshot.new_rows = std::mem::take(&mut self.fresh_rows);
+        snapshot.last_error.clone_from(&self.last_error);
+        snapshot
+    }
+}

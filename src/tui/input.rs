@@ -1,0 +1,49 @@
+//! Keys and what they do.
+
+use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Action {
+    /// Stop the run; the results are still written.
+    Quit,
+    TogglePause,
+    Raise,
+    Lower,
+    /// Switch the latency figures between the last second and the whole run.
+    ToggleView,
+}
+
+pub fn action(key: KeyEvent) -> Option<Action> {
+    if key.kind == KeyEventKind::Release {
+        return None;
+    }
+    match key.code {
+        KeyCode::Char('q') | KeyCode::Esc => Some(Action::Quit),
+        KeyCode::Char('c') if key.modifiers.contains(KeyModifiers::CONTROL) => Some(Action::Quit),
+        KeyCode::Char('p') | KeyCode::Char(' ') => Some(Action::TogglePause),
+        KeyCode::Char('+') | KeyCode::Char('=') | KeyCode::Up => Some(Action::Raise),
+        KeyCode::Char('-') | KeyCode::Down => Some(Action::Lower),
+        KeyCode::Char('v') | KeyCode::Tab => Some(Action::ToggleView),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_map_to_actions() {
+        let key = |code| KeyEvent::new(code, KeyModifiers::NONE);
+        assert_eq!(action(key(KeyCode::Char('q'))), Some(Action::Quit));
+        assert_eq!(
+            action(KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL)),
+            Some(Action::Quit)
+        );
+        assert_eq!(action(key(KeyCode::Char('c'))), None);
+        assert_eq!(action(key(KeyCode::Char('+'))), Some(Action::Raise));
+        assert_eq!(action(key(KeyCode::Char('-'))), Some(Action::Lower));
+        assert_eq!(action(key(KeyCode::Char('p'))), Some(Action::TogglePause));
+        assert_eq!(action(key(KeyCode::Char('v'))), Some(Action::ToggleView));
+    }
+}
