@@ -36,6 +36,7 @@ pub(super) struct Override {
 pub struct Control {
     paused: AtomicBool,
     resumed: Notify,
+    pausing: Notify,
     /// A manual target (f64 bits) once set; 0 means "follow the plan".
     manual: AtomicU64,
     /// Append-only schedule overrides of the open model.
@@ -65,6 +66,7 @@ impl Default for Control {
         Control {
             paused: AtomicBool::new(false),
             resumed: Notify::new(),
+            pausing: Notify::new(),
             manual: AtomicU64::new(0),
             overrides: (0..MAX_CHANGES).map(|_| OnceLock::new()).collect(),
             override_count: AtomicUsize::new(0),
@@ -134,6 +136,17 @@ impl Control {
         }
     }
 
+    /// Waits until the run is paused.
+    pub async fn wait_paused(&self) {
+        loop {
+            let pausing = self.pausing.notified();
+            if self.is_paused() {
+                return;
+            }
+            pausing.await;
+        }
+    }
+
     /// The manual target, if one was set.
     pub fn manual_target(&self) -> Option<f64> {
         let value = f64::from_bits(self.manual.load(Ordering::Acquire));
@@ -168,7 +181,9 @@ impl Control {
             // Paused time owes no requests; the schedule restarts on resume.
             self.push_override(claimed, if paused { 0.0 } else { rate });
         }
-        if !paused {
+        if paused {
+            self.pausing.notify_waiters();
+        } else {
             self.resumed.notify_waiters();
         }
         self.log(if paused { "paused".into() } else { "resumed".into() });
@@ -189,12 +204,25 @@ impl Control {
         if index >= MAX_CHANGES {
             return;
         }
-        let _ = self.overrides[index].set(Override {
-            at_seq,
-            at_s: self.seconds(),
-            rate,
-        });
+        // Requests already claimed keep the times they were given; the new
+        // rate takes over after them (or now, if the schedule is behind).
+        let at_s = match self.due_seconds(at_seq) {
+            Some(due) if rate > 0.0 => due.max(self.seconds()),
+            _ => self.seconds(),
+        };
+        let _ = self.overrides[index].set(Override { at_seq, at_s, rate });
         self.override_count.store(index + 1, Ordering::Release);
+    }
+
+    /// When request `seq` is due under the schedule in force, in seconds
+    /// from the start; `None` while paused or outside the open model.
+    fn due_seconds(&self, seq: u64) -> Option<f64> {
+        let run = self.run.get().filter(|run| run.open)?;
+        match self.override_for(seq) {
+            Some(o) if o.rate > 0.0 => Some(o.at_s + (seq - o.at_seq) as f64 / o.rate),
+            Some(_) => None,
+            None => run.profile.due_time(seq as f64),
+        }
     }
 
     /// The override in force for request `seq`, if any.

@@ -197,6 +197,8 @@ pub struct Claim {
 #[derive(Debug)]
 pub struct Schedule {
     pub(super) claimed: Arc<AtomicU64>,
+    /// Claimed requests given back unsent because the run was paused.
+    withdrawn: AtomicU64,
     start: Instant,
     /// Pauses and manual rates set during the run.
     control: Arc<Control>,
@@ -210,6 +212,7 @@ impl Schedule {
     pub fn new(plan: &LoadPlan, start: Instant, control: Arc<Control>) -> Self {
         Schedule {
             claimed: Arc::new(AtomicU64::new(0)),
+            withdrawn: AtomicU64::new(0),
             start,
             control,
             rate: match plan.pacing {
@@ -247,6 +250,12 @@ impl Schedule {
         Some(Claim { intended })
     }
 
+    /// Gives back a claimed request that a pause kept from being sent: it is
+    /// no longer due.
+    pub fn withdraw(&self) {
+        self.withdrawn.fetch_add(1, Ordering::Relaxed);
+    }
+
     /// Requests the open model had due before `end`.
     pub fn due_before(&self, end: Instant) -> u64 {
         let Some(rate) = &self.rate else { return 0 };
@@ -255,6 +264,7 @@ impl Schedule {
             Some(o) => o.at_seq + ((seconds - o.at_s) * o.rate).ceil() as u64,
             None => rate.due_within(seconds).ceil() as u64,
         };
+        let due = due.saturating_sub(self.withdrawn.load(Ordering::Relaxed));
         self.limit.map_or(due, |limit| due.min(limit))
     }
 }

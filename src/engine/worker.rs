@@ -244,7 +244,13 @@ async fn connection_loop(shared: Arc<Shared>, local: Rc<Local>, index: usize) {
         if open_model {
             tokio::select! {
                 _ = sleep_until(claim.intended.into()) => {}
+                _ = shared.control.wait_paused() => {}
                 _ = cancel.cancelled() => break,
+            }
+            if shared.control.is_paused() {
+                // Paused before it was due: the schedule restarts on resume.
+                shared.schedule.withdraw();
+                continue;
             }
         }
         let Some(batch) = mix.next_request(&mut rng, &mut planned) else {

@@ -126,6 +126,7 @@ fn charts(frame: &mut Frame, area: Rect, dash: &Dashboard) {
         .marker(symbols::Marker::Braille)
         .style(Style::default().fg(Color::Cyan))
         .data(&dash.rate)])
+    .legend_position(None)
     .block(Block::default().borders(Borders::ALL).title(" calls/s "))
     .x_axis(Axis::default().bounds([x_min, x_max]))
     .y_axis(
@@ -227,7 +228,7 @@ fn methods_table(frame: &mut Frame, area: Rect, dash: &Dashboard) {
     let mut rows: Vec<Row> = dash.snapshot.methods.iter().map(row).collect();
     rows.push(row(&dash.snapshot.total).bold());
     let widths = [
-        Constraint::Min(16),
+        Constraint::Length(28),
         Constraint::Length(10),
         Constraint::Length(10),
         Constraint::Length(8),
