@@ -123,6 +123,9 @@ struct Local {
     ids: Cell<(u64, u64)>,
     sent: Cell<u64>,
     in_flight: Cell<u64>,
+    /// The run's token, seen through a child of this thread's own: waiting
+    /// on it then takes no lock shared with the other threads.
+    cancel: CancellationToken,
 }
 
 const ID_BLOCK: u64 = 4096;
@@ -159,6 +162,7 @@ pub(super) fn thread_main(
             ids: Cell::new((0, 0)),
             sent: Cell::new(0),
             in_flight: Cell::new(0),
+            cancel: shared.cancel.child_token(),
         });
         let tasks: Vec<_> = connections
             .into_iter()
@@ -222,7 +226,7 @@ async fn connection_loop(shared: Arc<Shared>, local: Rc<Local>, index: usize) {
     let mut connection: Option<Connection> = None;
     let mut backoff = BACKOFF_MIN;
     let open_model = matches!(shared.plan.pacing, Pacing::Open { .. });
-    let cancel = &shared.cancel;
+    let cancel = &local.cancel;
     let mix = &shared.mix;
 
     while !cancel.is_cancelled() {
