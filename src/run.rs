@@ -292,6 +292,12 @@ pub fn serve_command(args: ServeArgs) -> anyhow::Result<ExitCode> {
         get(&stats.error_answers),
         get(&stats.injected_errors)
     );
+    if let Some(hold) = stats.median_hold() {
+        println!(
+            "median hold really applied: {:.3} ms",
+            hold.as_secs_f64() * 1000.0
+        );
+    }
     // Let the last answers leave before the runtime goes.
     std::thread::sleep(Duration::from_millis(10));
     server.stop();

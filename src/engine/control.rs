@@ -36,7 +36,6 @@ pub(super) struct Override {
 pub struct Control {
     paused: AtomicBool,
     resumed: Notify,
-    pausing: Notify,
     /// A manual target (f64 bits) once set; 0 means "follow the plan".
     manual: AtomicU64,
     /// Append-only schedule overrides of the open model.
@@ -66,7 +65,6 @@ impl Default for Control {
         Control {
             paused: AtomicBool::new(false),
             resumed: Notify::new(),
-            pausing: Notify::new(),
             manual: AtomicU64::new(0),
             overrides: (0..MAX_CHANGES).map(|_| OnceLock::new()).collect(),
             override_count: AtomicUsize::new(0),
@@ -136,17 +134,6 @@ impl Control {
         }
     }
 
-    /// Waits until the run is paused.
-    pub async fn wait_paused(&self) {
-        loop {
-            let pausing = self.pausing.notified();
-            if self.is_paused() {
-                return;
-            }
-            pausing.await;
-        }
-    }
-
     /// The manual target, if one was set.
     pub fn manual_target(&self) -> Option<f64> {
         let value = f64::from_bits(self.manual.load(Ordering::Acquire));
@@ -181,9 +168,7 @@ impl Control {
             // Paused time owes no requests; the schedule restarts on resume.
             self.push_override(claimed, if paused { 0.0 } else { rate });
         }
-        if paused {
-            self.pausing.notify_waiters();
-        } else {
+        if !paused {
             self.resumed.notify_waiters();
         }
         self.log(if paused { "paused".into() } else { "resumed".into() });

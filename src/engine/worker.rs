@@ -123,8 +123,7 @@ struct Local {
     ids: Cell<(u64, u64)>,
     sent: Cell<u64>,
     in_flight: Cell<u64>,
-    /// The run's token, seen through a child of this thread's own: waiting
-    /// on it then takes no lock shared with the other threads.
+    /// The run's token, seen through a child of this thread's own.
     cancel: CancellationToken,
 }
 
@@ -197,8 +196,20 @@ pub(super) fn thread_main(
                 }
             })
         };
-        for task in tasks {
-            let _ = task.await;
+        // Stopping aborts the connection tasks where they wait, so no call
+        // registers for cancellation: the hot path takes no lock for it.
+        let aborts: Vec<_> = tasks.iter().map(|t| t.abort_handle()).collect();
+        let all_done = async {
+            for task in tasks {
+                let _ = task.await;
+            }
+        };
+        tokio::select! {
+            _ = all_done => {}
+            _ = local.cancel.cancelled() => {
+                aborts.iter().for_each(|a| a.abort());
+                shared.in_flight_at_end.fetch_add(local.in_flight.get(), Ordering::Relaxed);
+            }
         }
         hand_over.abort();
         polls.iter().for_each(|p| p.abort());
@@ -226,31 +237,21 @@ async fn connection_loop(shared: Arc<Shared>, local: Rc<Local>, index: usize) {
     let mut connection: Option<Connection> = None;
     let mut backoff = BACKOFF_MIN;
     let open_model = matches!(shared.plan.pacing, Pacing::Open { .. });
-    let cancel = &local.cancel;
     let mix = &shared.mix;
 
-    while !cancel.is_cancelled() {
+    loop {
         if shared.control.is_paused() {
-            tokio::select! {
-                _ = shared.control.wait_resumed() => continue,
-                _ = cancel.cancelled() => break,
-            }
+            shared.control.wait_resumed().await;
         }
         if let Some(wait) = shared.idle_for(index) {
-            tokio::select! {
-                _ = sleep(wait) => continue,
-                _ = cancel.cancelled() => break,
-            }
+            sleep(wait).await;
+            continue;
         }
         let Some(claim) = shared.schedule.claim() else {
             break;
         };
         if open_model {
-            tokio::select! {
-                _ = sleep_until(claim.intended.into()) => {}
-                _ = shared.control.wait_paused() => {}
-                _ = cancel.cancelled() => break,
-            }
+            sleep_until(claim.intended.into()).await;
             if shared.control.is_paused() {
                 // Paused before it was due: the schedule restarts on resume.
                 shared.schedule.withdraw();
@@ -266,11 +267,7 @@ async fn connection_loop(shared: Arc<Shared>, local: Rc<Local>, index: usize) {
         let measured = claim.intended >= shared.measure_start;
 
         if connection.as_ref().is_none_or(Connection::is_closed) {
-            let opened = tokio::select! {
-                opened = open_and_set_up(&shared, &local, &mut rng) => opened,
-                _ = cancel.cancelled() => break,
-            };
-            match opened {
+            match open_and_set_up(&shared, &local, &mut rng).await {
                 Ok(opened) => {
                     connection = Some(opened);
                     backoff = BACKOFF_MIN;
@@ -289,10 +286,7 @@ async fn connection_loop(shared: Arc<Shared>, local: Rc<Local>, index: usize) {
                             )
                         });
                     }
-                    tokio::select! {
-                        _ = sleep(backoff) => {}
-                        _ = cancel.cancelled() => break,
-                    }
+                    sleep(backoff).await;
                     backoff = (backoff * 2).min(BACKOFF_MAX);
                     continue;
                 }
@@ -303,13 +297,7 @@ async fn connection_loop(shared: Arc<Shared>, local: Rc<Local>, index: usize) {
         local.sent.set(local.sent.get() + 1);
         let calls_sent = builder.entries().len() as u64;
         local.in_flight.set(local.in_flight.get() + calls_sent);
-        let result = tokio::select! {
-            result = timeout(shared.plan.timeout, conn.exchange(body)) => result,
-            _ = cancel.cancelled() => {
-                shared.in_flight_at_end.fetch_add(calls_sent, Ordering::Relaxed);
-                break;
-            }
-        };
+        let result = timeout(shared.plan.timeout, conn.exchange(body)).await;
         local.in_flight.set(local.in_flight.get() - calls_sent);
         let answered_at = Instant::now();
         let failure = match &result {

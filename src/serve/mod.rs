@@ -68,9 +68,20 @@ pub struct ServerStats {
     /// Every error object sent, injected or not.
     pub error_answers: AtomicU64,
     pub injected_errors: AtomicU64,
+    /// Hold times really applied (µs): a timer wakes late, never early, so
+    /// these are what a client's latency should be held against.
+    #[serde(skip)]
+    pub holds: Mutex<Option<hdrhistogram::Histogram<u64>>>,
 }
 
 impl ServerStats {
+    /// The median hold really applied, if any request was held.
+    pub fn median_hold(&self) -> Option<std::time::Duration> {
+        let holds = self.holds.lock().unwrap_or_else(|p| p.into_inner());
+        let holds = holds.as_ref().filter(|h| !h.is_empty())?;
+        Some(std::time::Duration::from_micros(holds.value_at_quantile(0.5)))
+    }
+
     pub fn get(counter: &AtomicU64) -> u64 {
         counter.load(Ordering::Relaxed)
     }
@@ -207,7 +218,14 @@ async fn respond(
         .handle(&body, &mut rng)
     };
     if !answer.hold.is_zero() {
+        let held_from = Instant::now();
         tokio::time::sleep(answer.hold).await;
+        let held = crate::stats::micros(held_from.elapsed());
+        let mut holds = stats.holds.lock().unwrap_or_else(|p| p.into_inner());
+        holds
+            .get_or_insert_with(crate::stats::new_histogram)
+            .record(held)
+            .ok();
     }
     match answer.body {
         Some(body) => {
