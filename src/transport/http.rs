@@ -287,9 +287,14 @@ impl<S: AsyncRead + AsyncWrite + Unpin> HttpConnection<S> {
 /// Parses a complete answer head: status, its length, how the body is
 /// delimited, and whether the server closes the connection after it.
 fn parse_head(input: &[u8]) -> Result<Option<(u16, usize, Framing, bool)>, TransportError> {
-    let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
-    let mut response = httparse::Response::new(&mut headers);
-    let head_len = match response.parse(input) {
+    // Left uninitialized: zeroing 64 headers per answer showed in profiles.
+    let mut headers = [const { std::mem::MaybeUninit::<httparse::Header>::uninit() }; MAX_HEADERS];
+    let mut response = httparse::Response::new(&mut []);
+    let head_len = match httparse::ParserConfig::default().parse_response_with_uninit_headers(
+        &mut response,
+        input,
+        &mut headers,
+    ) {
         Ok(httparse::Status::Complete(length)) => length,
         Ok(httparse::Status::Partial) => return Ok(None),
         Err(e) => return Err(TransportError::Io(format!("not an HTTP/1.1 answer: {e}"))),
