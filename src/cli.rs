@@ -97,6 +97,9 @@ pub struct RunArgs {
     /// Seed for every random choice of the run.
     #[arg(long)]
     pub seed: Option<u64>,
+    /// Answers larger than this are cut off and counted as `io` (default 8MiB).
+    #[arg(long, value_name = "SIZE", value_parser = crate::scenario::parse_size)]
+    pub max_response_size: Option<usize>,
     /// Extra HTTP header, 'Name: value' (repeatable; ${VAR} is replaced from the environment).
     #[arg(short = 'H', long = "header")]
     pub headers: Vec<String>,
@@ -134,6 +137,12 @@ pub struct ServeArgs {
     /// Server threads (default: one per core).
     #[arg(long)]
     pub threads: Option<usize>,
+    /// Misbehave on purpose, each fault counted: e.g. wrong-id=0.1,hang=0.01,stall=200ms/2s,outage=1s/5s.
+    /// Faults: wrong-id, id-type, batch-missing, batch-duplicate, batch-extra, result-and-error,
+    /// wrong-version, missing-version, http-500-body, http-500, http-503-body, http-503, html,
+    /// truncated, trickle, oversized, reset, hang.
+    #[arg(long, default_value = "")]
+    pub chaos: crate::serve::Chaos,
 }
 
 impl ServeArgs {
@@ -152,6 +161,7 @@ impl ServeArgs {
             seed: self.seed,
             shuffle_batches: self.shuffle_batches,
             threads: self.threads.unwrap_or(defaults.threads),
+            chaos: self.chaos,
         })
     }
 }
@@ -239,6 +249,9 @@ impl RunArgs {
         }
         if self.seed.is_some() {
             scenario.seed = self.seed;
+        }
+        if let Some(size) = self.max_response_size {
+            scenario.max_response_bytes = size;
         }
         for header in &self.headers {
             let (name, value) = header.split_once(':').ok_or_else(|| {

@@ -68,7 +68,7 @@ pub async fn execute(
         (TargetSpec::Builtin, Some(server)) => server.url(),
         (_, _) => unreachable!("a command target returned above; builtin started a server"),
     };
-    let target = Target::resolve(&url, &scenario.headers).await?;
+    let target = Target::resolve(&url, &scenario.headers, scenario.max_response_bytes).await?;
     target.check_reachable().await?;
 
     let load = LoadMeta {
@@ -273,8 +273,8 @@ pub fn serve_command(args: ServeArgs) -> anyhow::Result<ExitCode> {
     let listen = config.listen;
     let server = serve::spawn(config.clone()).with_context(|| format!("cannot listen on {listen}"))?;
     println!(
-        "volley serve: JSON-RPC 2.0 over HTTP/1.1 on http://{} (latency {}, error rate {}, seed {})",
-        server.addr, config.latency, config.error_rate, config.seed
+        "volley serve: JSON-RPC 2.0 over HTTP/1.1 on http://{} (latency {}, error rate {}, seed {}, chaos {})",
+        server.addr, config.latency, config.error_rate, config.seed, config.chaos
     );
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -292,6 +292,10 @@ pub fn serve_command(args: ServeArgs) -> anyhow::Result<ExitCode> {
         get(&stats.error_answers),
         get(&stats.injected_errors)
     );
+    let faults = stats.chaos.summary();
+    if !faults.is_empty() {
+        println!("chaos applied: {faults}");
+    }
     if let Some(hold) = stats.median_hold() {
         println!(
             "median hold really applied: {:.3} ms",

@@ -35,6 +35,8 @@ pub struct Scenario {
     /// Header names and values, `${VAR}` already replaced.
     pub headers: Vec<(String, String)>,
     pub timeout: Duration,
+    /// Answers larger than this are cut off and counted as `io`.
+    pub max_response_bytes: usize,
     pub seed: Option<u64>,
     pub load: Load,
     /// The weighted mix (empty when replaying).
@@ -180,6 +182,7 @@ impl Scenario {
             target: parse_target(target),
             headers: Vec::new(),
             timeout: DEFAULT_TIMEOUT,
+            max_response_bytes: crate::transport::DEFAULT_MAX_RESPONSE_BYTES,
             seed: None,
             load: Load {
                 pacing: Pacing::Closed,
@@ -215,6 +218,27 @@ pub fn parse_target(target: &str) -> TargetSpec {
     } else {
         TargetSpec::Url(target.to_string())
     }
+}
+
+/// `8MiB`, `512KB`, `1048576`: a size in bytes.
+pub fn parse_size(text: &str) -> Result<usize, String> {
+    let text = text.trim();
+    let digits = text.find(|c: char| !c.is_ascii_digit()).unwrap_or(text.len());
+    let (number, unit) = text.split_at(digits);
+    let number: usize = number
+        .parse()
+        .map_err(|_| format!("`{text}` is not a size (e.g. 8MiB)"))?;
+    let scale = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "k" | "kb" | "kib" => 1024,
+        "m" | "mb" | "mib" => 1024 * 1024,
+        "g" | "gb" | "gib" => 1024 * 1024 * 1024,
+        other => return Err(format!("`{text}`: unknown unit `{other}` (use KiB, MiB or GiB)")),
+    };
+    number
+        .checked_mul(scale)
+        .filter(|n| *n > 0)
+        .ok_or_else(|| format!("`{text}` is not a usable size"))
 }
 
 pub fn parse_duration(text: &str) -> Result<Duration, String> {

@@ -325,6 +325,7 @@ impl RawScenario {
             target,
             headers,
             timeout,
+            max_response_bytes: crate::transport::DEFAULT_MAX_RESPONSE_BYTES,
             seed: self.seed,
             load,
             calls,

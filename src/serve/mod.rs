@@ -1,10 +1,13 @@
 //! The built-in JSON-RPC 2.0 server: a faithful target for trying volley and
 //! for its own tests, with added latency and injected errors that it counts.
 
+mod body;
+mod chaos;
 mod handler;
 mod latency;
 mod methods;
 
+pub use chaos::{Chaos, ChaosCounts, Fault};
 pub use handler::INJECTED_ERROR;
 pub use latency::Latency;
 
@@ -12,9 +15,10 @@ use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use http_body_util::combinators::BoxBody;
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Incoming;
 use hyper::header::{HeaderValue, CONTENT_TYPE};
@@ -41,6 +45,8 @@ pub struct ServeConfig {
     /// Answer batches in a random order, as the spec allows.
     pub shuffle_batches: bool,
     pub threads: usize,
+    /// Faults to answer with on purpose.
+    pub chaos: Chaos,
 }
 
 impl Default for ServeConfig {
@@ -52,6 +58,7 @@ impl Default for ServeConfig {
             seed: 0,
             shuffle_batches: false,
             threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            chaos: Chaos::default(),
         }
     }
 }
@@ -72,6 +79,9 @@ pub struct ServerStats {
     /// these are what a client's latency should be held against.
     #[serde(skip)]
     pub holds: Mutex<Option<hdrhistogram::Histogram<u64>>>,
+    /// Faults applied, one by one.
+    #[serde(skip)]
+    pub chaos: ChaosCounts,
 }
 
 impl ServerStats {
@@ -157,24 +167,63 @@ async fn serve(
     stop: CancellationToken,
 ) {
     let started = Instant::now();
+    let addr = listener.local_addr().ok();
+    let mut listener = Some(listener);
     let mut connection_index = 0u64;
+    // Each outage closes every connection of its generation.
+    let mut generation = stop.child_token();
+    let mut next_outage = config
+        .chaos
+        .outage
+        .map(|(_, every)| tokio::time::Instant::now() + every);
     loop {
-        let (stream, _) = tokio::select! {
-            accepted = listener.accept() => match accepted {
-                Ok(accepted) => accepted,
-                // Out of descriptors and the like: keep serving the others.
-                Err(_) => continue,
-            },
+        let outage = async {
+            match next_outage {
+                Some(at) => tokio::time::sleep_until(at).await,
+                None => std::future::pending().await,
+            }
+        };
+        let accepted = tokio::select! {
+            accepted = listener.as_ref().expect("listening between outages").accept() => accepted,
+            _ = outage => {
+                let (length, every) = config.chaos.outage.expect("an outage is scheduled");
+                stats.chaos.outages.fetch_add(1, Ordering::Relaxed);
+                drop(listener.take());
+                generation.cancel();
+                generation = stop.child_token();
+                tokio::select! {
+                    _ = tokio::time::sleep(length) => {}
+                    _ = stop.cancelled() => return,
+                }
+                match addr.map(TcpListener::bind) {
+                    Some(bound) => match bound.await {
+                        Ok(again) => listener = Some(again),
+                        Err(_) => return,
+                    },
+                    None => return,
+                }
+                next_outage = next_outage.map(|at| at + every);
+                continue;
+            }
             _ = stop.cancelled() => return,
         };
+        // Out of descriptors and the like: keep serving the others.
+        let Ok((stream, _)) = accepted else { continue };
         let _ = stream.set_nodelay(true);
+        if config.chaos.faults.iter().any(|(f, _)| *f == Fault::Reset) {
+            // Closing with linger zero sends a reset, not a polite FIN. (The
+            // deprecation is about a non-zero linger blocking on drop; a
+            // zero one returns at once.)
+            #[allow(deprecated)]
+            let _ = stream.set_linger(Some(Duration::ZERO));
+        }
         connection_index += 1;
         // One generator per connection: requests on a connection come one
         // at a time, so the lock is never contended.
         let rng = Arc::new(Mutex::new(SmallRng::seed_from_u64(
             config.seed.wrapping_add(connection_index),
         )));
-        let (config, stats, stop) = (config.clone(), stats.clone(), stop.clone());
+        let (config, stats, closed) = (config.clone(), stats.clone(), generation.clone());
         tokio::spawn(async move {
             let service = hyper::service::service_fn(move |request| {
                 let (config, stats, rng) = (config.clone(), stats.clone(), rng.clone());
@@ -185,10 +234,16 @@ async fn serve(
                 .serve_connection(TokioIo::new(stream), service);
             tokio::select! {
                 _ = connection => {}
-                _ = stop.cancelled() => {}
+                _ = closed.cancelled() => {}
             }
         });
     }
+}
+
+type AnswerBody = BoxBody<Bytes, std::io::Error>;
+
+fn full(bytes: impl Into<Bytes>) -> AnswerBody {
+    Full::new(bytes.into()).map_err(|never| match never {}).boxed()
 }
 
 async fn respond(
@@ -197,7 +252,7 @@ async fn respond(
     stats: &ServerStats,
     rng: &Mutex<SmallRng>,
     started: Instant,
-) -> Response<Full<Bytes>> {
+) -> Response<AnswerBody> {
     if request.method() != Method::POST {
         return plain(StatusCode::METHOD_NOT_ALLOWED, "JSON-RPC over HTTP takes POST\n");
     }
@@ -208,14 +263,15 @@ async fn respond(
         Ok(body) => body.to_bytes(),
         Err(_) => return plain(StatusCode::PAYLOAD_TOO_LARGE, "request too large\n"),
     };
-    let answer = {
+    let (answer, fault) = {
         let mut rng = rng.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        Handler {
+        let answer = Handler {
             config,
             stats,
             started,
         }
-        .handle(&body, &mut rng)
+        .handle(&body, &mut rng);
+        (answer, config.chaos.pick(&mut *rng))
     };
     if !answer.hold.is_zero() {
         let held_from = Instant::now();
@@ -227,24 +283,99 @@ async fn respond(
             .record(held)
             .ok();
     }
-    match answer.body {
-        Some(body) => {
-            let mut response = Response::new(Full::new(Bytes::from(body)));
-            response
-                .headers_mut()
-                .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-            response
+    if let Some((length, every)) = config.chaos.stall {
+        let phase = Duration::from_nanos((started.elapsed().as_nanos() % every.as_nanos()) as u64);
+        if phase < length {
+            stats.chaos.stalled.fetch_add(1, Ordering::Relaxed);
+            tokio::time::sleep(length - phase).await;
         }
-        None => {
-            let mut response = Response::new(Full::new(Bytes::new()));
-            *response.status_mut() = StatusCode::NO_CONTENT;
-            response
-        }
+    }
+    let Some(answer) = answer.body else {
+        let mut response = Response::new(full(Bytes::new()));
+        *response.status_mut() = StatusCode::NO_CONTENT;
+        return response;
+    };
+    match fault {
+        Some(fault) => misbehave(fault, answer, stats).await,
+        None => json(StatusCode::OK, full(answer)),
     }
 }
 
-fn plain(status: StatusCode, text: &'static str) -> Response<Full<Bytes>> {
-    let mut response = Response::new(Full::new(Bytes::from_static(text.as_bytes())));
+/// Answers with `fault` where it applies to this answer (counting it), or
+/// plainly where it does not (a batch fault on a single call, say).
+async fn misbehave(fault: Fault, answer: Vec<u8>, stats: &ServerStats) -> Response<AnswerBody> {
+    let error_body =
+        || full(&br#"{"jsonrpc":"2.0","error":{"code":-32603,"message":"Internal error"},"id":null}"#[..]);
+    let response = match fault {
+        Fault::Http500Body | Fault::Http503Body => {
+            let status = if fault == Fault::Http500Body { 500 } else { 503 };
+            // The same call's id, so the body is a proper answer to it.
+            let id = serde_json::from_slice::<serde_json::Value>(&answer)
+                .ok()
+                .and_then(|v| v.get("id").cloned());
+            let body = match id {
+                Some(id) => full(
+                    serde_json::json!({"jsonrpc":"2.0","error":{"code":-32603,"message":"Internal error"},"id":id})
+                        .to_string(),
+                ),
+                None => error_body(),
+            };
+            Some(json(StatusCode::from_u16(status).expect("a valid status"), body))
+        }
+        Fault::Http500 => Some(json(StatusCode::INTERNAL_SERVER_ERROR, full(Bytes::new()))),
+        Fault::Http503 => Some(json(StatusCode::SERVICE_UNAVAILABLE, full(Bytes::new()))),
+        Fault::Html => {
+            let page = "<html><head><title>502 Bad Gateway</title></head><body>bad gateway</body></html>";
+            let mut response = Response::new(full(page));
+            response
+                .headers_mut()
+                .insert(CONTENT_TYPE, HeaderValue::from_static("text/html"));
+            Some(response)
+        }
+        Fault::Truncated => Some(json(StatusCode::OK, full(answer[..answer.len() / 2].to_vec()))),
+        Fault::Trickle => {
+            let piece = answer.len().div_ceil(4);
+            Some(json(
+                StatusCode::OK,
+                body::Dribble::slow(answer.clone().into(), piece, Duration::from_millis(5)).boxed(),
+            ))
+        }
+        Fault::Oversized => Some(json(StatusCode::OK, body::Filler::new(16 * 1024 * 1024).boxed())),
+        Fault::Reset => Some(json(
+            StatusCode::OK,
+            body::Dribble::cut(answer.clone().into()).boxed(),
+        )),
+        Fault::Hang => {
+            stats.chaos.count(fault);
+            std::future::pending::<()>().await;
+            unreachable!("a hung answer never comes")
+        }
+        body_fault => fault_body(body_fault, &answer).map(|spoiled| json(StatusCode::OK, full(spoiled))),
+    };
+    match response {
+        Some(response) => {
+            stats.chaos.count(fault);
+            response
+        }
+        None => json(StatusCode::OK, full(answer)),
+    }
+}
+
+fn fault_body(fault: Fault, answer: &[u8]) -> Option<Vec<u8>> {
+    fault.spoil(answer)
+}
+
+fn json(status: StatusCode, body: AnswerBody) -> Response<AnswerBody> {
+    let mut response = Response::new(body);
+    *response.status_mut() = status;
+    response
+        .headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    response
+}
+
+fn plain(status: StatusCode, text: &'static str) -> Response<AnswerBody> {
+    let mut response = Response::new(full(text.as_bytes()));
     *response.status_mut() = status;
     response
 }

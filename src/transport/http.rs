@@ -18,7 +18,7 @@ use tokio::net::TcpStream;
 use super::{Reply, TargetError, TransportError};
 
 /// Answers larger than this are cut off and counted as `io`.
-pub const MAX_RESPONSE_BYTES: usize = 8 * 1024 * 1024;
+pub const DEFAULT_MAX_RESPONSE_BYTES: usize = 8 * 1024 * 1024;
 /// Headers read from an answer at most.
 const MAX_HEADERS: usize = 64;
 const READ_CHUNK: usize = 16 * 1024;
@@ -29,6 +29,8 @@ pub struct HttpTarget {
     addr: SocketAddr,
     /// Everything of a request before the value of `Content-Length`.
     head: Bytes,
+    /// Answers larger than this are cut off.
+    max_response: usize,
 }
 
 /// Header values may be secrets: never shown.
@@ -42,7 +44,11 @@ impl std::fmt::Debug for HttpTarget {
 }
 
 impl HttpTarget {
-    pub(super) async fn resolve(url: &str, extra: &[(String, String)]) -> Result<Self, TargetError> {
+    pub(super) async fn resolve(
+        url: &str,
+        extra: &[(String, String)],
+        max_response: usize,
+    ) -> Result<Self, TargetError> {
         let bad = |reason: &str| TargetError::BadUrl {
             url: url.to_string(),
             reason: reason.to_string(),
@@ -82,6 +88,7 @@ impl HttpTarget {
             url: url.to_string(),
             addr,
             head: Bytes::from(head),
+            max_response,
         })
     }
 
@@ -112,6 +119,7 @@ impl HttpTarget {
 pub struct HttpConnection<S = TcpStream> {
     stream: S,
     head: Bytes,
+    limit: usize,
     out: Vec<u8>,
     input: BytesMut,
     closed: bool,
@@ -124,7 +132,11 @@ impl HttpConnection<TcpStream> {
             .map_err(|e| target.connect_error(e))?;
         // Requests are written whole; waiting for more bytes only adds latency.
         stream.set_nodelay(true).map_err(|e| target.connect_error(e))?;
-        Ok(HttpConnection::over(stream, target.head.clone()))
+        Ok(HttpConnection::over(
+            stream,
+            target.head.clone(),
+            target.max_response,
+        ))
     }
 }
 
@@ -136,10 +148,11 @@ enum Framing {
 }
 
 impl<S: AsyncRead + AsyncWrite + Unpin> HttpConnection<S> {
-    pub fn over(stream: S, head: Bytes) -> Self {
+    pub fn over(stream: S, head: Bytes, limit: usize) -> Self {
         HttpConnection {
             stream,
             head,
+            limit,
             out: Vec::with_capacity(1024),
             input: BytesMut::with_capacity(READ_CHUNK),
             closed: false,
@@ -185,10 +198,8 @@ impl<S: AsyncRead + AsyncWrite + Unpin> HttpConnection<S> {
             self.input.advance(head_len);
             let body = match framing {
                 Framing::Length(length) => {
-                    if length > MAX_RESPONSE_BYTES {
-                        return Err(TransportError::TooLarge {
-                            limit: MAX_RESPONSE_BYTES,
-                        });
+                    if length > self.limit {
+                        return Err(TransportError::TooLarge { limit: self.limit });
                     }
                     while self.input.len() < length {
                         self.fill().await?;
@@ -198,10 +209,8 @@ impl<S: AsyncRead + AsyncWrite + Unpin> HttpConnection<S> {
                 Framing::Chunked => self.read_chunked().await?,
                 Framing::UntilClose => {
                     loop {
-                        if self.input.len() > MAX_RESPONSE_BYTES {
-                            return Err(TransportError::TooLarge {
-                                limit: MAX_RESPONSE_BYTES,
-                            });
+                        if self.input.len() > self.limit {
+                            return Err(TransportError::TooLarge { limit: self.limit });
                         }
                         self.input.reserve(READ_CHUNK);
                         let read = self.stream.read_buf(&mut self.input).await;
@@ -252,10 +261,8 @@ impl<S: AsyncRead + AsyncWrite + Unpin> HttpConnection<S> {
                     }
                 }
             }
-            if body.len() + size > MAX_RESPONSE_BYTES {
-                return Err(TransportError::TooLarge {
-                    limit: MAX_RESPONSE_BYTES,
-                });
+            if body.len() + size > self.limit {
+                return Err(TransportError::TooLarge { limit: self.limit });
             }
             while self.input.len() < size + 2 {
                 self.fill().await?;
@@ -357,6 +364,7 @@ mod tests {
         let mut connection = HttpConnection::over(
             client,
             Bytes::from_static(b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: "),
+            DEFAULT_MAX_RESPONSE_BYTES,
         );
         let reply = connection.exchange(Bytes::from_static(b"{\"a\":1}")).await;
         (reply, peer.await.unwrap(), connection.is_closed())

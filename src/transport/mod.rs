@@ -10,7 +10,7 @@ use std::io;
 use bytes::Bytes;
 use thiserror::Error;
 
-pub use http::{HttpConnection, HttpTarget};
+pub use http::{HttpConnection, HttpTarget, DEFAULT_MAX_RESPONSE_BYTES};
 
 /// Where the load goes, parsed from the target URL.
 #[derive(Clone, Debug)]
@@ -32,10 +32,16 @@ pub enum TargetError {
 
 impl Target {
     /// Parses `url` and resolves its host once, before the run.
-    pub async fn resolve(url: &str, headers: &[(String, String)]) -> Result<Target, TargetError> {
+    pub async fn resolve(
+        url: &str,
+        headers: &[(String, String)],
+        max_response: usize,
+    ) -> Result<Target, TargetError> {
         let scheme = url.split_once("://").map(|(s, _)| s).unwrap_or("");
         match scheme {
-            "http" => Ok(Target::Http(HttpTarget::resolve(url, headers).await?)),
+            "http" => Ok(Target::Http(
+                HttpTarget::resolve(url, headers, max_response).await?,
+            )),
             "" => Err(TargetError::BadUrl {
                 url: url.to_string(),
                 reason: "expected a URL such as http://127.0.0.1:8545".to_string(),

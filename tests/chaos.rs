@@ -1,0 +1,218 @@
+//! volley under every fault of `volley serve --chaos`: each call lands in
+//! the right outcome, counted exactly as the server counted its faults, and
+//! the run always completes.
+
+mod common;
+
+use std::collections::BTreeMap;
+
+use volley::report::RunReport;
+use volley::serve::{self, Chaos, Fault, ServeConfig, ServerHandle, ServerStats};
+
+const REQUESTS: u64 = 160;
+
+fn run(chaos: &str, call: &str, requests: u64, timeout: &str) -> (RunReport, ServerHandle) {
+    let server = serve::spawn(ServeConfig {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        threads: 1,
+        seed: 11,
+        chaos: chaos.parse::<Chaos>().unwrap(),
+        ..ServeConfig::default()
+    })
+    .unwrap();
+    let text = format!(
+        "target = \"{}\"\ntimeout = \"{timeout}\"\n[load]\nconcurrency = 4\nrequests = {requests}\n[[calls]]\n{call}\n",
+        server.url()
+    );
+    (common::run(&common::scenario(&text)), server)
+}
+
+const SINGLE: &str = "method = \"eth_chainId\"";
+const BATCH: &str = "method = \"eth_chainId\"\nbatch = 3";
+
+fn faulted(server: &ServerHandle, fault: Fault) -> u64 {
+    let n = server.stats.chaos.get(fault);
+    assert!(n > 10, "{} was applied {n} times: too few to test", fault.name());
+    n
+}
+
+fn protocol(report: &RunReport, kind: &str) -> u64 {
+    report
+        .summary
+        .total
+        .protocol_errors
+        .get(kind)
+        .copied()
+        .unwrap_or(0)
+}
+
+fn outcomes(report: &RunReport) -> BTreeMap<&'static str, u64> {
+    report
+        .summary
+        .total
+        .outcomes
+        .iter()
+        .filter(|(_, n)| **n > 0)
+        .map(|(k, n)| (*k, *n))
+        .collect()
+}
+
+/// Every call of the run was judged, and those not faulted were right.
+fn all_judged(report: &RunReport, calls: u64, faulted: u64) {
+    assert_eq!(report.summary.total.calls, calls);
+    assert_eq!(report.summary.total.ok, calls - faulted, "{:?}", outcomes(report));
+}
+
+#[test]
+fn wrong_ids_of_both_kinds() {
+    let (report, server) = run("wrong-id=0.2,id-type=0.2", SINGLE, REQUESTS, "2s");
+    let (wrong, typed) = (faulted(&server, Fault::WrongId), faulted(&server, Fault::IdType));
+    assert_eq!(protocol(&report, "id_mismatch"), wrong);
+    assert_eq!(protocol(&report, "id_wrong_type"), typed);
+    all_judged(&report, REQUESTS, wrong + typed);
+}
+
+#[test]
+fn batch_answers_missing_doubled_or_padded() {
+    let (report, server) = run(
+        "batch-missing=0.2,batch-duplicate=0.2,batch-extra=0.2",
+        BATCH,
+        REQUESTS,
+        "2s",
+    );
+    let missing = faulted(&server, Fault::BatchMissing);
+    let duplicate = faulted(&server, Fault::BatchDuplicate);
+    let extra = faulted(&server, Fault::BatchExtra);
+    assert_eq!(protocol(&report, "missing_entry"), missing);
+    assert_eq!(protocol(&report, "duplicate_entry"), duplicate);
+    assert_eq!(report.summary.extra_batch_entries, extra);
+    all_judged(&report, 3 * REQUESTS, missing + duplicate);
+}
+
+#[test]
+fn result_with_error_and_wrong_or_missing_versions() {
+    let (report, server) = run(
+        "result-and-error=0.2,wrong-version=0.15,missing-version=0.15",
+        SINGLE,
+        REQUESTS,
+        "2s",
+    );
+    let both = faulted(&server, Fault::ResultAndError);
+    let versions = faulted(&server, Fault::WrongVersion) + faulted(&server, Fault::MissingVersion);
+    assert_eq!(protocol(&report, "result_and_error"), both);
+    assert_eq!(protocol(&report, "wrong_version"), versions);
+    all_judged(&report, REQUESTS, both + versions);
+}
+
+#[test]
+fn http_errors_with_and_without_a_json_rpc_body() {
+    let (report, server) = run(
+        "http-500-body=0.15,http-503-body=0.15,http-500=0.15,http-503=0.15",
+        SINGLE,
+        REQUESTS,
+        "2s",
+    );
+    let with_body = faulted(&server, Fault::Http500Body) + faulted(&server, Fault::Http503Body);
+    let (bare_500, bare_503) = (faulted(&server, Fault::Http500), faulted(&server, Fault::Http503));
+    let total = &report.summary.total;
+    assert_eq!(total.rpc_error_codes.get(&-32603).copied(), Some(with_body));
+    assert_eq!(
+        total.http_statuses,
+        BTreeMap::from([(500, bare_500), (503, bare_503)])
+    );
+    let statuses = &report.summary.http_statuses;
+    assert_eq!(statuses[&500], bare_500 + faulted(&server, Fault::Http500Body));
+    assert_eq!(statuses[&503], bare_503 + faulted(&server, Fault::Http503Body));
+    all_judged(&report, REQUESTS, with_body + bare_500 + bare_503);
+}
+
+#[test]
+fn html_and_truncated_bodies_are_invalid_json() {
+    let (report, server) = run("html=0.2,truncated=0.2", SINGLE, REQUESTS, "2s");
+    let bad = faulted(&server, Fault::Html) + faulted(&server, Fault::Truncated);
+    assert_eq!(outcomes(&report).get("invalid_json").copied(), Some(bad));
+    all_judged(&report, REQUESTS, bad);
+}
+
+#[test]
+fn a_trickled_answer_is_slow_but_right() {
+    let (report, server) = run("trickle=0.3", SINGLE, REQUESTS, "2s");
+    faulted(&server, Fault::Trickle);
+    all_judged(&report, REQUESTS, 0);
+    assert!(
+        report.summary.total.latency.max_ms >= 15.0,
+        "three pauses of 5 ms: {:?}",
+        report.summary.total.latency
+    );
+}
+
+#[test]
+fn oversized_answers_and_resets_are_io_and_the_run_goes_on() {
+    let (report, server) = run("oversized=0.1,reset=0.1", SINGLE, REQUESTS, "2s");
+    let broken = faulted(&server, Fault::Oversized) + faulted(&server, Fault::Reset);
+    assert_eq!(outcomes(&report).get("io").copied(), Some(broken));
+    all_judged(&report, REQUESTS, broken);
+}
+
+#[test]
+fn a_hung_answer_ends_as_a_timeout() {
+    let (report, server) = run("hang=0.2", SINGLE, 120, "200ms");
+    let hung = faulted(&server, Fault::Hang);
+    assert_eq!(outcomes(&report).get("timeout").copied(), Some(hung));
+    all_judged(&report, 120, hung);
+    let max = report.summary.total.latency.max_ms;
+    assert!(
+        (200.0..400.0).contains(&max),
+        "a timeout is cut at 200 ms, max {max}"
+    );
+}
+
+#[test]
+fn a_stall_holds_answers_but_loses_none() {
+    let (report, server) = run("stall=300ms/1s", SINGLE, 400, "2s");
+    let stalled = ServerStats::get(&server.stats.chaos.stalled);
+    assert!(stalled > 0);
+    all_judged(&report, 400, 0);
+    assert!(
+        report.summary.total.latency.max_ms >= 100.0,
+        "{:?}",
+        report.summary.total.latency
+    );
+}
+
+#[test]
+fn a_listener_that_goes_away_and_returns_is_a_gap_not_a_crash() {
+    let server = serve::spawn(ServeConfig {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        threads: 1,
+        chaos: "outage=700ms/1500ms".parse().unwrap(),
+        ..ServeConfig::default()
+    })
+    .unwrap();
+    let text = format!(
+        "target = \"{}\"\ntimeout = \"1s\"\n[load]\nrate = 200\nconnections = 8\nduration = \"4s\"\n[[calls]]\nmethod = \"eth_chainId\"\n",
+        server.url()
+    );
+    let report = common::run(&common::scenario(&text));
+    assert!(ServerStats::get(&server.stats.chaos.outages) >= 2);
+    let total = &report.summary.total;
+    let lost = total.calls - total.ok;
+    assert!(
+        lost > 0,
+        "calls lost in the outage are counted: {:?}",
+        outcomes(&report)
+    );
+    assert!(
+        total.ok > 300,
+        "the run went on after each outage: {:?}",
+        outcomes(&report)
+    );
+    let rows = &report.summary.timeseries;
+    assert_eq!(rows.len(), 4);
+    let worst = rows.iter().map(|r| r.ok).min().unwrap();
+    let best = rows.iter().map(|r| r.ok).max().unwrap();
+    assert!(
+        worst < best * 3 / 4,
+        "the outage shows as a gap in the time series: {rows:?}"
+    );
+}
