@@ -79,7 +79,7 @@ pub struct RunArgs {
     /// Measured duration, e.g. 30s, 2m.
     #[arg(short = 'd', long, value_parser = parse_duration)]
     pub duration: Option<Duration>,
-    /// Requests to send in all (a batch counts as one).
+    /// Requests to measure (a batch counts as one); a warmup sends more before them.
     #[arg(short = 'n', long)]
     pub requests: Option<u64>,
     /// Connections to open (exactly this many).

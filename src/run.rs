@@ -124,6 +124,12 @@ pub async fn execute(
     )
     .await;
     meta.ended_at = timestamp(SystemTime::now());
+    if summary.panicked_connections > 0 {
+        meta.warnings.push(format!(
+            "{} connection tasks panicked (a bug in volley: please report it); the calls they made are counted",
+            summary.panicked_connections
+        ));
+    }
     if let Some(schedule) = summary.schedule.as_ref().filter(|s| s.behind) {
         meta.warnings.push(format!(
             "the generator fell behind schedule: {} calls left more than {} ms late (start delay p99 {:.1} ms) and {} were never sent; the latency figures include this wait. Add connections or lower the rate to measure the server alone",
@@ -144,10 +150,15 @@ fn timestamp(time: SystemTime) -> String {
 /// Exit codes of a run stopped by a signal, as shells report them.
 const EXIT_SIGINT: u8 = 130;
 const EXIT_SIGTERM: u8 = 143;
+/// The run completed but its files went elsewhere (see the error).
+const EXIT_RESULTS_ELSEWHERE: u8 = 3;
+/// A connection task panicked (a bug in volley); the figures are complete otherwise.
+const EXIT_BUG: u8 = 70;
 
 pub fn run_command(args: RunArgs) -> anyhow::Result<ExitCode> {
     let scenario = args.scenario()?;
     let out_dir = result_dir(args.out.as_deref(), &scenario.name)?;
+    ensure_descriptors(scenario.compile().plan.connections)?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -200,14 +211,69 @@ pub fn run_command(args: RunArgs) -> anyhow::Result<ExitCode> {
     });
     let (report, signal) = report??;
     print!("{}", report::render_table(&report));
-    let written = report::write_files(&out_dir, &report)?;
+    let written = match report::write_files(&out_dir, &report) {
+        Ok(written) => written,
+        Err(error) => return Ok(write_elsewhere(&report, &error)),
+    };
     println!("\nresults: {}", out_dir.display());
     if !args.quiet && std::io::stderr().is_terminal() {
         for path in written {
             eprintln!("  {}", path.display());
         }
     }
+    if report.summary.panicked_connections > 0 {
+        return Ok(ExitCode::from(EXIT_BUG));
+    }
     Ok(ExitCode::from(signal))
+}
+
+/// The results could not be written where asked: they go to the temporary
+/// directory instead, or as JSON on stdout, and the error says which.
+fn write_elsewhere(report: &RunReport, error: &report::ReportError) -> ExitCode {
+    let stamp: String = timestamp(SystemTime::now())
+        .chars()
+        .filter(char::is_ascii_alphanumeric)
+        .collect();
+    let fallback = std::env::temp_dir().join(format!("volley-{stamp}-{}", std::process::id()));
+    match report::write_files(&fallback, report) {
+        Ok(_) => eprintln!(
+            "error: {error}\nthe results were written to {} instead",
+            fallback.display()
+        ),
+        Err(second) => {
+            eprintln!("error: {error}\nerror: {second}\nthe results follow on stdout as JSON");
+            println!("{}", serde_json::to_string_pretty(report).unwrap_or_default());
+        }
+    }
+    ExitCode::from(EXIT_RESULTS_ELSEWHERE)
+}
+
+/// Makes room for `connections` sockets under the open-files limit, raising
+/// the soft limit up to the hard one when needed.
+fn ensure_descriptors(connections: usize) -> anyhow::Result<()> {
+    // A few for the runtime, the listener of an in-process server, files.
+    let needed = connections as u64 * 2 + 64;
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes into the struct it is given.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 || limit.rlim_cur >= needed {
+        return Ok(());
+    }
+    let raised = libc::rlimit {
+        rlim_cur: needed.min(limit.rlim_max),
+        rlim_max: limit.rlim_max,
+    };
+    // SAFETY: setrlimit reads the struct it is given.
+    unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) };
+    if raised.rlim_cur < needed {
+        anyhow::bail!(
+            "{connections} connections need about {needed} open files, but the limit is {}: raise it with `ulimit -n {needed}`",
+            raised.rlim_cur
+        );
+    }
+    Ok(())
 }
 
 /// Waits for Ctrl-C or SIGTERM; returns the exit code that reports it.

@@ -357,3 +357,84 @@ fn init_writes_a_starter_and_never_overwrites() {
     assert_eq!(again.status.code(), Some(1));
     assert!(text(&again.stderr).contains("already exists"));
 }
+
+#[test]
+fn secrets_from_the_environment_appear_in_no_output() {
+    let secret = "s3cr3t-tok3n-7f9a2b";
+    let dir = temp_dir("secrets");
+    std::fs::create_dir_all(&dir).unwrap();
+    let scenario = dir.join("secret.toml");
+    std::fs::write(
+        &scenario,
+        "target = \"builtin\"\n[headers]\nAuthorization = \"Bearer ${VOLLEY_TEST_SECRET}\"\n[load]\nconcurrency = 2\nrequests = 200\n[[calls]]\nmethod = \"eth_chainId\"\n[[calls]]\nmethod = \"nope\"\n",
+    )
+    .unwrap();
+    let out = dir.join("out");
+    let output = volley()
+        .arg("run")
+        .arg(&scenario)
+        .args(["-H", "X-Api-Key: ${VOLLEY_TEST_SECRET}", "--out"])
+        .arg(&out)
+        .env("VOLLEY_TEST_SECRET", secret)
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
+    let mut seen = text(&output.stdout) + &text(&output.stderr);
+    for file in std::fs::read_dir(&out).unwrap() {
+        seen.push_str(&std::fs::read_to_string(file.unwrap().path()).unwrap());
+    }
+    assert!(
+        seen.contains("Authorization") && seen.contains("X-Api-Key"),
+        "header names are kept"
+    );
+    // An unreachable target and a malformed header fail with the secret set, too.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    for args in [
+        vec!["--target".to_string(), format!("http://127.0.0.1:{port}")],
+        vec![
+            "-H".to_string(),
+            "Bad Header Name: ${VOLLEY_TEST_SECRET}".to_string(),
+        ],
+        vec!["-H".to_string(), "${VOLLEY_TEST_SECRET}".to_string()],
+    ] {
+        let failed = volley()
+            .arg("run")
+            .arg(&scenario)
+            .args(&args)
+            .env("VOLLEY_TEST_SECRET", secret)
+            .output()
+            .unwrap();
+        assert_eq!(failed.status.code(), Some(1));
+        seen.push_str(&(text(&failed.stdout) + &text(&failed.stderr)));
+    }
+    assert!(!seen.contains(secret), "the secret leaked into:\n{seen}");
+    assert!(!seen.contains("s3cr3t"), "part of the secret leaked");
+}
+
+#[test]
+fn results_that_cannot_be_written_go_elsewhere_and_say_where() {
+    let dir = temp_dir("unwritable");
+    std::fs::create_dir_all(&dir).unwrap();
+    let blocker = dir.join("a-file");
+    std::fs::write(&blocker, "not a directory").unwrap();
+    let output = volley()
+        .args(["run", "scenarios/demo.toml", "-n", "50", "--quiet", "--out"])
+        .arg(blocker.join("results"))
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(3));
+    let stderr = text(&output.stderr);
+    assert!(stderr.contains("cannot create result directory"), "{stderr}");
+    let elsewhere = stderr
+        .lines()
+        .find_map(|l| l.strip_prefix("the results were written to "))
+        .and_then(|l| l.strip_suffix(" instead"))
+        .unwrap_or_else(|| panic!("no new place named in {stderr}"));
+    let json = summary_json(std::path::Path::new(elsewhere));
+    assert_eq!(json["summary"]["requests"], 50);
+    assert!(text(&output.stdout).contains("TOTAL"));
+}

@@ -183,6 +183,7 @@ pub async fn run(
             .collect(),
         events: control.events(),
         in_flight_at_end: shared.in_flight_at_end.load(Ordering::Relaxed),
+        panicked_connections: shared.panicked.load(Ordering::Relaxed),
         measured_seconds: seconds,
         partial: cancel.is_cancelled(),
     }

@@ -27,7 +27,7 @@ pub struct LoadPlan {
     /// Measured duration (after the warmup). The run stops at whichever of
     /// duration and requests comes first.
     pub duration: Option<Duration>,
-    /// Requests to send in all (a batch is one request).
+    /// Measured requests to send (a batch is one request); a warmup comes on top.
     pub requests: Option<u64>,
     /// Sent but left out of the statistics.
     pub warmup: Duration,
@@ -199,6 +199,9 @@ pub struct Schedule {
     pub(super) claimed: Arc<AtomicU64>,
     /// Claimed requests given back unsent because the run was paused.
     withdrawn: AtomicU64,
+    /// Requests claimed after the warmup, which the request limit counts.
+    measured: AtomicU64,
+    measure_start: Instant,
     start: Instant,
     /// Pauses and manual rates set during the run.
     control: Arc<Control>,
@@ -213,6 +216,8 @@ impl Schedule {
         Schedule {
             claimed: Arc::new(AtomicU64::new(0)),
             withdrawn: AtomicU64::new(0),
+            measured: AtomicU64::new(0),
+            measure_start: start + plan.warmup,
             start,
             control,
             rate: match plan.pacing {
@@ -225,25 +230,26 @@ impl Schedule {
     }
 
     pub fn claim(&self) -> Option<Claim> {
-        if self.rate.is_none() && self.limit.is_none() {
-            // Closed model bounded by time: nothing to count.
-            return Some(Claim {
-                intended: Instant::now(),
-            });
-        }
-        let seq = self.claimed.fetch_add(1, Ordering::Relaxed);
-        if self.limit.is_some_and(|limit| seq >= limit) {
-            return None;
-        }
-        let intended = match (&self.rate, self.control.override_for(seq)) {
-            // Paused: the worker waits for the resume and sends then.
-            (Some(_), Some(o)) if o.rate <= 0.0 => Instant::now(),
-            (Some(_), Some(o)) => {
-                self.start + Duration::from_secs_f64(o.at_s + (seq - o.at_seq) as f64 / o.rate)
+        let intended = match &self.rate {
+            None => Instant::now(),
+            Some(rate) => {
+                let seq = self.claimed.fetch_add(1, Ordering::Relaxed);
+                match self.control.override_for(seq) {
+                    // Paused: the worker waits for the resume and sends then.
+                    Some(o) if o.rate <= 0.0 => Instant::now(),
+                    Some(o) => {
+                        self.start + Duration::from_secs_f64(o.at_s + (seq - o.at_seq) as f64 / o.rate)
+                    }
+                    None => self.start + Duration::from_secs_f64(rate.due_time(seq as f64)?),
+                }
             }
-            (Some(rate), None) => self.start + Duration::from_secs_f64(rate.due_time(seq as f64)?),
-            (None, _) => Instant::now(),
         };
+        // The request limit counts measured requests: a warmup comes on top.
+        if let Some(limit) = self.limit {
+            if intended >= self.measure_start && self.measured.fetch_add(1, Ordering::Relaxed) >= limit {
+                return None;
+            }
+        }
         if self.deadline.is_some_and(|deadline| intended >= deadline) {
             return None;
         }
@@ -265,7 +271,13 @@ impl Schedule {
             None => rate.due_within(seconds).ceil() as u64,
         };
         let due = due.saturating_sub(self.withdrawn.load(Ordering::Relaxed));
-        self.limit.map_or(due, |limit| due.min(limit))
+        let warmup_due = rate.due_within(
+            self.measure_start
+                .saturating_duration_since(self.start)
+                .as_secs_f64(),
+        );
+        self.limit
+            .map_or(due, |limit| due.min(limit + warmup_due.ceil() as u64))
     }
 }
 

@@ -42,6 +42,8 @@ pub(super) struct Shared {
     pub measure_start: Instant,
     next_id_block: AtomicU64,
     pub in_flight_at_end: AtomicU64,
+    /// Connection tasks that panicked.
+    pub panicked: AtomicU64,
 }
 
 impl Shared {
@@ -84,6 +86,7 @@ impl Shared {
             cancel,
             next_id_block: AtomicU64::new(1),
             in_flight_at_end: AtomicU64::new(0),
+            panicked: AtomicU64::new(0),
         }
     }
 
@@ -201,7 +204,9 @@ pub(super) fn thread_main(
         let aborts: Vec<_> = tasks.iter().map(|t| t.abort_handle()).collect();
         let all_done = async {
             for task in tasks {
-                let _ = task.await;
+                if task.await.is_err_and(|e| e.is_panic()) {
+                    shared.panicked.fetch_add(1, Ordering::Relaxed);
+                }
             }
         };
         tokio::select! {

@@ -231,6 +231,8 @@ pub struct RunSummary {
     pub events: Vec<crate::engine::ControlEvent>,
     /// Calls abandoned in flight when the run stopped.
     pub in_flight_at_end: u64,
+    /// Connection tasks that panicked (a bug); their calls so far are counted.
+    pub panicked_connections: u64,
     pub measured_seconds: f64,
     /// The run was stopped early (Ctrl-C).
     pub partial: bool,
