@@ -249,27 +249,14 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
 /// Replaces every `${NAME}` with the variable's value; `$${` stays a literal `${`.
 pub fn interpolate(value: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<String, String> {
     let mut out = String::with_capacity(value.len());
-    let mut rest = value;
-    while let Some(at) = rest.find('$') {
-        out.push_str(&rest[..at]);
-        rest = &rest[at..];
-        if let Some(after) = rest.strip_prefix("$${") {
-            out.push_str("${");
-            rest = after;
-        } else if let Some(after) = rest.strip_prefix("${") {
-            let end = after
-                .find('}')
-                .ok_or_else(|| format!("`{value}`: `${{` without a closing `}}`"))?;
-            let name = &after[..end];
-            let found = env(name).ok_or_else(|| format!("environment variable `{name}` is not set"))?;
-            out.push_str(&found);
-            rest = &after[end + 1..];
-        } else {
-            out.push('$');
-            rest = &rest[1..];
+    for part in template::split(value)? {
+        match part {
+            template::Part::Text(text) => out.push_str(&text),
+            template::Part::Expr(name) => {
+                out.push_str(&env(name).ok_or_else(|| format!("environment variable `{name}` is not set"))?)
+            }
         }
     }
-    out.push_str(rest);
     Ok(out)
 }
 

@@ -148,6 +148,27 @@ enum Segment {
 }
 
 fn segments(text: &str, scope: &Scope) -> Result<Vec<Segment>, String> {
+    split(text)?
+        .into_iter()
+        .map(|part| match part {
+            Part::Text(text) => Ok(Segment::Text(text)),
+            Part::Expr(source) => expr::parse(source, scope)
+                .map(Segment::Expr)
+                .map_err(|e| format!("`${{{source}}}`: {e}")),
+        })
+        .collect()
+}
+
+/// A string cut at its `${...}`s.
+pub(super) enum Part<'a> {
+    Text(String),
+    /// What stands between `${` and `}`.
+    Expr(&'a str),
+}
+
+/// Cuts `text` into literal text and `${...}` parts; `$${` is a literal
+/// `${`. Always at least one part.
+pub(super) fn split(text: &str) -> Result<Vec<Part<'_>>, String> {
     let mut out = Vec::new();
     let mut literal = String::new();
     let mut rest = text;
@@ -161,12 +182,10 @@ fn segments(text: &str, scope: &Scope) -> Result<Vec<Segment>, String> {
             let end = after
                 .find('}')
                 .ok_or_else(|| format!("`{text}`: `${{` without a closing `}}`"))?;
-            let source = &after[..end];
-            let expr = expr::parse(source, scope).map_err(|e| format!("`${{{source}}}`: {e}"))?;
             if !literal.is_empty() {
-                out.push(Segment::Text(std::mem::take(&mut literal)));
+                out.push(Part::Text(std::mem::take(&mut literal)));
             }
-            out.push(Segment::Expr(expr));
+            out.push(Part::Expr(&after[..end]));
             rest = &after[end + 1..];
         } else {
             literal.push('$');
@@ -175,7 +194,7 @@ fn segments(text: &str, scope: &Scope) -> Result<Vec<Segment>, String> {
     }
     literal.push_str(rest);
     if !literal.is_empty() || out.is_empty() {
-        out.push(Segment::Text(literal));
+        out.push(Part::Text(literal));
     }
     Ok(out)
 }
