@@ -94,6 +94,9 @@ pub struct RunArgs {
     /// Engine threads (default: one per core).
     #[arg(long)]
     pub threads: Option<u64>,
+    /// Calls in flight per connection on a multiplexed transport (tcp://, unix://).
+    #[arg(long)]
+    pub max_in_flight: Option<u64>,
     /// Seed for every random choice of the run.
     #[arg(long)]
     pub seed: Option<u64>,
@@ -143,6 +146,12 @@ pub struct ServeArgs {
     /// truncated, trickle, oversized, reset, hang.
     #[arg(long, default_value = "")]
     pub chaos: crate::serve::Chaos,
+    /// Also serve newline-delimited JSON-RPC on this TCP address (e.g. 127.0.0.1:8546).
+    #[arg(long, value_name = "ADDR")]
+    pub tcp: Option<std::net::SocketAddr>,
+    /// Also serve newline-delimited JSON-RPC on this Unix socket (like geth's IPC).
+    #[arg(long, value_name = "PATH")]
+    pub unix: Option<PathBuf>,
 }
 
 impl ServeArgs {
@@ -162,6 +171,8 @@ impl ServeArgs {
             shuffle_batches: self.shuffle_batches,
             threads: self.threads.unwrap_or(defaults.threads),
             chaos: self.chaos,
+            tcp: self.tcp,
+            unix: self.unix,
         })
     }
 }
@@ -234,6 +245,9 @@ impl RunArgs {
         }
         if let Some(connections) = self.connections {
             load.connections = Some(at_least_one(connections, "--connections")?);
+        }
+        if let Some(max) = self.max_in_flight {
+            load.max_in_flight = Some(at_least_one(max, "--max-in-flight")?);
         }
         if let Some(threads) = self.threads {
             load.threads = Some(at_least_one(threads, "--threads")?);

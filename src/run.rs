@@ -342,6 +342,15 @@ pub fn serve_command(args: ServeArgs) -> anyhow::Result<ExitCode> {
         "volley serve: JSON-RPC 2.0 over HTTP/1.1 on http://{} (latency {}, error rate {}, seed {}, chaos {})",
         server.addr, config.latency, config.error_rate, config.seed, config.chaos
     );
+    if let Some(tcp) = server.tcp_addr {
+        println!("volley serve: newline-delimited JSON-RPC on tcp://{tcp}");
+    }
+    if let Some(path) = &server.unix_path {
+        println!(
+            "volley serve: newline-delimited JSON-RPC on unix://{}",
+            path.display()
+        );
+    }
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

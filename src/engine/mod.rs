@@ -162,6 +162,7 @@ pub async fn run(
         requests: total.requests,
         http_statuses: total.statuses.iter().copied().collect(),
         extra_batch_entries: total.extra_entries,
+        unsolicited_messages: total.unsolicited,
         schedule,
         batches: BatchSummary::new(total),
         setup: has_setup.then(|| SetupSummary {

@@ -22,8 +22,11 @@ pub enum Pacing {
 #[derive(Clone, Debug)]
 pub struct LoadPlan {
     pub pacing: Pacing,
-    /// Exactly this many connections, each owned by one task.
+    /// Exactly this many connections.
     pub connections: usize,
+    /// Calls in flight on each connection: 1 for HTTP/1.1, more for a
+    /// multiplexed transport (each a caller task sharing the connection).
+    pub per_connection: usize,
     /// Measured duration (after the warmup). The run stops at whichever of
     /// duration and requests comes first.
     pub duration: Option<Duration>,
@@ -289,6 +292,7 @@ mod tests {
         LoadPlan {
             pacing,
             connections: 1,
+            per_connection: 1,
             duration,
             requests,
             warmup: Duration::ZERO,

@@ -38,7 +38,7 @@ impl Poll {
             },
             &mut SmallRng::seed_from_u64(0),
         );
-        let reply = tokio::time::timeout(timeout, connection.exchange(builder.finish()))
+        let reply = tokio::time::timeout(timeout, connection.exchange(builder.finish(), 1, 1))
             .await
             .map_err(|_| format!("no answer within {timeout:?}"))?
             .map_err(|e| e.to_string())?;

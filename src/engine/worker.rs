@@ -166,9 +166,17 @@ pub(super) fn thread_main(
             in_flight: Cell::new(0),
             cancel: shared.cancel.child_token(),
         });
+        let per_connection = shared.plan.per_connection.max(1);
+        let slots: Vec<Rc<Slot>> = connections.iter().map(|_| Rc::new(Slot::default())).collect();
         let tasks: Vec<_> = connections
-            .into_iter()
-            .map(|index| tokio::task::spawn_local(connection_loop(shared.clone(), local.clone(), index)))
+            .iter()
+            .zip(&slots)
+            .flat_map(|(connection, slot)| {
+                (0..per_connection).map(move |j| (connection * per_connection + j, slot.clone()))
+            })
+            .map(|(caller, slot)| {
+                tokio::task::spawn_local(connection_loop(shared.clone(), local.clone(), caller, slot))
+            })
             .collect();
         let polls: Vec<_> = if thread == 0 {
             (0..shared.polls.len())
@@ -218,7 +226,8 @@ pub(super) fn thread_main(
         }
         hand_over.abort();
         polls.iter().for_each(|p| p.abort());
-        let recorder = local.recorder.replace(Recorder::new(0));
+        let mut recorder = local.recorder.replace(Recorder::new(0));
+        recorder.unsolicited += slots.iter().map(|slot| slot.unsolicited()).sum::<u64>();
         let _ = chunks.send(Chunk {
             thread,
             tick: tick.get(),
@@ -233,13 +242,63 @@ pub(super) fn thread_main(
 const BACKOFF_MIN: Duration = Duration::from_millis(10);
 const BACKOFF_MAX: Duration = Duration::from_secs(1);
 
-async fn connection_loop(shared: Arc<Shared>, local: Rc<Local>, index: usize) {
+/// A connection and the callers planned on it: one caller for HTTP/1.1,
+/// several for a multiplexed transport, which share it.
+#[derive(Default)]
+struct Slot {
+    connection: RefCell<Option<Connection>>,
+    /// A caller is opening the connection; the others wait for it, so the
+    /// slot never holds more than one.
+    opening: Cell<bool>,
+}
+
+impl Slot {
+    /// A live connection to use now, if the slot holds one: a shared handle
+    /// on a multiplexed one, or the connection itself (taken out) otherwise.
+    fn checkout(&self) -> Option<Connection> {
+        let mut held = self.connection.borrow_mut();
+        if held.as_ref().is_some_and(Connection::is_closed) {
+            *held = None;
+        }
+        match held.as_ref()?.share() {
+            Some(shared) => Some(shared),
+            None => held.take(),
+        }
+    }
+
+    /// Puts back a connection taken out whole; a shared one never left.
+    fn checkin(&self, connection: Connection) {
+        if connection.share().is_none() && !connection.is_closed() {
+            *self.connection.borrow_mut() = Some(connection);
+        }
+    }
+
+    /// Keeps a newly opened connection, returning the caller's handle on it.
+    fn install(&self, connection: Connection) -> Connection {
+        match connection.share() {
+            Some(shared) => {
+                *self.connection.borrow_mut() = Some(connection);
+                shared
+            }
+            None => connection,
+        }
+    }
+
+    /// Messages on the slot's connection that answered nothing.
+    fn unsolicited(&self) -> u64 {
+        match self.connection.borrow().as_ref() {
+            Some(Connection::Stream(mux)) => mux.unsolicited(),
+            _ => 0,
+        }
+    }
+}
+
+async fn connection_loop(shared: Arc<Shared>, local: Rc<Local>, index: usize, slot: Rc<Slot>) {
     let mut rng =
         SmallRng::seed_from_u64(shared.plan.seed ^ (index as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15));
     let mut builder = RequestBuilder::default();
     let mut judge = Judge::default();
     let mut planned: Vec<Planned> = Vec::new();
-    let mut connection: Option<Connection> = None;
     let mut backoff = BACKOFF_MIN;
     let open_model = matches!(shared.plan.pacing, Pacing::Open { .. });
     let mix = &shared.mix;
@@ -271,38 +330,49 @@ async fn connection_loop(shared: Arc<Shared>, local: Rc<Local>, index: usize) {
         let body = mix.write(&mut builder, &planned, batch, first_id, &mut rng);
         let measured = claim.intended >= shared.measure_start;
 
-        if connection.as_ref().is_none_or(Connection::is_closed) {
-            match open_and_set_up(&shared, &local, &mut rng).await {
-                Ok(opened) => {
-                    connection = Some(opened);
-                    backoff = BACKOFF_MIN;
-                }
-                Err(failure) => {
-                    local.sent.set(local.sent.get() + 1);
-                    if measured {
-                        let mut recorder = local.recorder.borrow_mut();
-                        let entries = builder.entries();
-                        Judge::fail_all(entries, failure, |i, outcome, _| {
-                            recorder.methods[entries[i].method as usize].record(
-                                outcome,
-                                Duration::ZERO,
-                                Duration::ZERO,
-                                0,
-                            )
-                        });
-                    }
-                    sleep(backoff).await;
-                    backoff = (backoff * 2).min(BACKOFF_MAX);
-                    continue;
-                }
+        let opened = loop {
+            if let Some(conn) = slot.checkout() {
+                break Ok(conn);
             }
-        }
-        let conn = connection.as_mut().expect("opened above");
+            if slot.opening.get() {
+                // Another caller is opening the shared connection: wait for it.
+                sleep(Duration::from_millis(2)).await;
+                continue;
+            }
+            slot.opening.set(true);
+            let opened = open_and_set_up(&shared, &local, &mut rng).await;
+            slot.opening.set(false);
+            break opened.map(|conn| slot.install(conn));
+        };
+        let mut conn = match opened {
+            Ok(conn) => {
+                backoff = BACKOFF_MIN;
+                conn
+            }
+            Err(failure) => {
+                local.sent.set(local.sent.get() + 1);
+                if measured {
+                    let mut recorder = local.recorder.borrow_mut();
+                    let entries = builder.entries();
+                    Judge::fail_all(entries, failure, |i, outcome, _| {
+                        recorder.methods[entries[i].method as usize].record(
+                            outcome,
+                            Duration::ZERO,
+                            Duration::ZERO,
+                            0,
+                        )
+                    });
+                }
+                sleep(backoff).await;
+                backoff = (backoff * 2).min(BACKOFF_MAX);
+                continue;
+            }
+        };
         let sent_at = Instant::now();
         local.sent.set(local.sent.get() + 1);
         let calls_sent = builder.entries().len() as u64;
         local.in_flight.set(local.in_flight.get() + calls_sent);
-        let result = timeout(shared.plan.timeout, conn.exchange(body)).await;
+        let result = timeout(shared.plan.timeout, conn.exchange(body, first_id, calls)).await;
         local.in_flight.set(local.in_flight.get() - calls_sent);
         let answered_at = Instant::now();
         let failure = match &result {
@@ -311,10 +381,11 @@ async fn connection_loop(shared: Arc<Shared>, local: Rc<Local>, index: usize) {
             Ok(Err(_)) => Some(Outcome::Io),
             Err(_) => Some(Outcome::Timeout),
         };
-        if failure.is_some() {
-            // The connection's state is unknown after a failure or a
-            // timeout: start afresh rather than read a stale answer later.
-            connection = None;
+        // After a failure or a timeout, a connection carrying one call at a
+        // time is in an unknown state: it is dropped, not put back. A
+        // multiplexed one stays for its other calls unless it closed.
+        if failure.is_none() {
+            slot.checkin(conn);
         }
         if !measured {
             continue;
@@ -397,7 +468,13 @@ async fn open_and_set_up(shared: &Shared, local: &Local, rng: &mut SmallRng) -> 
             },
             rng,
         );
-        let failure = match timeout(shared.plan.timeout, connection.exchange(builder.finish())).await {
+        let body = builder.finish();
+        let failure = match timeout(
+            shared.plan.timeout,
+            connection.exchange(body, id.unwrap_or(0), u64::from(id.is_some())),
+        )
+        .await
+        {
             Ok(Ok(reply)) => {
                 let mut outcome = Outcome::Ok;
                 judge.judge(

@@ -3,7 +3,7 @@
 
 use std::time::SystemTime;
 
-use super::{Scenario, DEFAULT_CONCURRENCY, DEFAULT_DURATION, DEFAULT_OPEN_CONNECTIONS};
+use super::{Scenario, TargetSpec, DEFAULT_CONCURRENCY, DEFAULT_DURATION, DEFAULT_OPEN_CONNECTIONS};
 use crate::engine::{LoadPlan, Mix, MixBatch, MixCall, Pacing, Planned, Poll, ReplaySource, SetupCall};
 use crate::rpc::CallTemplate;
 
@@ -50,8 +50,10 @@ impl Scenario {
     fn load_plan(&self, warnings: &mut Vec<String>) -> LoadPlan {
         let load = &self.load;
         let staged_max = load.stages.iter().map(|s| s.target.ceil() as u64).max();
-        let connections = match load.pacing {
-            Pacing::Closed => {
+        let multiplexed =
+            matches!(&self.target, TargetSpec::Url(url) if crate::transport::is_multiplexed(url));
+        let (connections, per_connection) = match (load.pacing, multiplexed) {
+            (Pacing::Closed, false) => {
                 let concurrency = staged_max
                     .or(load.concurrency)
                     .or(load.connections)
@@ -62,10 +64,22 @@ impl Scenario {
                         "HTTP/1.1 carries one call per connection: {connections} connections give at most {connections} calls in flight, not {concurrency}"
                     ));
                 }
-                connections
+                (connections, 1)
             }
-            Pacing::Open { .. } => load.connections.unwrap_or(DEFAULT_OPEN_CONNECTIONS),
+            (Pacing::Open { .. }, false) => (load.connections.unwrap_or(DEFAULT_OPEN_CONNECTIONS), 1),
+            (Pacing::Closed, true) => {
+                let concurrency = staged_max.or(load.concurrency).unwrap_or(DEFAULT_CONCURRENCY);
+                let connections = load
+                    .connections
+                    .unwrap_or_else(|| load.max_in_flight.map_or(1, |max| concurrency.div_ceil(max)))
+                    .max(1);
+                (connections, concurrency.div_ceil(connections))
+            }
+            (Pacing::Open { .. }, true) => (load.connections.unwrap_or(1), load.max_in_flight.unwrap_or(64)),
         };
+        if load.max_in_flight.is_some() && !multiplexed {
+            warnings.push("--max-in-flight applies to multiplexed transports (tcp://, unix://); HTTP/1.1 carries one call per connection".into());
+        }
         let staged = load.stages.iter().map(|s| s.duration).sum();
         let duration = match (load.duration, load.requests, load.stages.is_empty()) {
             (_, _, false) => Some(staged),
@@ -86,6 +100,7 @@ impl Scenario {
         LoadPlan {
             pacing: load.pacing,
             connections: connections as usize,
+            per_connection: per_connection as usize,
             duration,
             requests: load.requests,
             warmup: load.warmup,

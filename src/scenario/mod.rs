@@ -91,6 +91,8 @@ pub struct Load {
     pub requests: Option<u64>,
     pub warmup: Duration,
     pub threads: Option<u64>,
+    /// Calls in flight per connection on a multiplexed transport.
+    pub max_in_flight: Option<u64>,
     /// Steps of rate (open model) or concurrency (closed), ramped linearly.
     pub stages: Vec<Stage>,
 }
@@ -192,6 +194,7 @@ impl Scenario {
                 requests: None,
                 warmup: Duration::ZERO,
                 threads: None,
+                max_in_flight: None,
                 stages: Vec::new(),
             },
             calls: vec![CallSpec {

@@ -55,6 +55,7 @@ struct RawLoad {
     connections: Option<Spanned<i64>>,
     warmup: Option<Spanned<String>>,
     threads: Option<Spanned<i64>>,
+    max_in_flight: Option<Spanned<i64>>,
     stages: Option<Spanned<Vec<RawStage>>>,
 }
 
@@ -469,6 +470,11 @@ impl RawLoad {
                 .connections
                 .as_ref()
                 .map(|c| positive(at, c, "connections"))
+                .transpose()?,
+            max_in_flight: self
+                .max_in_flight
+                .as_ref()
+                .map(|m| positive(at, m, "max_in_flight"))
                 .transpose()?,
             duration: self.duration.as_ref().map(|d| duration(at, d)).transpose()?,
             requests: self

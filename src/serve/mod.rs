@@ -6,6 +6,7 @@ mod chaos;
 mod handler;
 mod latency;
 mod methods;
+mod stream;
 
 pub use chaos::{Chaos, ChaosCounts, Fault};
 pub use handler::INJECTED_ERROR;
@@ -45,8 +46,12 @@ pub struct ServeConfig {
     /// Answer batches in a random order, as the spec allows.
     pub shuffle_batches: bool,
     pub threads: usize,
-    /// Faults to answer with on purpose.
+    /// Faults to answer with on purpose (HTTP only).
     pub chaos: Chaos,
+    /// Also serve newline-delimited JSON on this TCP address.
+    pub tcp: Option<SocketAddr>,
+    /// Also serve newline-delimited JSON on this Unix socket.
+    pub unix: Option<std::path::PathBuf>,
 }
 
 impl Default for ServeConfig {
@@ -59,6 +64,8 @@ impl Default for ServeConfig {
             shuffle_batches: false,
             threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
             chaos: Chaos::default(),
+            tcp: None,
+            unix: None,
         }
     }
 }
@@ -100,6 +107,9 @@ impl ServerStats {
 /// A server running on its own threads; dropping it stops the server.
 pub struct ServerHandle {
     pub addr: SocketAddr,
+    /// The newline-delimited JSON listener, if asked for.
+    pub tcp_addr: Option<SocketAddr>,
+    pub unix_path: Option<std::path::PathBuf>,
     pub stats: Arc<ServerStats>,
     stop: CancellationToken,
     thread: Option<std::thread::JoinHandle<()>>,
@@ -134,6 +144,23 @@ pub fn spawn(config: ServeConfig) -> std::io::Result<ServerHandle> {
     let listener = std::net::TcpListener::bind(config.listen)?;
     listener.set_nonblocking(true)?;
     let addr = listener.local_addr()?;
+    let tcp = config.tcp.map(std::net::TcpListener::bind).transpose()?;
+    let tcp_addr = tcp.as_ref().map(|l| l.local_addr()).transpose()?;
+    if let Some(tcp) = &tcp {
+        tcp.set_nonblocking(true)?;
+    }
+    #[cfg(unix)]
+    let unix = match &config.unix {
+        Some(path) => {
+            // A socket file left by an earlier run would refuse the bind.
+            let _ = std::fs::remove_file(path);
+            let listener = std::os::unix::net::UnixListener::bind(path)?;
+            listener.set_nonblocking(true)?;
+            Some(listener)
+        }
+        None => None,
+    };
+    let unix_path = config.unix.clone();
     let stats = Arc::new(ServerStats::default());
     let stop = CancellationToken::new();
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -147,13 +174,68 @@ pub fn spawn(config: ServeConfig) -> std::io::Result<ServerHandle> {
             .name("volley-serve-main".into())
             .spawn(move || {
                 runtime.block_on(async move {
+                    let config = Arc::new(config);
+                    let started = Instant::now();
+                    if let Some(tcp) = tcp {
+                        let listener = TcpListener::from_std(tcp).expect("a bound listener converts");
+                        let (config, stats, stop) = (config.clone(), stats.clone(), stop.clone());
+                        tokio::spawn(async move {
+                            let mut seed = config.seed;
+                            loop {
+                                let accepted = tokio::select! {
+                                    accepted = listener.accept() => accepted,
+                                    _ = stop.cancelled() => return,
+                                };
+                                let Ok((stream, _)) = accepted else { continue };
+                                let _ = stream.set_nodelay(true);
+                                seed = seed.wrapping_add(1);
+                                let serving = stream::serve_connection(
+                                    stream,
+                                    config.clone(),
+                                    stats.clone(),
+                                    started,
+                                    seed,
+                                    stop.clone(),
+                                );
+                                tokio::spawn(serving);
+                            }
+                        });
+                    }
+                    #[cfg(unix)]
+                    if let Some(unix) = unix {
+                        let listener =
+                            tokio::net::UnixListener::from_std(unix).expect("a bound listener converts");
+                        let (config, stats, stop) = (config.clone(), stats.clone(), stop.clone());
+                        tokio::spawn(async move {
+                            let mut seed = config.seed;
+                            loop {
+                                let accepted = tokio::select! {
+                                    accepted = listener.accept() => accepted,
+                                    _ = stop.cancelled() => return,
+                                };
+                                let Ok((stream, _)) = accepted else { continue };
+                                seed = seed.wrapping_add(1);
+                                let serving = stream::serve_connection(
+                                    stream,
+                                    config.clone(),
+                                    stats.clone(),
+                                    started,
+                                    seed,
+                                    stop.clone(),
+                                );
+                                tokio::spawn(serving);
+                            }
+                        });
+                    }
                     let listener = TcpListener::from_std(listener).expect("a bound listener converts");
-                    serve(listener, Arc::new(config), stats, stop).await;
+                    serve(listener, config, stats, stop).await;
                 });
             })?
     };
     Ok(ServerHandle {
         addr,
+        tcp_addr,
+        unix_path,
         stats,
         stop,
         thread: Some(thread),

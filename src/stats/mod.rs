@@ -152,6 +152,9 @@ pub struct Recorder {
     pub setup_error: Option<String>,
     /// The latest failed answer seen, in short.
     pub last_error: Option<String>,
+    /// Messages from the server that answered no call (subscription
+    /// notifications, late or stray answers) on multiplexed transports.
+    pub unsolicited: u64,
 }
 
 impl Recorder {
@@ -168,6 +171,7 @@ impl Recorder {
             setup_failed: 0,
             setup_error: None,
             last_error: None,
+            unsolicited: 0,
         }
     }
 
@@ -211,6 +215,7 @@ impl Recorder {
         if self.setup_error.is_none() {
             self.setup_error.clone_from(&other.setup_error);
         }
+        self.unsolicited += other.unsolicited;
         if other.last_error.is_some() {
             self.last_error.clone_from(&other.last_error);
         }

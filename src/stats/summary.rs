@@ -219,6 +219,8 @@ pub struct RunSummary {
     pub requests: u64,
     pub http_statuses: BTreeMap<u16, u64>,
     pub extra_batch_entries: u64,
+    /// Messages that answered no call (multiplexed transports).
+    pub unsolicited_messages: u64,
     /// Present in the open model.
     pub schedule: Option<ScheduleSummary>,
     /// Present when batches were sent.

@@ -1,33 +1,42 @@
-//! How requests travel. One small interface: connect, exchange a body for a
-//! reply. Each connection is owned by exactly one engine task, so a
-//! connection count asked for is the count opened.
+//! How requests travel. One small interface: open a connection, exchange a
+//! body for a reply. HTTP/1.1 carries one call at a time per connection;
+//! stream transports (TCP, Unix sockets) multiplex many calls by id.
 
 mod http;
+mod stream;
 
-use std::fmt;
 use std::io;
+use std::rc::Rc;
 
 use bytes::Bytes;
 use thiserror::Error;
 
 pub use http::{HttpConnection, HttpTarget, DEFAULT_MAX_RESPONSE_BYTES};
+pub use stream::{MuxConnection, StreamAddr, StreamTarget};
 
 /// Where the load goes, parsed from the target URL.
 #[derive(Clone, Debug)]
 pub enum Target {
     Http(HttpTarget),
+    Stream(StreamTarget),
 }
 
 #[derive(Debug, Error)]
 pub enum TargetError {
     #[error("target `{url}` is not a valid URL: {reason}")]
     BadUrl { url: String, reason: String },
-    #[error("target `{url}`: scheme `{scheme}` is not supported yet (supported: http)")]
+    #[error("target `{url}`: scheme `{scheme}` is not supported yet (supported: http, tcp, unix)")]
     UnsupportedScheme { url: String, scheme: String },
     #[error("header `{name}` is not a valid HTTP header")]
     BadHeader { name: String },
     #[error("cannot resolve {url}: {source}")]
     Resolve { url: String, source: io::Error },
+}
+
+/// Whether a target URL names a transport that carries many calls at once
+/// on one connection.
+pub fn is_multiplexed(url: &str) -> bool {
+    url.starts_with("tcp://") || url.starts_with("unix://")
 }
 
 impl Target {
@@ -42,6 +51,7 @@ impl Target {
             "http" => Ok(Target::Http(
                 HttpTarget::resolve(url, headers, max_response).await?,
             )),
+            "tcp" | "unix" => Ok(Target::Stream(StreamTarget::resolve(url, max_response).await?)),
             "" => Err(TargetError::BadUrl {
                 url: url.to_string(),
                 reason: "expected a URL such as http://127.0.0.1:8545".to_string(),
@@ -57,12 +67,17 @@ impl Target {
     pub fn url(&self) -> &str {
         match self {
             Target::Http(t) => t.url(),
+            Target::Stream(t) => t.url(),
         }
     }
 
     pub fn transport_name(&self) -> &'static str {
         match self {
             Target::Http(_) => "http/1.1",
+            Target::Stream(t) => match t.addr {
+                StreamAddr::Tcp(_) => "tcp (ndjson)",
+                StreamAddr::Unix(_) => "unix (ndjson)",
+            },
         }
     }
 
@@ -71,6 +86,7 @@ impl Target {
     pub async fn check_reachable(&self) -> Result<(), TransportError> {
         match self {
             Target::Http(t) => t.check_reachable().await,
+            Target::Stream(t) => t.check_reachable().await,
         }
     }
 }
@@ -93,21 +109,31 @@ pub enum TransportError {
     TooLarge { limit: usize },
 }
 
-/// One open connection to the target.
+/// One open connection to the target. Must be used inside a `LocalSet`.
 pub enum Connection {
     Http(HttpConnection),
+    /// Shared by the callers multiplexed on it.
+    Stream(Rc<MuxConnection>),
 }
 
 impl Connection {
     pub async fn open(target: &Target) -> Result<Connection, TransportError> {
         match target {
             Target::Http(t) => Ok(Connection::Http(HttpConnection::open(t).await?)),
+            Target::Stream(t) => Ok(Connection::Stream(MuxConnection::open(t).await?)),
         }
     }
 
-    pub async fn exchange(&mut self, body: Bytes) -> Result<Reply, TransportError> {
+    /// Sends a request whose calls have the ids `first_id..first_id + calls`.
+    pub async fn exchange(
+        &mut self,
+        body: Bytes,
+        first_id: u64,
+        calls: u64,
+    ) -> Result<Reply, TransportError> {
         match self {
             Connection::Http(c) => c.exchange(body).await,
+            Connection::Stream(c) => c.exchange(body, first_id, calls).await,
         }
     }
 
@@ -116,12 +142,22 @@ impl Connection {
     pub fn is_closed(&self) -> bool {
         match self {
             Connection::Http(c) => c.is_closed(),
+            Connection::Stream(c) => c.is_closed(),
+        }
+    }
+
+    /// Another handle on a multiplexed connection; `None` for one that
+    /// carries a single call at a time.
+    pub fn share(&self) -> Option<Connection> {
+        match self {
+            Connection::Http(_) => None,
+            Connection::Stream(c) => Some(Connection::Stream(c.clone())),
         }
     }
 }
 
-impl fmt::Debug for Connection {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+impl std::fmt::Debug for Connection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("Connection")
     }
 }

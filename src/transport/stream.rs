@@ -1,0 +1,310 @@
+//! JSON-RPC as newline-delimited JSON over a byte stream: TCP (`tcp://`) or
+//! a Unix socket (`unix:///path`), the framing of geth's IPC. Many calls are
+//! in flight on one connection; answers come in any order and are matched
+//! by id, and messages that answer nothing (subscription notifications)
+//! are counted, never taken for answers.
+
+use std::cell::{Cell, RefCell};
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::rc::Rc;
+
+use bytes::{Bytes, BytesMut};
+use serde_json::value::RawValue;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::sync::oneshot;
+
+use super::{Reply, TargetError, TransportError};
+use crate::rpc::wire::{self, Message};
+
+#[derive(Clone, Debug)]
+pub enum StreamAddr {
+    Tcp(SocketAddr),
+    Unix(PathBuf),
+}
+
+#[derive(Clone, Debug)]
+pub struct StreamTarget {
+    url: String,
+    pub(super) addr: StreamAddr,
+    max_response: usize,
+}
+
+impl StreamTarget {
+    pub(super) async fn resolve(url: &str, max_response: usize) -> Result<Self, TargetError> {
+        let bad = |reason: &str| TargetError::BadUrl {
+            url: url.to_string(),
+            reason: reason.to_string(),
+        };
+        let addr = if let Some(path) = url.strip_prefix("unix://") {
+            if path.is_empty() {
+                return Err(bad("expected unix:///path/to/socket"));
+            }
+            StreamAddr::Unix(PathBuf::from(path))
+        } else {
+            let rest = url
+                .strip_prefix("tcp://")
+                .ok_or_else(|| bad("expected tcp://HOST:PORT"))?;
+            let authority = rest.trim_end_matches('/');
+            let addr = tokio::net::lookup_host(authority)
+                .await
+                .map_err(|source| TargetError::Resolve {
+                    url: url.to_string(),
+                    source,
+                })?
+                .next()
+                .ok_or_else(|| bad("the host resolves to no address"))?;
+            StreamAddr::Tcp(addr)
+        };
+        Ok(StreamTarget {
+            url: url.to_string(),
+            addr,
+            max_response,
+        })
+    }
+
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    fn connect_error(&self, source: std::io::Error) -> TransportError {
+        TransportError::Connect {
+            url: self.url.clone(),
+            source,
+        }
+    }
+
+    pub(super) async fn check_reachable(&self) -> Result<(), TransportError> {
+        self.connect().await.map(drop)
+    }
+
+    async fn connect(
+        &self,
+    ) -> Result<(Box<dyn AsyncRead + Unpin>, Box<dyn AsyncWrite + Unpin>), TransportError> {
+        match &self.addr {
+            StreamAddr::Tcp(addr) => {
+                let stream = tokio::net::TcpStream::connect(addr)
+                    .await
+                    .map_err(|e| self.connect_error(e))?;
+                stream.set_nodelay(true).map_err(|e| self.connect_error(e))?;
+                let (read, write) = stream.into_split();
+                Ok((Box::new(read), Box::new(write)))
+            }
+            #[cfg(unix)]
+            StreamAddr::Unix(path) => {
+                let stream = tokio::net::UnixStream::connect(path)
+                    .await
+                    .map_err(|e| self.connect_error(e))?;
+                let (read, write) = stream.into_split();
+                Ok((Box::new(read), Box::new(write)))
+            }
+            #[cfg(not(unix))]
+            StreamAddr::Unix(_) => {
+                Err(self.connect_error(std::io::Error::other("Unix sockets need a Unix system")))
+            }
+        }
+    }
+}
+
+/// A request waiting for its answer: its consecutive ids and where the
+/// answer goes.
+struct Waiting {
+    calls: u64,
+    answer: oneshot::Sender<Bytes>,
+}
+
+/// One multiplexed connection, shared by the callers on one engine thread.
+pub struct MuxConnection {
+    writer: tokio::sync::Mutex<Box<dyn AsyncWrite + Unpin>>,
+    /// First id of each request in flight.
+    waiting: RefCell<BTreeMap<u64, Waiting>>,
+    closed: Cell<bool>,
+    /// Messages that answered no request in flight.
+    unsolicited: Cell<u64>,
+}
+
+impl MuxConnection {
+    /// Opens a connection and starts its reader. Must run inside a `LocalSet`.
+    pub async fn open(target: &StreamTarget) -> Result<Rc<Self>, TransportError> {
+        let (reader, writer) = target.connect().await?;
+        let connection = Rc::new(MuxConnection {
+            writer: tokio::sync::Mutex::new(writer),
+            waiting: RefCell::new(BTreeMap::new()),
+            closed: Cell::new(false),
+            unsolicited: Cell::new(0),
+        });
+        tokio::task::spawn_local(read_answers(
+            Rc::downgrade(&connection),
+            reader,
+            target.max_response,
+        ));
+        Ok(connection)
+    }
+
+    pub fn is_closed(&self) -> bool {
+        self.closed.get()
+    }
+
+    pub fn unsolicited(&self) -> u64 {
+        self.unsolicited.get()
+    }
+
+    /// Sends one request whose calls have the ids `first_id..first_id + calls`
+    /// and waits for its answer. A notification-only request (`calls == 0`)
+    /// gets no answer and returns an empty reply once written.
+    pub async fn exchange(&self, body: Bytes, first_id: u64, calls: u64) -> Result<Reply, TransportError> {
+        if self.closed.get() {
+            return Err(TransportError::Io("the connection is closed".into()));
+        }
+        let answer = if calls > 0 {
+            let (sender, receiver) = oneshot::channel();
+            self.waiting.borrow_mut().insert(
+                first_id,
+                Waiting {
+                    calls,
+                    answer: sender,
+                },
+            );
+            Some(receiver)
+        } else {
+            None
+        };
+        // Forget the request if this future is dropped (a timeout). Only a
+        // registered request: a notification's id is the next request's.
+        // (`then`, not `then_some`: a Forget built and dropped at once would
+        // remove another request's entry.)
+        let _forget = answer.is_some().then(|| Forget {
+            connection: self,
+            first_id,
+        });
+        {
+            let mut writer = self.writer.lock().await;
+            let written = async {
+                writer.write_all(&body).await?;
+                writer.write_all(b"\n").await
+            };
+            if let Err(e) = written.await {
+                self.closed.set(true);
+                return Err(TransportError::Io(format!("sending the request: {e}")));
+            }
+        }
+        match answer {
+            None => Ok(Reply {
+                status: 200,
+                body: Bytes::new(),
+            }),
+            Some(receiver) => match receiver.await {
+                Ok(body) => Ok(Reply { status: 200, body }),
+                Err(_) => Err(TransportError::Io(
+                    "the connection closed before the answer came".into(),
+                )),
+            },
+        }
+    }
+}
+
+struct Forget<'a> {
+    connection: &'a MuxConnection,
+    first_id: u64,
+}
+
+impl Drop for Forget<'_> {
+    fn drop(&mut self) {
+        self.connection.waiting.borrow_mut().remove(&self.first_id);
+    }
+}
+
+/// Reads answers line by line and hands each to the request it answers.
+async fn read_answers(
+    connection: std::rc::Weak<MuxConnection>,
+    mut reader: Box<dyn AsyncRead + Unpin>,
+    limit: usize,
+) {
+    let mut input = BytesMut::with_capacity(64 * 1024);
+    let mut scanned = 0;
+    loop {
+        while let Some(at) = input[scanned..].iter().position(|b| *b == b'\n') {
+            let line = input.split_to(scanned + at + 1).freeze();
+            scanned = 0;
+            let Some(connection) = connection.upgrade() else {
+                return;
+            };
+            let line = line.slice(..line.len() - 1);
+            if wire::first_significant_byte(&line).is_some() {
+                deliver(&connection, line);
+            }
+        }
+        scanned = input.len();
+        if input.len() > limit {
+            // An answer larger than the limit: drop the connection rather
+            // than hold it; the requests waiting on it fail as `io`.
+            break;
+        }
+        input.reserve(16 * 1024);
+        match reader.read_buf(&mut input).await {
+            Ok(0) | Err(_) => break,
+            Ok(_) => {}
+        }
+    }
+    if let Some(connection) = connection.upgrade() {
+        connection.closed.set(true);
+        connection.waiting.borrow_mut().clear();
+    }
+}
+
+/// Finds the request an answer belongs to by its (first) id.
+fn deliver(connection: &MuxConnection, line: Bytes) {
+    let id = answer_id(&line);
+    let mut waiting = connection.waiting.borrow_mut();
+    let owner = id.and_then(|id| {
+        waiting
+            .range(..=id)
+            .next_back()
+            .filter(|(first, w)| id < *first + w.calls)
+            .map(|(first, _)| *first)
+    });
+    match owner.and_then(|first| waiting.remove(&first)) {
+        Some(request) => {
+            let _ = request.answer.send(line);
+        }
+        None => connection.unsolicited.set(connection.unsolicited.get() + 1),
+    }
+}
+
+/// The id of an answer, or of the first entry of a batch answer that has one.
+fn answer_id(line: &[u8]) -> Option<u64> {
+    let id_of = |raw: &RawValue| -> Option<u64> {
+        let message: Message = serde_json::from_str(raw.get()).ok()?;
+        let text = message.id?.get();
+        text.trim_matches('"').parse().ok()
+    };
+    match wire::first_significant_byte(line)? {
+        b'[' => {
+            let entries: Vec<&RawValue> = serde_json::from_slice(line).ok()?;
+            entries.into_iter().find_map(id_of)
+        }
+        _ => id_of(serde_json::from_slice::<&RawValue>(line).ok()?),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn answers_are_found_by_any_id_of_their_request() {
+        assert_eq!(answer_id(br#"{"jsonrpc":"2.0","result":1,"id":7}"#), Some(7));
+        assert_eq!(
+            answer_id(
+                br#"[{"jsonrpc":"2.0","error":{"code":1,"message":""},"id":null},{"id":"9","result":1}]"#
+            ),
+            Some(9)
+        );
+        assert_eq!(
+            answer_id(br#"{"jsonrpc":"2.0","method":"eth_subscription","params":{}}"#),
+            None
+        );
+        assert_eq!(answer_id(b"garbage"), None);
+    }
+}

@@ -1,0 +1,113 @@
+//! Newline-delimited JSON over TCP and Unix sockets, many calls in flight
+//! on each connection, answers reordered by the server: counts exact.
+
+mod common;
+
+use volley::report::RunReport;
+use volley::serve::{self, ServeConfig, ServerHandle, ServerStats};
+
+fn server(name: &str) -> ServerHandle {
+    let unix = std::env::temp_dir().join(format!("volley-test-{}-{name}.sock", std::process::id()));
+    serve::spawn(ServeConfig {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        tcp: Some("127.0.0.1:0".parse().unwrap()),
+        unix: Some(unix),
+        threads: 2,
+        // Holds of 0 to 3 ms answer each line out of order.
+        latency: "uniform:0ms..3ms".parse().unwrap(),
+        shuffle_batches: true,
+        error_rate: 0.05,
+        seed: 5,
+        ..ServeConfig::default()
+    })
+    .unwrap()
+}
+
+fn run(target: &str, load: &str) -> RunReport {
+    let text = format!(
+        r#"
+target = "{target}"
+timeout = "5s"
+seed = 3
+[load]
+{load}
+[[calls]]
+method = "eth_getBalance"
+params = ["${{hex(20)}}", "latest"]
+weight = 4
+[[calls]]
+method = "eth_blockNumber"
+batch = {{ min = 1, max = 8 }}
+weight = 2
+[[calls]]
+method = "echo"
+params = ["note"]
+notification = true
+weight = 1
+"#
+    );
+    common::run(&common::scenario(&text))
+}
+
+fn assert_exact(report: &RunReport, server: &ServerHandle) {
+    let summary = &report.summary;
+    let stats = &server.stats;
+    let notes = summary.methods.iter().find(|m| m.method == "echo").unwrap().calls;
+    assert_eq!(notes, ServerStats::get(&stats.notifications));
+    assert_eq!(summary.total.calls - notes, ServerStats::get(&stats.calls));
+    let injected = ServerStats::get(&stats.injected_errors);
+    assert_eq!(
+        summary.total.rpc_error_codes.get(&-32000).copied().unwrap_or(0),
+        injected
+    );
+    assert_eq!(
+        summary.total.ok + injected,
+        summary.total.calls,
+        "{:?} {:?}",
+        summary.total.outcomes,
+        summary
+            .methods
+            .iter()
+            .map(|m| (&m.method, &m.outcomes))
+            .collect::<Vec<_>>()
+    );
+    assert_eq!(summary.total.errors, injected);
+    assert_eq!(summary.unsolicited_messages, 0);
+}
+
+#[test]
+fn tcp_carries_many_calls_per_connection_in_any_order() {
+    let server = server("tcp");
+    let url = format!("tcp://{}", server.tcp_addr.unwrap());
+    let report = run(&url, "concurrency = 64\nconnections = 2\nrequests = 3000");
+    assert_eq!(report.summary.requests, 3000);
+    assert_eq!(report.meta.load.connections, 2);
+    assert_exact(&report, &server);
+}
+
+#[test]
+fn unix_sockets_work_like_tcp() {
+    let server = server("unix");
+    let url = format!("unix://{}", server.unix_path.as_ref().unwrap().display());
+    let report = run(&url, "concurrency = 32\nrequests = 2000");
+    assert_eq!(report.summary.requests, 2000);
+    assert_eq!(report.meta.transport, "unix (ndjson)");
+    assert_exact(&report, &server);
+}
+
+#[test]
+fn the_open_model_multiplexes_too() {
+    let server = server("open");
+    let url = format!("tcp://{}", server.tcp_addr.unwrap());
+    let report = run(
+        &url,
+        "rate = 1000\nconnections = 1\nmax_in_flight = 16\nduration = \"2s\"",
+    );
+    let calls = report.summary.requests as f64;
+    assert!(
+        (calls - 2000.0).abs() < 40.0,
+        "{calls} requests at 1000/s for 2 s"
+    );
+    assert!(!report.summary.schedule.as_ref().unwrap().behind);
+    assert_exact(&report, &server);
+}
