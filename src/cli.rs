@@ -152,6 +152,9 @@ pub struct ServeArgs {
     /// Also serve newline-delimited JSON-RPC on this Unix socket (like geth's IPC).
     #[arg(long, value_name = "PATH")]
     pub unix: Option<PathBuf>,
+    /// Also serve JSON-RPC over WebSocket on this address (e.g. 127.0.0.1:8547).
+    #[arg(long, value_name = "ADDR")]
+    pub ws: Option<std::net::SocketAddr>,
 }
 
 impl ServeArgs {
@@ -173,6 +176,7 @@ impl ServeArgs {
             chaos: self.chaos,
             tcp: self.tcp,
             unix: self.unix,
+            ws: self.ws,
         })
     }
 }

@@ -345,6 +345,9 @@ pub fn serve_command(args: ServeArgs) -> anyhow::Result<ExitCode> {
     if let Some(tcp) = server.tcp_addr {
         println!("volley serve: newline-delimited JSON-RPC on tcp://{tcp}");
     }
+    if let Some(ws) = server.ws_addr {
+        println!("volley serve: JSON-RPC over WebSocket on ws://{ws}");
+    }
     if let Some(path) = &server.unix_path {
         println!(
             "volley serve: newline-delimited JSON-RPC on unix://{}",

@@ -52,6 +52,8 @@ pub struct ServeConfig {
     pub tcp: Option<SocketAddr>,
     /// Also serve newline-delimited JSON on this Unix socket.
     pub unix: Option<std::path::PathBuf>,
+    /// Also serve WebSocket on this address.
+    pub ws: Option<SocketAddr>,
 }
 
 impl Default for ServeConfig {
@@ -66,6 +68,7 @@ impl Default for ServeConfig {
             chaos: Chaos::default(),
             tcp: None,
             unix: None,
+            ws: None,
         }
     }
 }
@@ -110,6 +113,8 @@ pub struct ServerHandle {
     /// The newline-delimited JSON listener, if asked for.
     pub tcp_addr: Option<SocketAddr>,
     pub unix_path: Option<std::path::PathBuf>,
+    /// The WebSocket listener, if asked for.
+    pub ws_addr: Option<SocketAddr>,
     pub stats: Arc<ServerStats>,
     stop: CancellationToken,
     thread: Option<std::thread::JoinHandle<()>>,
@@ -148,6 +153,11 @@ pub fn spawn(config: ServeConfig) -> std::io::Result<ServerHandle> {
     let tcp_addr = tcp.as_ref().map(|l| l.local_addr()).transpose()?;
     if let Some(tcp) = &tcp {
         tcp.set_nonblocking(true)?;
+    }
+    let ws = config.ws.map(std::net::TcpListener::bind).transpose()?;
+    let ws_addr = ws.as_ref().map(|l| l.local_addr()).transpose()?;
+    if let Some(ws) = &ws {
+        ws.set_nonblocking(true)?;
     }
     #[cfg(unix)]
     let unix = match &config.unix {
@@ -201,6 +211,31 @@ pub fn spawn(config: ServeConfig) -> std::io::Result<ServerHandle> {
                             }
                         });
                     }
+                    if let Some(ws) = ws {
+                        let listener = TcpListener::from_std(ws).expect("a bound listener converts");
+                        let (config, stats, stop) = (config.clone(), stats.clone(), stop.clone());
+                        tokio::spawn(async move {
+                            let mut seed = config.seed;
+                            loop {
+                                let accepted = tokio::select! {
+                                    accepted = listener.accept() => accepted,
+                                    _ = stop.cancelled() => return,
+                                };
+                                let Ok((stream, _)) = accepted else { continue };
+                                let _ = stream.set_nodelay(true);
+                                seed = seed.wrapping_add(1);
+                                let serving = stream::serve_websocket(
+                                    stream,
+                                    config.clone(),
+                                    stats.clone(),
+                                    started,
+                                    seed,
+                                    stop.clone(),
+                                );
+                                tokio::spawn(serving);
+                            }
+                        });
+                    }
                     #[cfg(unix)]
                     if let Some(unix) = unix {
                         let listener =
@@ -234,6 +269,7 @@ pub fn spawn(config: ServeConfig) -> std::io::Result<ServerHandle> {
     };
     Ok(ServerHandle {
         addr,
+        ws_addr,
         tcp_addr,
         unix_path,
         stats,

@@ -80,3 +80,67 @@ pub async fn serve_connection<S>(
     drop(answers);
     let _ = write.await;
 }
+
+/// Serves one WebSocket connection: a JSON-RPC message a text frame, each
+/// handled on its own so answers may come back in another order.
+pub async fn serve_websocket(
+    stream: tokio::net::TcpStream,
+    config: Arc<ServeConfig>,
+    stats: Arc<ServerStats>,
+    started: Instant,
+    seed: u64,
+    stop: CancellationToken,
+) {
+    use futures_util::{SinkExt, StreamExt};
+    use tokio_tungstenite::tungstenite::Message;
+
+    let Ok(socket) = tokio_tungstenite::accept_async(stream).await else {
+        return;
+    };
+    let (mut sink, mut frames) = socket.split();
+    let (answers, mut outbox) = mpsc::unbounded_channel::<Message>();
+    let write = tokio::spawn(async move {
+        while let Some(message) = outbox.recv().await {
+            if sink.send(message).await.is_err() {
+                return;
+            }
+        }
+    });
+    let rng = Arc::new(Mutex::new(SmallRng::seed_from_u64(seed)));
+    loop {
+        let frame = tokio::select! {
+            frame = frames.next() => frame,
+            _ = stop.cancelled() => break,
+        };
+        let request: Vec<u8> = match frame {
+            Some(Ok(Message::Text(text))) => text.into_bytes(),
+            Some(Ok(Message::Binary(data))) => data,
+            Some(Ok(Message::Ping(data))) => {
+                let _ = answers.send(Message::Pong(data));
+                continue;
+            }
+            Some(Ok(Message::Close(_))) | Some(Err(_)) | None => break,
+            Some(Ok(_)) => continue,
+        };
+        let (config, stats, rng, answers) = (config.clone(), stats.clone(), rng.clone(), answers.clone());
+        tokio::spawn(async move {
+            let answer = {
+                let mut rng = rng.lock().unwrap_or_else(|p| p.into_inner());
+                Handler {
+                    config: &config,
+                    stats: &stats,
+                    started,
+                }
+                .handle(&request, &mut rng)
+            };
+            if !answer.hold.is_zero() {
+                tokio::time::sleep(answer.hold).await;
+            }
+            if let Some(body) = answer.body {
+                let _ = answers.send(Message::Text(String::from_utf8_lossy(&body).into_owned()));
+            }
+        });
+    }
+    drop(answers);
+    let _ = write.await;
+}

@@ -25,7 +25,7 @@ pub enum Target {
 pub enum TargetError {
     #[error("target `{url}` is not a valid URL: {reason}")]
     BadUrl { url: String, reason: String },
-    #[error("target `{url}`: scheme `{scheme}` is not supported yet (supported: http, tcp, unix)")]
+    #[error("target `{url}`: scheme `{scheme}` is not supported yet (supported: http, ws, tcp, unix)")]
     UnsupportedScheme { url: String, scheme: String },
     #[error("header `{name}` is not a valid HTTP header")]
     BadHeader { name: String },
@@ -36,7 +36,9 @@ pub enum TargetError {
 /// Whether a target URL names a transport that carries many calls at once
 /// on one connection.
 pub fn is_multiplexed(url: &str) -> bool {
-    url.starts_with("tcp://") || url.starts_with("unix://")
+    ["tcp://", "unix://", "ws://"]
+        .iter()
+        .any(|scheme| url.starts_with(scheme))
 }
 
 impl Target {
@@ -51,7 +53,7 @@ impl Target {
             "http" => Ok(Target::Http(
                 HttpTarget::resolve(url, headers, max_response).await?,
             )),
-            "tcp" | "unix" => Ok(Target::Stream(StreamTarget::resolve(url, max_response).await?)),
+            "tcp" | "unix" | "ws" => Ok(Target::Stream(StreamTarget::resolve(url, max_response).await?)),
             "" => Err(TargetError::BadUrl {
                 url: url.to_string(),
                 reason: "expected a URL such as http://127.0.0.1:8545".to_string(),
@@ -77,6 +79,7 @@ impl Target {
             Target::Stream(t) => match t.addr {
                 StreamAddr::Tcp(_) => "tcp (ndjson)",
                 StreamAddr::Unix(_) => "unix (ndjson)",
+                StreamAddr::Ws(..) => "websocket",
             },
         }
     }

@@ -1,8 +1,9 @@
-//! JSON-RPC as newline-delimited JSON over a byte stream: TCP (`tcp://`) or
-//! a Unix socket (`unix:///path`), the framing of geth's IPC. Many calls are
-//! in flight on one connection; answers come in any order and are matched
-//! by id, and messages that answer nothing (subscription notifications)
-//! are counted, never taken for answers.
+//! Multiplexed JSON-RPC: newline-delimited JSON over TCP (`tcp://`) or a
+//! Unix socket (`unix:///path`, the framing of geth's IPC), or one message a
+//! frame over WebSocket (`ws://`). Many calls are in flight on one
+//! connection; answers come in any order and are matched by id, and
+//! messages that answer nothing (subscription notifications) are counted,
+//! never taken for answers.
 
 use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
@@ -11,9 +12,15 @@ use std::path::PathBuf;
 use std::rc::Rc;
 
 use bytes::{Bytes, BytesMut};
+use futures_util::stream::{SplitSink, SplitStream};
+use futures_util::{SinkExt, StreamExt};
 use serde_json::value::RawValue;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::net::TcpStream;
 use tokio::sync::oneshot;
+use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
+use tokio_tungstenite::tungstenite::Message as Frame;
+use tokio_tungstenite::WebSocketStream;
 
 use super::{Reply, TargetError, TransportError};
 use crate::rpc::wire::{self, Message};
@@ -22,6 +29,8 @@ use crate::rpc::wire::{self, Message};
 pub enum StreamAddr {
     Tcp(SocketAddr),
     Unix(PathBuf),
+    /// A WebSocket URL and the address it resolves to.
+    Ws(String, SocketAddr),
 }
 
 #[derive(Clone, Debug)]
@@ -37,7 +46,23 @@ impl StreamTarget {
             url: url.to_string(),
             reason: reason.to_string(),
         };
-        let addr = if let Some(path) = url.strip_prefix("unix://") {
+        let addr = if let Some(rest) = url.strip_prefix("ws://") {
+            let authority = rest.split('/').next().unwrap_or("");
+            let authority = if authority.contains(':') {
+                authority.to_string()
+            } else {
+                format!("{authority}:80")
+            };
+            let addr = tokio::net::lookup_host(authority.as_str())
+                .await
+                .map_err(|source| TargetError::Resolve {
+                    url: url.to_string(),
+                    source,
+                })?
+                .next()
+                .ok_or_else(|| bad("the host resolves to no address"))?;
+            StreamAddr::Ws(url.to_string(), addr)
+        } else if let Some(path) = url.strip_prefix("unix://") {
             if path.is_empty() {
                 return Err(bad("expected unix:///path/to/socket"));
             }
@@ -76,13 +101,35 @@ impl StreamTarget {
     }
 
     pub(super) async fn check_reachable(&self) -> Result<(), TransportError> {
-        self.connect().await.map(drop)
+        match &self.addr {
+            StreamAddr::Ws(..) => self.connect_ws().await.map(drop),
+            _ => self.connect().await.map(drop),
+        }
+    }
+
+    async fn connect_ws(&self) -> Result<WebSocketStream<TcpStream>, TransportError> {
+        let StreamAddr::Ws(url, addr) = &self.addr else {
+            unreachable!("a WebSocket target")
+        };
+        let stream = TcpStream::connect(addr)
+            .await
+            .map_err(|e| self.connect_error(e))?;
+        stream.set_nodelay(true).map_err(|e| self.connect_error(e))?;
+        let config = WebSocketConfig {
+            max_message_size: Some(self.max_response),
+            ..WebSocketConfig::default()
+        };
+        let (socket, _) = tokio_tungstenite::client_async_with_config(url.as_str(), stream, Some(config))
+            .await
+            .map_err(|e| self.connect_error(std::io::Error::other(e)))?;
+        Ok(socket)
     }
 
     async fn connect(
         &self,
     ) -> Result<(Box<dyn AsyncRead + Unpin>, Box<dyn AsyncWrite + Unpin>), TransportError> {
         match &self.addr {
+            StreamAddr::Ws(..) => unreachable!("WebSocket targets connect with connect_ws"),
             StreamAddr::Tcp(addr) => {
                 let stream = tokio::net::TcpStream::connect(addr)
                     .await
@@ -114,9 +161,31 @@ struct Waiting {
     answer: oneshot::Sender<Bytes>,
 }
 
+/// Where requests are written: a byte stream (one line each) or a
+/// WebSocket (one text frame each).
+enum Writer {
+    Lines(Box<dyn AsyncWrite + Unpin>),
+    Frames(SplitSink<WebSocketStream<TcpStream>, Frame>),
+}
+
+impl Writer {
+    async fn send(&mut self, body: &[u8]) -> Result<(), String> {
+        match self {
+            Writer::Lines(w) => {
+                w.write_all(body).await.map_err(|e| e.to_string())?;
+                w.write_all(b"\n").await.map_err(|e| e.to_string())
+            }
+            Writer::Frames(sink) => {
+                let text = String::from_utf8_lossy(body).into_owned();
+                sink.send(Frame::Text(text)).await.map_err(|e| e.to_string())
+            }
+        }
+    }
+}
+
 /// One multiplexed connection, shared by the callers on one engine thread.
 pub struct MuxConnection {
-    writer: tokio::sync::Mutex<Box<dyn AsyncWrite + Unpin>>,
+    writer: tokio::sync::Mutex<Writer>,
     /// First id of each request in flight.
     waiting: RefCell<BTreeMap<u64, Waiting>>,
     closed: Cell<bool>,
@@ -127,13 +196,22 @@ pub struct MuxConnection {
 impl MuxConnection {
     /// Opens a connection and starts its reader. Must run inside a `LocalSet`.
     pub async fn open(target: &StreamTarget) -> Result<Rc<Self>, TransportError> {
+        let new = |writer| {
+            Rc::new(MuxConnection {
+                writer: tokio::sync::Mutex::new(writer),
+                waiting: RefCell::new(BTreeMap::new()),
+                closed: Cell::new(false),
+                unsolicited: Cell::new(0),
+            })
+        };
+        if let StreamAddr::Ws(..) = target.addr {
+            let (sink, frames) = target.connect_ws().await?.split();
+            let connection = new(Writer::Frames(sink));
+            tokio::task::spawn_local(read_frames(Rc::downgrade(&connection), frames));
+            return Ok(connection);
+        }
         let (reader, writer) = target.connect().await?;
-        let connection = Rc::new(MuxConnection {
-            writer: tokio::sync::Mutex::new(writer),
-            waiting: RefCell::new(BTreeMap::new()),
-            closed: Cell::new(false),
-            unsolicited: Cell::new(0),
-        });
+        let connection = new(Writer::Lines(writer));
         tokio::task::spawn_local(read_answers(
             Rc::downgrade(&connection),
             reader,
@@ -178,16 +256,9 @@ impl MuxConnection {
             connection: self,
             first_id,
         });
-        {
-            let mut writer = self.writer.lock().await;
-            let written = async {
-                writer.write_all(&body).await?;
-                writer.write_all(b"\n").await
-            };
-            if let Err(e) = written.await {
-                self.closed.set(true);
-                return Err(TransportError::Io(format!("sending the request: {e}")));
-            }
+        if let Err(e) = self.writer.lock().await.send(&body).await {
+            self.closed.set(true);
+            return Err(TransportError::Io(format!("sending the request: {e}")));
         }
         match answer {
             None => Ok(Reply {
@@ -244,6 +315,29 @@ async fn read_answers(
         input.reserve(16 * 1024);
         match reader.read_buf(&mut input).await {
             Ok(0) | Err(_) => break,
+            Ok(_) => {}
+        }
+    }
+    if let Some(connection) = connection.upgrade() {
+        connection.closed.set(true);
+        connection.waiting.borrow_mut().clear();
+    }
+}
+
+/// Reads WebSocket frames and hands each to the request it answers.
+async fn read_frames(
+    connection: std::rc::Weak<MuxConnection>,
+    mut frames: SplitStream<WebSocketStream<TcpStream>>,
+) {
+    while let Some(frame) = frames.next().await {
+        let Some(connection) = connection.upgrade() else {
+            return;
+        };
+        match frame {
+            Ok(Frame::Text(text)) => deliver(&connection, Bytes::from(text)),
+            Ok(Frame::Binary(data)) => deliver(&connection, Bytes::from(data)),
+            Ok(Frame::Close(_)) | Err(_) => break,
+            // Pings are answered by the library on the next write.
             Ok(_) => {}
         }
     }
