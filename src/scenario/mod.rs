@@ -5,9 +5,11 @@
 mod compile;
 mod data;
 mod error;
+mod expect;
 mod expr;
 mod poll;
 mod raw;
+mod replay;
 mod template;
 
 pub use compile::Compiled;

@@ -4,21 +4,19 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 
-use regex::Regex;
 use serde::Deserialize;
-use serde_json::value::RawValue;
 use serde_json::Value;
 use toml::Spanned;
 
 use super::error::{Locator, ScenarioError};
+use super::expect::expectation;
 use super::expr::Scope;
+use super::replay::replay;
 use super::{
-    interpolate, parse_duration, parse_target, BatchSpec, CallSpec, Framing, Load, PollSpec, Polled, Replay,
-    ReplayCall, ReplayRequest, Scenario, SetupCall, TargetSpec, Template, DEFAULT_TIMEOUT,
+    interpolate, parse_duration, parse_target, BatchSpec, CallSpec, Framing, Load, PollSpec, Polled,
+    Scenario, SetupCall, TargetSpec, Template, DEFAULT_TIMEOUT,
 };
 use crate::engine::{BatchSize, Pacing, Stage};
-use crate::rpc::wire::Message;
-use crate::rpc::{Expectation, JsonType, ResultCheck};
 
 const MAX_BATCH: i64 = 100_000;
 
@@ -96,7 +94,7 @@ struct RawBatchMix {
 
 #[derive(Deserialize)]
 #[serde(untagged)]
-enum RawReplay {
+pub(super) enum RawReplay {
     File(String),
     Table {
         file: String,
@@ -107,19 +105,19 @@ enum RawReplay {
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct RawExpect {
-    result: Option<String>,
+pub(super) struct RawExpect {
+    pub(super) result: Option<String>,
     #[serde(rename = "type")]
-    json_type: Option<String>,
-    pointer: Option<String>,
-    regex: Option<String>,
-    equals: Option<Value>,
-    error: Option<RawCodes>,
+    pub(super) json_type: Option<String>,
+    pub(super) pointer: Option<String>,
+    pub(super) regex: Option<String>,
+    pub(super) equals: Option<Value>,
+    pub(super) error: Option<RawCodes>,
 }
 
 #[derive(Deserialize)]
 #[serde(untagged)]
-enum RawCodes {
+pub(super) enum RawCodes {
     One(i64),
     Many(Vec<i64>),
     Any(String),
@@ -622,68 +620,6 @@ fn batch_size(at: &Locator, raw: &Spanned<RawBatchSize>, key: &str) -> Result<Ba
     }
 }
 
-fn expectation(at: &Locator, raw: &Spanned<RawExpect>, key: &str) -> Result<Expectation, ScenarioError> {
-    let bad = |message: String| at.error(Some(raw.span()), Some(key), message);
-    let e = raw.get_ref();
-    if let Some(codes) = &e.error {
-        if e.result.is_some()
-            || e.json_type.is_some()
-            || e.pointer.is_some()
-            || e.regex.is_some()
-            || e.equals.is_some()
-        {
-            return Err(bad("expect either an error or a result, not both".into()));
-        }
-        return Ok(Expectation::Error(match codes {
-            RawCodes::One(code) => vec![*code],
-            RawCodes::Many(codes) if !codes.is_empty() => codes.clone(),
-            RawCodes::Any(any) if any == "any" => Vec::new(),
-            _ => {
-                return Err(bad(
-                    "expect.error must be a code, a non-empty list of codes, or \"any\"".into(),
-                ))
-            }
-        }));
-    }
-    let non_null = match e.result.as_deref() {
-        None | Some("any") => false,
-        Some("non-null") => true,
-        Some(other) => {
-            return Err(bad(format!(
-                "expect.result `{other}`: expected \"any\" or \"non-null\""
-            )))
-        }
-    };
-    let json_type = match e.json_type.as_deref() {
-        Some(name) => Some(JsonType::parse(name).ok_or_else(|| {
-            bad(format!(
-                "expect.type `{name}`: expected null, bool, number, string, array or object"
-            ))
-        })?),
-        None => None,
-    };
-    if let Some(pointer) = &e.pointer {
-        if !pointer.is_empty() && !pointer.starts_with('/') {
-            return Err(bad(format!(
-                "expect.pointer `{pointer}` must start with `/` (a JSON pointer, e.g. /number)"
-            )));
-        }
-    }
-    let regex = match &e.regex {
-        Some(pattern) => {
-            Some(Regex::new(pattern).map_err(|err| bad(format!("expect.regex does not compile: {err}")))?)
-        }
-        None => None,
-    };
-    Ok(Expectation::Result(ResultCheck {
-        non_null,
-        json_type,
-        pointer: e.pointer.clone(),
-        regex,
-        equals: e.equals.clone(),
-    }))
-}
-
 fn fixed_params(
     at: &Locator,
     params: Option<&Spanned<Value>>,
@@ -697,67 +633,5 @@ fn fixed_params(
             "params must be an array (by position) or a table (by name)",
         )),
         None => Ok(None),
-    }
-}
-
-fn replay(at: &Locator, base_dir: &Path, raw: &Spanned<RawReplay>) -> Result<Replay, ScenarioError> {
-    let bad = |message: String| at.error(Some(raw.span()), Some("replay"), message);
-    let (file, looping) = match raw.get_ref() {
-        RawReplay::File(file) => (file, true),
-        RawReplay::Table { file, on_end } => match on_end.as_deref() {
-            None | Some("loop") => (file, true),
-            Some("stop") => (file, false),
-            Some(other) => return Err(bad(format!("on_end `{other}`: expected \"loop\" or \"stop\""))),
-        },
-    };
-    let path = base_dir.join(file);
-    let text =
-        std::fs::read_to_string(&path).map_err(|e| bad(format!("cannot read {}: {e}", path.display())))?;
-    let mut requests = Vec::new();
-    for (n, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
-        let request = replay_line(line).map_err(|m| bad(format!("{}:{}: {m}", path.display(), n + 1)))?;
-        requests.push(request);
-    }
-    if requests.is_empty() {
-        return Err(bad(format!("{} holds no requests", path.display())));
-    }
-    Ok(Replay {
-        file: path,
-        requests,
-        looping,
-    })
-}
-
-fn replay_line(line: &str) -> Result<ReplayRequest, String> {
-    let call = |raw: &RawValue| -> Result<ReplayCall, String> {
-        let recorded: Message =
-            serde_json::from_str(raw.get()).map_err(|e| format!("not a request object: {e}"))?;
-        let method = recorded
-            .method
-            .and_then(|m| serde_json::from_str::<String>(m.get()).ok())
-            .ok_or("a request without a string `method`")?;
-        Ok(ReplayCall {
-            method,
-            params: recorded.params.map(|p| p.to_owned()),
-            // A present `id`, even null, makes a call; no `id` a notification.
-            notification: recorded.id.is_none(),
-        })
-    };
-    let line = line.trim();
-    if line.starts_with('[') {
-        let entries: Vec<&RawValue> = serde_json::from_str(line).map_err(|e| format!("not JSON: {e}"))?;
-        if entries.is_empty() {
-            return Err("an empty batch".into());
-        }
-        Ok(ReplayRequest {
-            batch: true,
-            calls: entries.into_iter().map(call).collect::<Result<_, _>>()?,
-        })
-    } else {
-        let raw: &RawValue = serde_json::from_str(line).map_err(|e| format!("not JSON: {e}"))?;
-        Ok(ReplayRequest {
-            batch: false,
-            calls: vec![call(raw)?],
-        })
     }
 }
