@@ -5,7 +5,7 @@ use ratatui::style::{Color, Modifier, Style, Stylize};
 use ratatui::symbols;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{
-    Axis, Bar, BarChart, BarGroup, Block, Borders, Chart, Dataset, Gauge, Paragraph, Row, Table,
+    Axis, Bar, BarChart, BarGroup, Block, Borders, Chart, Dataset, Gauge, GraphType, Paragraph, Row, Table,
 };
 use ratatui::Frame;
 
@@ -124,6 +124,7 @@ fn charts(frame: &mut Frame, area: Rect, dash: &Dashboard) {
     let rate = Chart::new(vec![Dataset::default()
         .name("calls/s")
         .marker(symbols::Marker::Braille)
+        .graph_type(GraphType::Line)
         .style(Style::default().fg(Color::Cyan))
         .data(&dash.rate)])
     .legend_position(None)
@@ -140,11 +141,13 @@ fn charts(frame: &mut Frame, area: Rect, dash: &Dashboard) {
         Dataset::default()
             .name("p50")
             .marker(symbols::Marker::Braille)
+            .graph_type(GraphType::Line)
             .style(Style::default().fg(Color::Green))
             .data(&dash.p50),
         Dataset::default()
             .name("p99")
             .marker(symbols::Marker::Braille)
+            .graph_type(GraphType::Line)
             .style(Style::default().fg(Color::Magenta))
             .data(&dash.p99),
     ])
