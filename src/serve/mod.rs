@@ -186,81 +186,26 @@ pub fn spawn(config: ServeConfig) -> std::io::Result<ServerHandle> {
                 runtime.block_on(async move {
                     let config = Arc::new(config);
                     let started = Instant::now();
+                    let serving = stream::Serving {
+                        config: config.clone(),
+                        stats: stats.clone(),
+                        started,
+                        stop: stop.clone(),
+                    };
+                    let listen = |std: std::net::TcpListener| {
+                        TcpListener::from_std(std).expect("a bound listener converts")
+                    };
                     if let Some(tcp) = tcp {
-                        let listener = TcpListener::from_std(tcp).expect("a bound listener converts");
-                        let (config, stats, stop) = (config.clone(), stats.clone(), stop.clone());
-                        tokio::spawn(async move {
-                            let mut seed = config.seed;
-                            loop {
-                                let accepted = tokio::select! {
-                                    accepted = listener.accept() => accepted,
-                                    _ = stop.cancelled() => return,
-                                };
-                                let Ok((stream, _)) = accepted else { continue };
-                                let _ = stream.set_nodelay(true);
-                                seed = seed.wrapping_add(1);
-                                let serving = stream::serve_connection(
-                                    stream,
-                                    config.clone(),
-                                    stats.clone(),
-                                    started,
-                                    seed,
-                                    stop.clone(),
-                                );
-                                tokio::spawn(serving);
-                            }
-                        });
+                        stream::accept_each(listen(tcp), serving.clone(), stream::serve_connection);
                     }
                     if let Some(ws) = ws {
-                        let listener = TcpListener::from_std(ws).expect("a bound listener converts");
-                        let (config, stats, stop) = (config.clone(), stats.clone(), stop.clone());
-                        tokio::spawn(async move {
-                            let mut seed = config.seed;
-                            loop {
-                                let accepted = tokio::select! {
-                                    accepted = listener.accept() => accepted,
-                                    _ = stop.cancelled() => return,
-                                };
-                                let Ok((stream, _)) = accepted else { continue };
-                                let _ = stream.set_nodelay(true);
-                                seed = seed.wrapping_add(1);
-                                let serving = stream::serve_websocket(
-                                    stream,
-                                    config.clone(),
-                                    stats.clone(),
-                                    started,
-                                    seed,
-                                    stop.clone(),
-                                );
-                                tokio::spawn(serving);
-                            }
-                        });
+                        stream::accept_each(listen(ws), serving.clone(), stream::serve_websocket);
                     }
                     #[cfg(unix)]
                     if let Some(unix) = unix {
                         let listener =
                             tokio::net::UnixListener::from_std(unix).expect("a bound listener converts");
-                        let (config, stats, stop) = (config.clone(), stats.clone(), stop.clone());
-                        tokio::spawn(async move {
-                            let mut seed = config.seed;
-                            loop {
-                                let accepted = tokio::select! {
-                                    accepted = listener.accept() => accepted,
-                                    _ = stop.cancelled() => return,
-                                };
-                                let Ok((stream, _)) = accepted else { continue };
-                                seed = seed.wrapping_add(1);
-                                let serving = stream::serve_connection(
-                                    stream,
-                                    config.clone(),
-                                    stats.clone(),
-                                    started,
-                                    seed,
-                                    stop.clone(),
-                                );
-                                tokio::spawn(serving);
-                            }
-                        });
+                        stream::accept_each(listener, serving, stream::serve_connection);
                     }
                     let listener = TcpListener::from_std(listener).expect("a bound listener converts");
                     serve(listener, config, stats, stop).await;

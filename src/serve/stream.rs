@@ -3,27 +3,107 @@
 //! answers come back in another order than the requests, as a multiplexing
 //! client must expect.
 
+use std::future::Future;
+use std::io;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use rand::rngs::SmallRng;
 use rand::SeedableRng;
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
+use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::handler::Handler;
 use super::{ServeConfig, ServerStats};
 
-/// Serves one connection until it closes or `stop`.
-pub async fn serve_connection<S>(
-    stream: S,
-    config: Arc<ServeConfig>,
-    stats: Arc<ServerStats>,
-    started: Instant,
-    seed: u64,
-    stop: CancellationToken,
-) where
+/// What every connection of a listener is served with.
+#[derive(Clone)]
+pub struct Serving {
+    pub config: Arc<ServeConfig>,
+    pub stats: Arc<ServerStats>,
+    pub started: Instant,
+    pub stop: CancellationToken,
+}
+
+/// A listener for some kind of stream.
+pub trait Accept: Send + 'static {
+    type Stream: AsyncRead + AsyncWrite + Send + Unpin + 'static;
+    fn accept_stream(&self) -> impl Future<Output = io::Result<Self::Stream>> + Send;
+}
+
+impl Accept for TcpListener {
+    type Stream = TcpStream;
+    async fn accept_stream(&self) -> io::Result<TcpStream> {
+        let (stream, _) = self.accept().await?;
+        let _ = stream.set_nodelay(true);
+        Ok(stream)
+    }
+}
+
+#[cfg(unix)]
+impl Accept for tokio::net::UnixListener {
+    type Stream = tokio::net::UnixStream;
+    async fn accept_stream(&self) -> io::Result<tokio::net::UnixStream> {
+        self.accept().await.map(|(stream, _)| stream)
+    }
+}
+
+/// Accepts connections until told to stop, serving each on a task of its
+/// own with a seed of its own.
+pub fn accept_each<A, F, Fut>(listener: A, serving: Serving, serve: F)
+where
+    A: Accept,
+    F: Fn(A::Stream, Serving, u64) -> Fut + Send + 'static,
+    Fut: Future<Output = ()> + Send + 'static,
+{
+    tokio::spawn(async move {
+        let mut seed = serving.config.seed;
+        loop {
+            let accepted = tokio::select! {
+                accepted = listener.accept_stream() => accepted,
+                _ = serving.stop.cancelled() => return,
+            };
+            // Out of descriptors and the like: keep serving the others.
+            let Ok(stream) = accepted else { continue };
+            seed = seed.wrapping_add(1);
+            tokio::spawn(serve(stream, serving.clone(), seed));
+        }
+    });
+}
+
+/// Handles one request on a task of its own, holding it as configured, and
+/// gives the answer (if any) to `send`.
+fn answer_later(
+    serving: &Serving,
+    rng: &Arc<Mutex<SmallRng>>,
+    request: Vec<u8>,
+    send: impl FnOnce(Vec<u8>) + Send + 'static,
+) {
+    let (serving, rng) = (serving.clone(), rng.clone());
+    tokio::spawn(async move {
+        let answer = {
+            let mut rng = rng.lock().unwrap_or_else(|p| p.into_inner());
+            Handler {
+                config: &serving.config,
+                stats: &serving.stats,
+                started: serving.started,
+            }
+            .handle(&request, &mut rng)
+        };
+        if !answer.hold.is_zero() {
+            tokio::time::sleep(answer.hold).await;
+        }
+        if let Some(body) = answer.body {
+            send(body);
+        }
+    });
+}
+
+/// Serves one newline-delimited JSON connection until it closes or stops.
+pub async fn serve_connection<S>(stream: S, serving: Serving, seed: u64)
+where
     S: AsyncRead + AsyncWrite + Send + 'static,
 {
     let (reader, mut writer) = tokio::io::split(stream);
@@ -48,7 +128,7 @@ pub async fn serve_connection<S>(
         line.clear();
         let read = tokio::select! {
             read = lines.read_until(b'\n', &mut line) => read,
-            _ = stop.cancelled() => break,
+            _ = serving.stop.cancelled() => break,
         };
         match read {
             Ok(0) | Err(_) => break,
@@ -58,23 +138,9 @@ pub async fn serve_connection<S>(
         if request.iter().all(u8::is_ascii_whitespace) {
             continue;
         }
-        let (config, stats, rng, answers) = (config.clone(), stats.clone(), rng.clone(), answers.clone());
-        tokio::spawn(async move {
-            let answer = {
-                let mut rng = rng.lock().unwrap_or_else(|p| p.into_inner());
-                Handler {
-                    config: &config,
-                    stats: &stats,
-                    started,
-                }
-                .handle(&request, &mut rng)
-            };
-            if !answer.hold.is_zero() {
-                tokio::time::sleep(answer.hold).await;
-            }
-            if let Some(body) = answer.body {
-                let _ = answers.send(body);
-            }
+        let answers = answers.clone();
+        answer_later(&serving, &rng, request, move |body| {
+            let _ = answers.send(body);
         });
     }
     drop(answers);
@@ -83,14 +149,7 @@ pub async fn serve_connection<S>(
 
 /// Serves one WebSocket connection: a JSON-RPC message a text frame, each
 /// handled on its own so answers may come back in another order.
-pub async fn serve_websocket(
-    stream: tokio::net::TcpStream,
-    config: Arc<ServeConfig>,
-    stats: Arc<ServerStats>,
-    started: Instant,
-    seed: u64,
-    stop: CancellationToken,
-) {
+pub async fn serve_websocket(stream: TcpStream, serving: Serving, seed: u64) {
     use futures_util::{SinkExt, StreamExt};
     use tokio_tungstenite::tungstenite::Message;
 
@@ -110,7 +169,7 @@ pub async fn serve_websocket(
     loop {
         let frame = tokio::select! {
             frame = frames.next() => frame,
-            _ = stop.cancelled() => break,
+            _ = serving.stop.cancelled() => break,
         };
         let request: Vec<u8> = match frame {
             Some(Ok(Message::Text(text))) => text.into_bytes(),
@@ -122,23 +181,9 @@ pub async fn serve_websocket(
             Some(Ok(Message::Close(_))) | Some(Err(_)) | None => break,
             Some(Ok(_)) => continue,
         };
-        let (config, stats, rng, answers) = (config.clone(), stats.clone(), rng.clone(), answers.clone());
-        tokio::spawn(async move {
-            let answer = {
-                let mut rng = rng.lock().unwrap_or_else(|p| p.into_inner());
-                Handler {
-                    config: &config,
-                    stats: &stats,
-                    started,
-                }
-                .handle(&request, &mut rng)
-            };
-            if !answer.hold.is_zero() {
-                tokio::time::sleep(answer.hold).await;
-            }
-            if let Some(body) = answer.body {
-                let _ = answers.send(Message::Text(String::from_utf8_lossy(&body).into_owned()));
-            }
+        let answers = answers.clone();
+        answer_later(&serving, &rng, request, move |body| {
+            let _ = answers.send(Message::Text(String::from_utf8_lossy(&body).into_owned()));
         });
     }
     drop(answers);
