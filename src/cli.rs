@@ -94,7 +94,10 @@ pub struct RunArgs {
     /// Engine threads (default: one per core).
     #[arg(long)]
     pub threads: Option<u64>,
-    /// Calls in flight per connection on a multiplexed transport (tcp://, unix://).
+    /// Cleartext HTTP/2 with prior knowledge to an http:// target: many calls in flight per connection.
+    #[arg(long)]
+    pub http2: bool,
+    /// Calls in flight per connection on a multiplexed transport (ws://, tcp://, unix://, --http2).
     #[arg(long)]
     pub max_in_flight: Option<u64>,
     /// Seed for every random choice of the run.
@@ -249,6 +252,9 @@ impl RunArgs {
         }
         if let Some(connections) = self.connections {
             load.connections = Some(at_least_one(connections, "--connections")?);
+        }
+        if self.http2 {
+            scenario.http2 = true;
         }
         if let Some(max) = self.max_in_flight {
             load.max_in_flight = Some(at_least_one(max, "--max-in-flight")?);

@@ -68,7 +68,13 @@ pub async fn execute(
         (TargetSpec::Builtin, Some(server)) => server.url(),
         (_, _) => unreachable!("a command target returned above; builtin started a server"),
     };
-    let target = Target::resolve(&url, &scenario.headers, scenario.max_response_bytes).await?;
+    let target = Target::resolve(
+        &url,
+        &scenario.headers,
+        scenario.max_response_bytes,
+        scenario.http2,
+    )
+    .await?;
     target.check_reachable().await?;
 
     let load = LoadMeta {
@@ -185,7 +191,9 @@ pub fn run_command(args: RunArgs) -> anyhow::Result<ExitCode> {
             None => None,
         };
         let mut tui = if !args.quiet && !args.no_tui && std::io::stdout().is_terminal() {
-            let dashboard = Dashboard::new(&scenario.name, &scenario.target.to_string(), "http/1.1");
+            let target = scenario.target.to_string();
+            let transport = crate::transport::transport_label(&target, scenario.http2);
+            let dashboard = Dashboard::new(&scenario.name, &target, transport);
             Tui::start(dashboard, control.clone(), cancel.clone()).ok()
         } else {
             None

@@ -126,3 +126,18 @@ fn websocket_carries_many_calls_per_connection_in_any_order() {
     assert_eq!(report.meta.transport, "websocket");
     assert_exact(&report, &server);
 }
+
+#[test]
+fn http2_carries_many_calls_per_connection() {
+    let server = server("h2");
+    let text = format!(
+        "target = \"{}\"\nhttp2 = true\n[load]\nconcurrency = 64\nconnections = 2\nrequests = 2000\n[[calls]]\nmethod = \"eth_blockNumber\"\nbatch = {{ min = 1, max = 4 }}\n[[calls]]\nmethod = \"echo\"\nnotification = true\n",
+        server.url()
+    );
+    let report = common::run(&common::scenario(&text));
+    assert_eq!(report.meta.transport, "http/2 (h2c)");
+    assert_eq!(report.meta.load.connections, 2);
+    assert_eq!(report.summary.requests, 2000);
+    assert_eq!(ServerStats::get(&server.stats.requests), 2000);
+    assert_exact(&report, &server);
+}

@@ -78,7 +78,7 @@ impl Scenario {
             (Pacing::Open { .. }, true) => (load.connections.unwrap_or(1), load.max_in_flight.unwrap_or(64)),
         };
         if load.max_in_flight.is_some() && !multiplexed {
-            warnings.push("--max-in-flight applies to multiplexed transports (tcp://, unix://); HTTP/1.1 carries one call per connection".into());
+            warnings.push("--max-in-flight applies to multiplexed transports (ws://, tcp://, unix://, --http2); HTTP/1.1 carries one call per connection".into());
         }
         let staged = load.stages.iter().map(|s| s.duration).sum();
         let duration = match (load.duration, load.requests, load.stages.is_empty()) {

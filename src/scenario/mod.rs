@@ -39,6 +39,8 @@ pub struct Scenario {
     pub timeout: Duration,
     /// Answers larger than this are cut off and counted as `io`.
     pub max_response_bytes: usize,
+    /// Cleartext HTTP/2 with prior knowledge to an `http://` target.
+    pub http2: bool,
     pub seed: Option<u64>,
     pub load: Load,
     /// The weighted mix (empty when replaying).
@@ -187,6 +189,7 @@ impl Scenario {
             headers: Vec::new(),
             timeout: DEFAULT_TIMEOUT,
             max_response_bytes: crate::transport::DEFAULT_MAX_RESPONSE_BYTES,
+            http2: false,
             seed: None,
             load: Load {
                 pacing: Pacing::Closed,

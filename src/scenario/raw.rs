@@ -28,6 +28,8 @@ struct RawScenario {
     target: Option<Spanned<String>>,
     command: Option<Spanned<Vec<String>>>,
     framing: Option<Spanned<String>>,
+    #[serde(default)]
+    http2: bool,
     timeout: Option<Spanned<String>>,
     seed: Option<u64>,
     #[serde(default)]
@@ -325,6 +327,7 @@ impl RawScenario {
             headers,
             timeout,
             max_response_bytes: crate::transport::DEFAULT_MAX_RESPONSE_BYTES,
+            http2: self.http2,
             seed: self.seed,
             load,
             calls,

@@ -1,5 +1,7 @@
 //! The built-in JSON-RPC 2.0 server: a faithful target for trying volley and
 //! for its own tests, with added latency and injected errors that it counts.
+//! HTTP/1.1 and cleartext HTTP/2 on the main listener; newline-delimited
+//! JSON and WebSocket on listeners of their own.
 
 mod body;
 mod chaos;
@@ -292,9 +294,10 @@ async fn serve(
                 let (config, stats, rng) = (config.clone(), stats.clone(), rng.clone());
                 async move { Ok::<_, Infallible>(respond(request, &config, &stats, &rng, started).await) }
             });
-            let connection = hyper::server::conn::http1::Builder::new()
-                .keep_alive(true)
-                .serve_connection(TokioIo::new(stream), service);
+            // HTTP/1.1, or HTTP/2 for a client that starts with its preface
+            // (cleartext with prior knowledge).
+            let builder = hyper_util::server::conn::auto::Builder::new(hyper_util::rt::TokioExecutor::new());
+            let connection = builder.serve_connection(TokioIo::new(stream), service);
             tokio::select! {
                 _ = connection => {}
                 _ = closed.cancelled() => {}

@@ -31,6 +31,10 @@ pub struct HttpTarget {
     head: Bytes,
     /// Answers larger than this are cut off.
     max_response: usize,
+    /// Extra headers, for transports that build their own requests.
+    headers: Vec<(String, String)>,
+    /// Cleartext HTTP/2 with prior knowledge instead of HTTP/1.1.
+    pub(super) http2: bool,
 }
 
 /// Header values may be secrets: never shown.
@@ -89,11 +93,25 @@ impl HttpTarget {
             addr,
             head: Bytes::from(head),
             max_response,
+            headers: extra.to_vec(),
+            http2: false,
         })
     }
 
     pub fn url(&self) -> &str {
         &self.url
+    }
+
+    pub(super) fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    pub(super) fn headers(&self) -> &[(String, String)] {
+        &self.headers
+    }
+
+    pub(super) fn max_response(&self) -> usize {
+        self.max_response
     }
 
     pub(super) async fn check_reachable(&self) -> Result<(), TransportError> {
@@ -107,7 +125,7 @@ impl HttpTarget {
         }
     }
 
-    fn connect_error(&self, source: std::io::Error) -> TransportError {
+    pub(super) fn connect_error(&self, source: std::io::Error) -> TransportError {
         TransportError::Connect {
             url: self.url.clone(),
             source,

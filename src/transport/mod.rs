@@ -2,6 +2,7 @@
 //! body for a reply. HTTP/1.1 carries one call at a time per connection;
 //! stream transports (TCP, Unix sockets) multiplex many calls by id.
 
+mod h2;
 mod http;
 mod stream;
 
@@ -11,6 +12,7 @@ use std::rc::Rc;
 use bytes::Bytes;
 use thiserror::Error;
 
+pub use h2::H2Connection;
 pub use http::{HttpConnection, HttpTarget, DEFAULT_MAX_RESPONSE_BYTES};
 pub use stream::{MuxConnection, StreamAddr, StreamTarget};
 
@@ -41,18 +43,33 @@ pub fn is_multiplexed(url: &str) -> bool {
         .any(|scheme| url.starts_with(scheme))
 }
 
+/// The transport a target URL will use, named as reports name it.
+pub fn transport_label(url: &str, http2: bool) -> &'static str {
+    match url.split_once("://").map(|(scheme, _)| scheme) {
+        Some("ws") => "websocket",
+        Some("tcp") => "tcp (ndjson)",
+        Some("unix") => "unix (ndjson)",
+        _ if http2 => "http/2 (h2c)",
+        _ => "http/1.1",
+    }
+}
+
 impl Target {
     /// Parses `url` and resolves its host once, before the run.
+    /// `http2`: speak cleartext HTTP/2 (prior knowledge) to an `http://` URL.
     pub async fn resolve(
         url: &str,
         headers: &[(String, String)],
         max_response: usize,
+        http2: bool,
     ) -> Result<Target, TargetError> {
         let scheme = url.split_once("://").map(|(s, _)| s).unwrap_or("");
         match scheme {
-            "http" => Ok(Target::Http(
-                HttpTarget::resolve(url, headers, max_response).await?,
-            )),
+            "http" => {
+                let mut target = HttpTarget::resolve(url, headers, max_response).await?;
+                target.http2 = http2;
+                Ok(Target::Http(target))
+            }
             "tcp" | "unix" | "ws" => Ok(Target::Stream(StreamTarget::resolve(url, max_response).await?)),
             "" => Err(TargetError::BadUrl {
                 url: url.to_string(),
@@ -75,12 +92,8 @@ impl Target {
 
     pub fn transport_name(&self) -> &'static str {
         match self {
-            Target::Http(_) => "http/1.1",
-            Target::Stream(t) => match t.addr {
-                StreamAddr::Tcp(_) => "tcp (ndjson)",
-                StreamAddr::Unix(_) => "unix (ndjson)",
-                StreamAddr::Ws(..) => "websocket",
-            },
+            Target::Http(t) => transport_label(t.url(), t.http2),
+            Target::Stream(t) => transport_label(t.url(), false),
         }
     }
 
@@ -116,12 +129,15 @@ pub enum TransportError {
 pub enum Connection {
     Http(HttpConnection),
     /// Shared by the callers multiplexed on it.
+    Http2(Rc<H2Connection>),
+    /// Shared by the callers multiplexed on it.
     Stream(Rc<MuxConnection>),
 }
 
 impl Connection {
     pub async fn open(target: &Target) -> Result<Connection, TransportError> {
         match target {
+            Target::Http(t) if t.http2 => Ok(Connection::Http2(H2Connection::open(t).await?)),
             Target::Http(t) => Ok(Connection::Http(HttpConnection::open(t).await?)),
             Target::Stream(t) => Ok(Connection::Stream(MuxConnection::open(t).await?)),
         }
@@ -136,6 +152,7 @@ impl Connection {
     ) -> Result<Reply, TransportError> {
         match self {
             Connection::Http(c) => c.exchange(body).await,
+            Connection::Http2(c) => c.exchange(body).await,
             Connection::Stream(c) => c.exchange(body, first_id, calls).await,
         }
     }
@@ -145,6 +162,7 @@ impl Connection {
     pub fn is_closed(&self) -> bool {
         match self {
             Connection::Http(c) => c.is_closed(),
+            Connection::Http2(c) => c.is_closed(),
             Connection::Stream(c) => c.is_closed(),
         }
     }
@@ -154,6 +172,7 @@ impl Connection {
     pub fn share(&self) -> Option<Connection> {
         match self {
             Connection::Http(_) => None,
+            Connection::Http2(c) => Some(Connection::Http2(c.clone())),
             Connection::Stream(c) => Some(Connection::Stream(c.clone())),
         }
     }

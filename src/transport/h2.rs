@@ -1,0 +1,94 @@
+//! JSON-RPC over HTTP/2, cleartext with prior knowledge (`--http2`): one
+//! POST per request as with HTTP/1.1, but many in flight on each connection,
+//! each on a stream of its own.
+
+use std::rc::Rc;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::client::conn::http2::{self, SendRequest};
+use hyper::header::{HeaderMap, HeaderName, HeaderValue, CONTENT_TYPE};
+use hyper::{Method, Request, Uri};
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use tokio::net::TcpStream;
+
+use super::http::HttpTarget;
+use super::{Reply, TransportError};
+
+pub struct H2Connection {
+    sender: SendRequest<Full<Bytes>>,
+    uri: Uri,
+    headers: HeaderMap,
+    limit: usize,
+}
+
+impl H2Connection {
+    pub async fn open(target: &HttpTarget) -> Result<Rc<Self>, TransportError> {
+        let stream = TcpStream::connect(target.addr())
+            .await
+            .map_err(|e| target.connect_error(e))?;
+        stream.set_nodelay(true).map_err(|e| target.connect_error(e))?;
+        let (sender, driver) = http2::handshake(TokioExecutor::new(), TokioIo::new(stream))
+            .await
+            .map_err(|e| target.connect_error(std::io::Error::other(e)))?;
+        tokio::task::spawn_local(async move {
+            // Ends when the connection closes; callers notice through
+            // `is_closed` or a failed exchange.
+            let _ = driver.await;
+        });
+        let mut headers = HeaderMap::new();
+        headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        for (name, value) in target.headers() {
+            if let (Ok(name), Ok(mut value)) = (
+                HeaderName::from_bytes(name.as_bytes()),
+                HeaderValue::from_str(value),
+            ) {
+                value.set_sensitive(true);
+                headers.insert(name, value);
+            }
+        }
+        let uri = target
+            .url()
+            .parse()
+            .map_err(|_| TransportError::Io("the target URL is not a URI".into()))?;
+        Ok(Rc::new(H2Connection {
+            sender,
+            uri,
+            headers,
+            limit: target.max_response(),
+        }))
+    }
+
+    pub fn is_closed(&self) -> bool {
+        self.sender.is_closed()
+    }
+
+    pub async fn exchange(&self, body: Bytes) -> Result<Reply, TransportError> {
+        let mut sender = self.sender.clone();
+        sender
+            .ready()
+            .await
+            .map_err(|e| TransportError::Io(e.to_string()))?;
+        let mut request = Request::new(Full::new(body));
+        *request.method_mut() = Method::POST;
+        *request.uri_mut() = self.uri.clone();
+        *request.headers_mut() = self.headers.clone();
+        let response = sender
+            .send_request(request)
+            .await
+            .map_err(|e| TransportError::Io(e.to_string()))?;
+        let status = response.status().as_u16();
+        let body = Limited::new(response.into_body(), self.limit)
+            .collect()
+            .await
+            .map_err(|e| {
+                if e.is::<http_body_util::LengthLimitError>() {
+                    TransportError::TooLarge { limit: self.limit }
+                } else {
+                    TransportError::Io(e.to_string())
+                }
+            })?
+            .to_bytes();
+        Ok(Reply { status, body })
+    }
+}
