@@ -438,3 +438,23 @@ fn results_that_cannot_be_written_go_elsewhere_and_say_where() {
     assert_eq!(json["summary"]["requests"], 50);
     assert!(text(&output.stdout).contains("TOTAL"));
 }
+
+#[test]
+fn a_one_liner_sends_its_params() {
+    let out = temp_dir("one-liner");
+    let output = volley()
+        .args([
+            "run", "--target", "builtin", "--method", "add", "--params", "[40, 2]", "-n", "20", "--quiet",
+            "--out",
+        ])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
+    let total = &summary_json(&out)["summary"]["total"];
+    assert_eq!(total["calls"], 20);
+    assert_eq!(
+        total["ok"], 20,
+        "add without its params would answer -32602: {total}"
+    );
+}

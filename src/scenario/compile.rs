@@ -50,8 +50,8 @@ impl Scenario {
     fn load_plan(&self, warnings: &mut Vec<String>) -> LoadPlan {
         let load = &self.load;
         let staged_max = load.stages.iter().map(|s| s.target.ceil() as u64).max();
-        let multiplexed =
-            matches!(&self.target, TargetSpec::Url(url) if crate::transport::is_multiplexed(url));
+        let multiplexed = self.http2
+            || matches!(&self.target, TargetSpec::Url(url) if crate::transport::is_multiplexed(url));
         let (connections, per_connection) = match (load.pacing, multiplexed) {
             (Pacing::Closed, false) => {
                 let concurrency = staged_max
@@ -161,7 +161,12 @@ impl Scenario {
             .map(|call| {
                 let mix_call = MixCall {
                     method: method_index(&call.method),
-                    template: CallTemplate::generated(&call.method, call.template.clone()),
+                    // Params come compiled from a file, or as plain JSON from
+                    // the command line.
+                    template: match &call.template {
+                        Some(template) => CallTemplate::generated(&call.method, Some(template.clone())),
+                        None => CallTemplate::new(&call.method, call.params.as_ref()),
+                    },
                     batch: call.batch.clone(),
                     notification: call.notification,
                 };
