@@ -27,7 +27,7 @@ pub enum Command {
     /// Run a load test from a scenario file, or a one-liner with --target and --method.
     Run(Box<RunArgs>),
     /// Start the built-in JSON-RPC 2.0 server.
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
     /// Check a scenario without sending anything; print the plan and sample requests.
     Validate(ValidateArgs),
     /// Write a commented starter scenario (or one built from an OpenRPC document).
@@ -158,6 +158,12 @@ pub struct ServeArgs {
     /// Also serve JSON-RPC over WebSocket on this address (e.g. 127.0.0.1:8547).
     #[arg(long, value_name = "ADDR")]
     pub ws: Option<std::net::SocketAddr>,
+    /// Serve on stdin/stdout instead of the network, until stdin closes (as a child of `volley run`).
+    #[arg(long)]
+    pub stdio: bool,
+    /// Framing on stdio: ndjson (MCP) or content-length (LSP).
+    #[arg(long, default_value = "ndjson", value_parser = ["ndjson", "content-length"])]
+    pub framing: String,
 }
 
 impl ServeArgs {

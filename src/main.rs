@@ -7,7 +7,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Run(args) => volley::run_command(*args),
-        Command::Serve(args) => volley::serve_command(args),
+        Command::Serve(args) => volley::serve_command(*args),
         Command::Validate(args) => volley::validate_command(args),
         Command::Init(args) => volley::init_command(args),
     };

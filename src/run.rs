@@ -32,8 +32,6 @@ pub enum RunError {
     BuiltinServer(std::io::Error),
     #[error("{0}")]
     Poll(String),
-    #[error("target {0}: the stdio transport is not available yet; use an http:// target")]
-    Unsupported(String),
 }
 
 /// Runs `scenario` to its end (or until `cancel`), starting the built-in
@@ -61,20 +59,30 @@ pub async fn execute(
             .map_err(RunError::BuiltinServer)?,
         ),
         TargetSpec::Url(_) => None,
-        TargetSpec::Command { .. } => return Err(RunError::Unsupported(scenario.target.to_string())),
+        TargetSpec::Command { .. } => None,
     };
     let url = match (&scenario.target, &server) {
         (TargetSpec::Url(url), _) => url.clone(),
         (TargetSpec::Builtin, Some(server)) => server.url(),
-        (_, _) => unreachable!("a command target returned above; builtin started a server"),
+        (TargetSpec::Command { .. }, _) => scenario.target.to_string(),
+        (TargetSpec::Builtin, None) => unreachable!("builtin started a server above"),
     };
-    let target = Target::resolve(
-        &url,
-        &scenario.headers,
-        scenario.max_response_bytes,
-        scenario.http2,
-    )
-    .await?;
+    let target = match &scenario.target {
+        TargetSpec::Command { argv, framing } => Target::Stream(crate::transport::StreamTarget::command(
+            argv.clone(),
+            *framing == crate::scenario::Framing::ContentLength,
+            scenario.max_response_bytes,
+        )),
+        _ => {
+            Target::resolve(
+                &url,
+                &scenario.headers,
+                scenario.max_response_bytes,
+                scenario.http2,
+            )
+            .await?
+        }
+    };
     target.check_reachable().await?;
 
     let load = LoadMeta {
@@ -343,6 +351,18 @@ fn result_dir(out: Option<&Path>, scenario: &str) -> anyhow::Result<PathBuf> {
 }
 
 pub fn serve_command(args: ServeArgs) -> anyhow::Result<ExitCode> {
+    if args.stdio {
+        // stdout carries the protocol: say nothing on it.
+        let content_length = args.framing == "content-length";
+        let config = args.into_config().map_err(anyhow::Error::msg)?;
+        let stats = serve::serve_stdio(config, content_length).context("cannot serve on stdio")?;
+        eprintln!(
+            "volley serve --stdio: {} calls, {} notifications",
+            ServerStats::get(&stats.calls),
+            ServerStats::get(&stats.notifications)
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
     let config = args.into_config().map_err(anyhow::Error::msg)?;
     let listen = config.listen;
     let server = serve::spawn(config.clone()).with_context(|| format!("cannot listen on {listen}"))?;

@@ -141,3 +141,53 @@ fn http2_carries_many_calls_per_connection() {
     assert_eq!(ServerStats::get(&server.stats.requests), 2000);
     assert_exact(&report, &server);
 }
+
+/// A scenario whose target is `volley serve --stdio` as child processes.
+fn run_stdio(framing: &str, setup: &str) -> RunReport {
+    let text = format!(
+        r#"
+command = ["{}", "serve", "--stdio", "--framing", "{framing}", "--latency", "uniform:0ms..2ms", "--threads", "1"]
+framing = "{framing}"
+timeout = "5s"
+[load]
+concurrency = 32
+connections = 2
+requests = 1000
+{setup}
+[[calls]]
+method = "eth_blockNumber"
+[[calls]]
+method = "add"
+params = [1, 2]
+batch = 3
+[[calls]]
+method = "echo"
+notification = true
+"#,
+        env!("CARGO_BIN_EXE_volley")
+    );
+    common::run(&common::scenario(&text))
+}
+
+#[test]
+fn stdio_children_speak_ndjson_and_content_length() {
+    for framing in ["ndjson", "content-length"] {
+        let setup = "[[setup]]\nmethod = \"eth_chainId\"\n[[setup]]\nmethod = \"echo\"\nnotification = true";
+        let report = run_stdio(framing, setup);
+        let summary = &report.summary;
+        assert_eq!(summary.requests, 1000, "{framing}");
+        assert_eq!(
+            summary.total.ok, summary.total.calls,
+            "{framing}: {:?}",
+            summary.total.outcomes
+        );
+        assert_eq!(report.meta.load.connections, 2);
+        let setup = summary.setup.as_ref().unwrap();
+        assert_eq!(
+            (setup.connections_ok, setup.connections_failed),
+            (2, 0),
+            "{framing}"
+        );
+        assert_eq!(summary.unsolicited_messages, 0);
+    }
+}

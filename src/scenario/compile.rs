@@ -51,6 +51,7 @@ impl Scenario {
         let load = &self.load;
         let staged_max = load.stages.iter().map(|s| s.target.ceil() as u64).max();
         let multiplexed = self.http2
+            || matches!(&self.target, TargetSpec::Command { .. })
             || matches!(&self.target, TargetSpec::Url(url) if crate::transport::is_multiplexed(url));
         let (connections, per_connection) = match (load.pacing, multiplexed) {
             (Pacing::Closed, false) => {

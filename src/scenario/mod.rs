@@ -80,7 +80,7 @@ impl std::fmt::Display for TargetSpec {
         match self {
             TargetSpec::Builtin => f.write_str("builtin"),
             TargetSpec::Url(url) => f.write_str(url),
-            TargetSpec::Command { argv, framing } => write!(f, "stdio ({framing:?}): {}", argv.join(" ")),
+            TargetSpec::Command { argv, .. } => write!(f, "stdio: {}", argv.join(" ")),
         }
     }
 }

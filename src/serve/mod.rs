@@ -145,6 +145,32 @@ impl Drop for ServerHandle {
     }
 }
 
+/// Serves JSON-RPC on this process's stdin and stdout until stdin closes:
+/// `content_length` for LSP's framing, else one message a line (MCP).
+pub fn serve_stdio(config: ServeConfig, content_length: bool) -> std::io::Result<Arc<ServerStats>> {
+    let stats = Arc::new(ServerStats::default());
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(config.threads.max(1))
+        .enable_all()
+        .build()?;
+    let serving = stream::Serving {
+        config: Arc::new(config),
+        stats: stats.clone(),
+        started: Instant::now(),
+        stop: CancellationToken::new(),
+    };
+    runtime.block_on(async move {
+        let seed = serving.config.seed;
+        let io = tokio::io::join(tokio::io::stdin(), tokio::io::stdout());
+        if content_length {
+            stream::serve_headed(io, serving, seed).await;
+        } else {
+            stream::serve_connection(io, serving, seed).await;
+        }
+    });
+    Ok(stats)
+}
+
 /// Binds `config.listen` (port 0 picks a free port) and serves on
 /// background threads until the handle is dropped.
 pub fn spawn(config: ServeConfig) -> std::io::Result<ServerHandle> {

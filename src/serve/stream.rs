@@ -189,3 +189,60 @@ pub async fn serve_websocket(stream: TcpStream, serving: Serving, seed: u64) {
     drop(answers);
     let _ = write.await;
 }
+
+/// Serves one connection with LSP's framing: a `Content-Length` header
+/// before each message, both ways.
+pub async fn serve_headed<S>(stream: S, serving: Serving, seed: u64)
+where
+    S: AsyncRead + AsyncWrite + Send + 'static,
+{
+    use tokio::io::AsyncReadExt;
+
+    let (mut reader, mut writer) = tokio::io::split(stream);
+    let (answers, mut outbox) = mpsc::unbounded_channel::<Vec<u8>>();
+    let write = tokio::spawn(async move {
+        while let Some(answer) = outbox.recv().await {
+            let header = format!("Content-Length: {}\r\n\r\n", answer.len());
+            let sent = async {
+                writer.write_all(header.as_bytes()).await?;
+                writer.write_all(&answer).await?;
+                writer.flush().await
+            };
+            if sent.await.is_err() {
+                return;
+            }
+        }
+    });
+    let rng = Arc::new(Mutex::new(SmallRng::seed_from_u64(seed)));
+    let mut input: Vec<u8> = Vec::with_capacity(64 * 1024);
+    let mut chunk = vec![0u8; 64 * 1024];
+    'read: loop {
+        while let Some(end) = input.windows(4).position(|w| w == b"\r\n\r\n") {
+            let head = String::from_utf8_lossy(&input[..end]).to_ascii_lowercase();
+            let length = head.lines().find_map(|l| {
+                l.strip_prefix("content-length:")
+                    .and_then(|v| v.trim().parse::<usize>().ok())
+            });
+            let Some(length) = length else { break 'read };
+            if input.len() < end + 4 + length {
+                break;
+            }
+            let request = input[end + 4..end + 4 + length].to_vec();
+            input.drain(..end + 4 + length);
+            let answers = answers.clone();
+            answer_later(&serving, &rng, request, move |body| {
+                let _ = answers.send(body);
+            });
+        }
+        let read = tokio::select! {
+            read = reader.read(&mut chunk) => read,
+            _ = serving.stop.cancelled() => break,
+        };
+        match read {
+            Ok(0) | Err(_) => break,
+            Ok(n) => input.extend_from_slice(&chunk[..n]),
+        }
+    }
+    drop(answers);
+    let _ = write.await;
+}

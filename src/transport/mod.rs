@@ -45,6 +45,9 @@ pub fn is_multiplexed(url: &str) -> bool {
 
 /// The transport a target URL will use, named as reports name it.
 pub fn transport_label(url: &str, http2: bool) -> &'static str {
+    if url.starts_with("stdio") {
+        return "stdio";
+    }
     match url.split_once("://").map(|(scheme, _)| scheme) {
         Some("ws") => "websocket",
         Some("tcp") => "tcp (ndjson)",

@@ -31,6 +31,11 @@ pub enum StreamAddr {
     Unix(PathBuf),
     /// A WebSocket URL and the address it resolves to.
     Ws(String, SocketAddr),
+    /// A child process, spoken to over its stdin and stdout.
+    Stdio {
+        argv: Vec<String>,
+        content_length: bool,
+    },
 }
 
 #[derive(Clone, Debug)]
@@ -89,6 +94,17 @@ impl StreamTarget {
         })
     }
 
+    /// A child process per connection: `content_length` for LSP's framing,
+    /// else one JSON message a line (MCP).
+    pub fn command(argv: Vec<String>, content_length: bool, max_response: usize) -> Self {
+        let url = format!("stdio: {}", argv.join(" "));
+        StreamTarget {
+            url,
+            addr: StreamAddr::Stdio { argv, content_length },
+            max_response,
+        }
+    }
+
     pub fn url(&self) -> &str {
         &self.url
     }
@@ -103,8 +119,27 @@ impl StreamTarget {
     pub(super) async fn check_reachable(&self) -> Result<(), TransportError> {
         match &self.addr {
             StreamAddr::Ws(..) => self.connect_ws().await.map(drop),
+            StreamAddr::Stdio { .. } => self.spawn().map(drop),
             _ => self.connect().await.map(drop),
         }
+    }
+
+    /// Starts the command; the child is killed and reaped when dropped.
+    fn spawn(&self) -> Result<tokio::process::Child, TransportError> {
+        let StreamAddr::Stdio { argv, .. } = &self.addr else {
+            unreachable!("a command target")
+        };
+        let (program, args) = argv
+            .split_first()
+            .expect("the scenario checks the command is not empty");
+        tokio::process::Command::new(program)
+            .args(args)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|e| self.connect_error(e))
     }
 
     async fn connect_ws(&self) -> Result<WebSocketStream<TcpStream>, TransportError> {
@@ -129,7 +164,7 @@ impl StreamTarget {
         &self,
     ) -> Result<(Box<dyn AsyncRead + Unpin>, Box<dyn AsyncWrite + Unpin>), TransportError> {
         match &self.addr {
-            StreamAddr::Ws(..) => unreachable!("WebSocket targets connect with connect_ws"),
+            StreamAddr::Ws(..) | StreamAddr::Stdio { .. } => unreachable!("connected elsewhere"),
             StreamAddr::Tcp(addr) => {
                 let stream = tokio::net::TcpStream::connect(addr)
                     .await
@@ -165,6 +200,8 @@ struct Waiting {
 /// WebSocket (one text frame each).
 enum Writer {
     Lines(Box<dyn AsyncWrite + Unpin>),
+    /// LSP's framing: a `Content-Length` header before each message.
+    Headed(Box<dyn AsyncWrite + Unpin>),
     Frames(SplitSink<WebSocketStream<TcpStream>, Frame>),
 }
 
@@ -174,6 +211,12 @@ impl Writer {
             Writer::Lines(w) => {
                 w.write_all(body).await.map_err(|e| e.to_string())?;
                 w.write_all(b"\n").await.map_err(|e| e.to_string())
+            }
+            Writer::Headed(w) => {
+                let header = format!("Content-Length: {}\r\n\r\n", body.len());
+                w.write_all(header.as_bytes()).await.map_err(|e| e.to_string())?;
+                w.write_all(body).await.map_err(|e| e.to_string())?;
+                w.flush().await.map_err(|e| e.to_string())
             }
             Writer::Frames(sink) => {
                 let text = String::from_utf8_lossy(body).into_owned();
@@ -186,6 +229,8 @@ impl Writer {
 /// One multiplexed connection, shared by the callers on one engine thread.
 pub struct MuxConnection {
     writer: tokio::sync::Mutex<Writer>,
+    /// The child process of a stdio target, killed and reaped on drop.
+    child: RefCell<Option<tokio::process::Child>>,
     /// First id of each request in flight.
     waiting: RefCell<BTreeMap<u64, Waiting>>,
     closed: Cell<bool>,
@@ -199,11 +244,31 @@ impl MuxConnection {
         let new = |writer| {
             Rc::new(MuxConnection {
                 writer: tokio::sync::Mutex::new(writer),
+                child: RefCell::new(None),
                 waiting: RefCell::new(BTreeMap::new()),
                 closed: Cell::new(false),
                 unsolicited: Cell::new(0),
             })
         };
+        if let StreamAddr::Stdio { content_length, .. } = target.addr {
+            let mut child = target.spawn()?;
+            let stdin = child.stdin.take().expect("piped");
+            let stdout = child.stdout.take().expect("piped");
+            let writer = if content_length {
+                Writer::Headed(Box::new(stdin))
+            } else {
+                Writer::Lines(Box::new(stdin))
+            };
+            let connection = new(writer);
+            *connection.child.borrow_mut() = Some(child);
+            let weak = Rc::downgrade(&connection);
+            if content_length {
+                tokio::task::spawn_local(read_headed(weak, Box::new(stdout), target.max_response));
+            } else {
+                tokio::task::spawn_local(read_answers(weak, Box::new(stdout), target.max_response));
+            }
+            return Ok(connection);
+        }
         if let StreamAddr::Ws(..) = target.addr {
             let (sink, frames) = target.connect_ws().await?.split();
             let connection = new(Writer::Frames(sink));
@@ -347,8 +412,70 @@ async fn read_frames(
     }
 }
 
+/// Reads messages framed by `Content-Length` headers (LSP).
+async fn read_headed(
+    connection: std::rc::Weak<MuxConnection>,
+    mut reader: Box<dyn AsyncRead + Unpin>,
+    limit: usize,
+) {
+    let mut input = BytesMut::with_capacity(64 * 1024);
+    'read: loop {
+        // Every complete message in the buffer first.
+        while let Some(end) = input.windows(4).position(|w| w == b"\r\n\r\n") {
+            let head = String::from_utf8_lossy(&input[..end]).to_ascii_lowercase();
+            let length = head.lines().find_map(|l| {
+                l.strip_prefix("content-length:")
+                    .and_then(|v| v.trim().parse::<usize>().ok())
+            });
+            let Some(length) = length.filter(|l| *l <= limit) else {
+                break 'read;
+            };
+            if input.len() < end + 4 + length {
+                break;
+            }
+            let message = input.split_to(end + 4 + length).freeze().slice(end + 4..);
+            let Some(connection) = connection.upgrade() else {
+                return;
+            };
+            deliver(&connection, message);
+        }
+        input.reserve(16 * 1024);
+        match reader.read_buf(&mut input).await {
+            Ok(0) | Err(_) => break,
+            Ok(_) => {}
+        }
+    }
+    if let Some(connection) = connection.upgrade() {
+        connection.closed.set(true);
+        connection.waiting.borrow_mut().clear();
+    }
+}
+
+/// A request the server sends to the client (LSP's
+/// `workspace/configuration`, `window/workDoneProgress/create`): answered
+/// with a null result so the server does not stall.
+fn answer_server_request(connection: &Rc<MuxConnection>, message: &[u8]) -> bool {
+    let Ok(request) = serde_json::from_slice::<Message>(message) else {
+        return false;
+    };
+    let (Some(_), Some(id)) = (request.method, request.id) else {
+        return false;
+    };
+    let reply = format!(r#"{{"jsonrpc":"2.0","result":null,"id":{}}}"#, id.get());
+    let connection = connection.clone();
+    tokio::task::spawn_local(async move {
+        let _ = connection.writer.lock().await.send(reply.as_bytes()).await;
+    });
+    true
+}
+
 /// Finds the request an answer belongs to by its (first) id.
-fn deliver(connection: &MuxConnection, line: Bytes) {
+fn deliver(connection: &Rc<MuxConnection>, line: Bytes) {
+    // A message with a method is the server's: a request to answer, or a
+    // notification (counted below as unsolicited).
+    if line.windows(8).any(|w| w == b"\"method\"") && answer_server_request(connection, &line) {
+        return;
+    }
     let id = answer_id(&line);
     let mut waiting = connection.waiting.borrow_mut();
     let owner = id.and_then(|id| {
