@@ -191,3 +191,31 @@ fn stdio_children_speak_ndjson_and_content_length() {
         assert_eq!(summary.unsolicited_messages, 0);
     }
 }
+
+#[test]
+fn a_child_that_dies_is_reported_with_its_status_and_stderr() {
+    let text = r#"
+command = ["sh", "-c", "read request; echo 'fatal: out of cheese' >&2; exit 3"]
+timeout = "2s"
+[load]
+concurrency = 1
+requests = 4
+[[calls]]
+method = "eth_chainId"
+"#;
+    let report = common::run(&common::scenario(text));
+    let summary = &report.summary;
+    assert_eq!(summary.total.calls, 4);
+    assert_eq!(
+        summary.total.outcome(volley::rpc::OutcomeKind::Io),
+        4,
+        "{:?}",
+        summary.total.outcomes
+    );
+    assert!(summary.children_exited >= 3, "{}", summary.children_exited);
+    let exit = summary.child_exit.as_deref().unwrap();
+    assert!(
+        exit.contains("exit status: 3") && exit.contains("fatal: out of cheese"),
+        "{exit}"
+    );
+}

@@ -163,6 +163,8 @@ pub async fn run(
         http_statuses: total.statuses.iter().copied().collect(),
         extra_batch_entries: total.extra_entries,
         unsolicited_messages: total.unsolicited,
+        children_exited: total.children_exited,
+        child_exit: total.child_exit.clone(),
         schedule,
         batches: BatchSummary::new(total),
         setup: has_setup.then(|| SetupSummary {

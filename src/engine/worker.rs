@@ -255,9 +255,12 @@ struct Slot {
 impl Slot {
     /// A live connection to use now, if the slot holds one: a shared handle
     /// on a multiplexed one, or the connection itself (taken out) otherwise.
-    fn checkout(&self) -> Option<Connection> {
+    fn checkout(&self, local: &Local) -> Option<Connection> {
         let mut held = self.connection.borrow_mut();
         if held.as_ref().is_some_and(Connection::is_closed) {
+            if let Some(exit) = held.as_ref().and_then(Connection::child_exit) {
+                local.recorder.borrow_mut().note_child_exit(exit);
+            }
             *held = None;
         }
         match held.as_ref()?.share() {
@@ -331,7 +334,7 @@ async fn connection_loop(shared: Arc<Shared>, local: Rc<Local>, index: usize, sl
         let measured = claim.intended >= shared.measure_start;
 
         let opened = loop {
-            if let Some(conn) = slot.checkout() {
+            if let Some(conn) = slot.checkout(&local) {
                 break Ok(conn);
             }
             if slot.opening.get() {

@@ -173,6 +173,13 @@ stage     from      to      calls    calls/s    p50 ms    p99 ms  errors"
             let _ = writeln!(out, "assertion failed in {}: {example}", method.method);
         }
     }
+    if let Some(exit) = &summary.child_exit {
+        let _ = writeln!(
+            out,
+            "child processes that ended during the run: {} (first: {exit})",
+            summary.children_exited
+        );
+    }
     if summary.in_flight_at_end > 0 {
         let _ = writeln!(
             out,

@@ -155,6 +155,10 @@ pub struct Recorder {
     /// Messages from the server that answered no call (subscription
     /// notifications, late or stray answers) on multiplexed transports.
     pub unsolicited: u64,
+    /// Child processes (stdio targets) that ended during the run, and how
+    /// the first of them ended.
+    pub children_exited: u64,
+    pub child_exit: Option<String>,
 }
 
 impl Recorder {
@@ -172,7 +176,14 @@ impl Recorder {
             setup_error: None,
             last_error: None,
             unsolicited: 0,
+            children_exited: 0,
+            child_exit: None,
         }
+    }
+
+    pub fn note_child_exit(&mut self, exit: String) {
+        self.children_exited += 1;
+        self.child_exit.get_or_insert(exit);
     }
 
     /// Keeps a short description of a failed answer (once per hand-over, so
@@ -216,6 +227,10 @@ impl Recorder {
             self.setup_error.clone_from(&other.setup_error);
         }
         self.unsolicited += other.unsolicited;
+        self.children_exited += other.children_exited;
+        if self.child_exit.is_none() {
+            self.child_exit.clone_from(&other.child_exit);
+        }
         if other.last_error.is_some() {
             self.last_error.clone_from(&other.last_error);
         }

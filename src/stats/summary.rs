@@ -221,6 +221,10 @@ pub struct RunSummary {
     pub extra_batch_entries: u64,
     /// Messages that answered no call (multiplexed transports).
     pub unsolicited_messages: u64,
+    /// Child processes (stdio targets) that ended during the run.
+    pub children_exited: u64,
+    /// How the first of them ended, with the tail of its stderr.
+    pub child_exit: Option<String>,
     /// Present in the open model.
     pub schedule: Option<ScheduleSummary>,
     /// Present when batches were sent.

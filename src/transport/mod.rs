@@ -170,6 +170,14 @@ impl Connection {
         }
     }
 
+    /// How a closed stdio connection's child ended; `None` for others.
+    pub fn child_exit(&self) -> Option<String> {
+        match self {
+            Connection::Stream(c) if c.is_closed() => c.child_exit(),
+            _ => None,
+        }
+    }
+
     /// Another handle on a multiplexed connection; `None` for one that
     /// carries a single call at a time.
     pub fn share(&self) -> Option<Connection> {

@@ -136,7 +136,7 @@ impl StreamTarget {
             .args(args)
             .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
             .kill_on_drop(true)
             .spawn()
             .map_err(|e| self.connect_error(e))
@@ -231,6 +231,8 @@ pub struct MuxConnection {
     writer: tokio::sync::Mutex<Writer>,
     /// The child process of a stdio target, killed and reaped on drop.
     child: RefCell<Option<tokio::process::Child>>,
+    /// The last bytes the child wrote to stderr.
+    stderr_tail: RefCell<Vec<u8>>,
     /// First id of each request in flight.
     waiting: RefCell<BTreeMap<u64, Waiting>>,
     closed: Cell<bool>,
@@ -245,6 +247,7 @@ impl MuxConnection {
             Rc::new(MuxConnection {
                 writer: tokio::sync::Mutex::new(writer),
                 child: RefCell::new(None),
+                stderr_tail: RefCell::new(Vec::new()),
                 waiting: RefCell::new(BTreeMap::new()),
                 closed: Cell::new(false),
                 unsolicited: Cell::new(0),
@@ -254,6 +257,7 @@ impl MuxConnection {
             let mut child = target.spawn()?;
             let stdin = child.stdin.take().expect("piped");
             let stdout = child.stdout.take().expect("piped");
+            let stderr = child.stderr.take().expect("piped");
             let writer = if content_length {
                 Writer::Headed(Box::new(stdin))
             } else {
@@ -262,6 +266,7 @@ impl MuxConnection {
             let connection = new(writer);
             *connection.child.borrow_mut() = Some(child);
             let weak = Rc::downgrade(&connection);
+            tokio::task::spawn_local(keep_stderr_tail(weak.clone(), stderr));
             if content_length {
                 tokio::task::spawn_local(read_headed(weak, Box::new(stdout), target.max_response));
             } else {
@@ -287,6 +292,25 @@ impl MuxConnection {
 
     pub fn is_closed(&self) -> bool {
         self.closed.get()
+    }
+
+    /// For a closed stdio connection: how its child ended, with the tail of
+    /// its stderr.
+    pub fn child_exit(&self) -> Option<String> {
+        let mut child = self.child.borrow_mut();
+        let child = child.as_mut()?;
+        let how = match child.try_wait() {
+            Ok(Some(status)) => format!("the child exited ({status})"),
+            _ => "the child closed its output".to_string(),
+        };
+        let tail = self.stderr_tail.borrow();
+        let tail = String::from_utf8_lossy(&tail);
+        let tail = tail.trim();
+        Some(if tail.is_empty() {
+            how
+        } else {
+            format!("{how}; stderr ends with: {tail}")
+        })
     }
 
     pub fn unsolicited(&self) -> u64 {
@@ -409,6 +433,25 @@ async fn read_frames(
     if let Some(connection) = connection.upgrade() {
         connection.closed.set(true);
         connection.waiting.borrow_mut().clear();
+    }
+}
+
+/// Keeps the last kilobyte a child writes to stderr, for when it dies.
+async fn keep_stderr_tail(connection: std::rc::Weak<MuxConnection>, mut stderr: tokio::process::ChildStderr) {
+    const TAIL: usize = 1024;
+    let mut chunk = [0u8; 4096];
+    loop {
+        let n = match stderr.read(&mut chunk).await {
+            Ok(0) | Err(_) => return,
+            Ok(n) => n,
+        };
+        let Some(connection) = connection.upgrade() else {
+            return;
+        };
+        let mut tail = connection.stderr_tail.borrow_mut();
+        tail.extend_from_slice(&chunk[..n]);
+        let excess = tail.len().saturating_sub(TAIL);
+        tail.drain(..excess);
     }
 }
 
