@@ -255,12 +255,19 @@ struct Slot {
 impl Slot {
     /// A live connection to use now, if the slot holds one: a shared handle
     /// on a multiplexed one, or the connection itself (taken out) otherwise.
-    fn checkout(&self, local: &Local) -> Option<Connection> {
+    /// Takes out a connection that has closed, so it can be accounted for.
+    fn take_closed(&self) -> Option<Connection> {
         let mut held = self.connection.borrow_mut();
         if held.as_ref().is_some_and(Connection::is_closed) {
-            if let Some(exit) = held.as_ref().and_then(Connection::child_exit) {
-                local.recorder.borrow_mut().note_child_exit(exit);
-            }
+            held.take()
+        } else {
+            None
+        }
+    }
+
+    fn checkout(&self) -> Option<Connection> {
+        let mut held = self.connection.borrow_mut();
+        if held.as_ref().is_some_and(Connection::is_closed) {
             *held = None;
         }
         match held.as_ref()?.share() {
@@ -334,7 +341,12 @@ async fn connection_loop(shared: Arc<Shared>, local: Rc<Local>, index: usize, sl
         let measured = claim.intended >= shared.measure_start;
 
         let opened = loop {
-            if let Some(conn) = slot.checkout(&local) {
+            if let Some(closed) = slot.take_closed() {
+                if let Some(exit) = closed.child_exit().await {
+                    local.recorder.borrow_mut().note_child_exit(exit);
+                }
+            }
+            if let Some(conn) = slot.checkout() {
                 break Ok(conn);
             }
             if slot.opening.get() {

@@ -171,9 +171,9 @@ impl Connection {
     }
 
     /// How a closed stdio connection's child ended; `None` for others.
-    pub fn child_exit(&self) -> Option<String> {
+    pub async fn child_exit(&self) -> Option<String> {
         match self {
-            Connection::Stream(c) if c.is_closed() => c.child_exit(),
+            Connection::Stream(c) if c.is_closed() => c.child_exit().await,
             _ => None,
         }
     }

@@ -295,17 +295,18 @@ impl MuxConnection {
     }
 
     /// For a closed stdio connection: how its child ended, with the tail of
-    /// its stderr.
-    pub fn child_exit(&self) -> Option<String> {
-        let mut child = self.child.borrow_mut();
-        let child = child.as_mut()?;
-        let how = match child.try_wait() {
-            Ok(Some(status)) => format!("the child exited ({status})"),
+    /// its stderr. Waits a moment for a child that is on its way out.
+    pub async fn child_exit(&self) -> Option<String> {
+        let mut child = self.child.borrow_mut().take()?;
+        let how = match tokio::time::timeout(std::time::Duration::from_millis(500), child.wait()).await {
+            Ok(Ok(status)) => format!("the child exited ({status})"),
             _ => "the child closed its output".to_string(),
         };
-        let tail = self.stderr_tail.borrow();
-        let tail = String::from_utf8_lossy(&tail);
-        let tail = tail.trim();
+        // The last of stderr may still be on its way through the pipe.
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        let tail = String::from_utf8_lossy(&self.stderr_tail.borrow())
+            .trim()
+            .to_string();
         Some(if tail.is_empty() {
             how
         } else {
