@@ -63,14 +63,7 @@ impl HttpTarget {
         let host = uri.host().ok_or_else(|| bad("no host"))?;
         let port = uri.port_u16().unwrap_or(80);
         let lookup_host = host.trim_start_matches('[').trim_end_matches(']');
-        let addr = tokio::net::lookup_host((lookup_host, port))
-            .await
-            .map_err(|source| TargetError::Resolve {
-                url: url.to_string(),
-                source,
-            })?
-            .next()
-            .ok_or_else(|| bad("the host resolves to no address"))?;
+        let addr = super::resolve_host(url, (lookup_host, port)).await?;
         let path = uri
             .path_and_query()
             .map(|p| p.as_str())

@@ -35,6 +35,25 @@ pub enum TargetError {
     Resolve { url: String, source: io::Error },
 }
 
+/// The first address `host` (anything `lookup_host` takes) resolves to,
+/// looked up once before a run.
+async fn resolve_host(
+    url: &str,
+    host: impl tokio::net::ToSocketAddrs,
+) -> Result<std::net::SocketAddr, TargetError> {
+    tokio::net::lookup_host(host)
+        .await
+        .map_err(|source| TargetError::Resolve {
+            url: url.to_string(),
+            source,
+        })?
+        .next()
+        .ok_or_else(|| TargetError::BadUrl {
+            url: url.to_string(),
+            reason: "the host resolves to no address".into(),
+        })
+}
+
 /// Whether a target URL names a transport that carries many calls at once
 /// on one connection.
 pub fn is_multiplexed(url: &str) -> bool {

@@ -58,14 +58,7 @@ impl StreamTarget {
             } else {
                 format!("{authority}:80")
             };
-            let addr = tokio::net::lookup_host(authority.as_str())
-                .await
-                .map_err(|source| TargetError::Resolve {
-                    url: url.to_string(),
-                    source,
-                })?
-                .next()
-                .ok_or_else(|| bad("the host resolves to no address"))?;
+            let addr = super::resolve_host(url, authority.as_str()).await?;
             StreamAddr::Ws(url.to_string(), addr)
         } else if let Some(path) = url.strip_prefix("unix://") {
             if path.is_empty() {
@@ -77,14 +70,7 @@ impl StreamTarget {
                 .strip_prefix("tcp://")
                 .ok_or_else(|| bad("expected tcp://HOST:PORT"))?;
             let authority = rest.trim_end_matches('/');
-            let addr = tokio::net::lookup_host(authority)
-                .await
-                .map_err(|source| TargetError::Resolve {
-                    url: url.to_string(),
-                    source,
-                })?
-                .next()
-                .ok_or_else(|| bad("the host resolves to no address"))?;
+            let addr = super::resolve_host(url, authority).await?;
             StreamAddr::Tcp(addr)
         };
         Ok(StreamTarget {
@@ -408,10 +394,7 @@ async fn read_answers(
             Ok(_) => {}
         }
     }
-    if let Some(connection) = connection.upgrade() {
-        connection.closed.set(true);
-        connection.waiting.borrow_mut().clear();
-    }
+    hang_up(&connection);
 }
 
 /// Reads WebSocket frames and hands each to the request it answers.
@@ -431,10 +414,7 @@ async fn read_frames(
             Ok(_) => {}
         }
     }
-    if let Some(connection) = connection.upgrade() {
-        connection.closed.set(true);
-        connection.waiting.borrow_mut().clear();
-    }
+    hang_up(&connection);
 }
 
 /// Keeps the last kilobyte a child writes to stderr, for when it dies.
@@ -489,10 +469,7 @@ async fn read_headed(
             Ok(_) => {}
         }
     }
-    if let Some(connection) = connection.upgrade() {
-        connection.closed.set(true);
-        connection.waiting.borrow_mut().clear();
-    }
+    hang_up(&connection);
 }
 
 /// A request the server sends to the client (LSP's
@@ -511,6 +488,15 @@ fn answer_server_request(connection: &Rc<MuxConnection>, message: &[u8]) -> bool
         let _ = connection.writer.lock().await.send(reply.as_bytes()).await;
     });
     true
+}
+
+/// Marks a connection whose reader ended as closed; the requests waiting
+/// on it fail as `io`.
+fn hang_up(connection: &std::rc::Weak<MuxConnection>) {
+    if let Some(connection) = connection.upgrade() {
+        connection.closed.set(true);
+        connection.waiting.borrow_mut().clear();
+    }
 }
 
 /// Finds the request an answer belongs to by its (first) id.
