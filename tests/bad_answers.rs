@@ -24,16 +24,7 @@ fn run_against(craft: common::Craft, call: &str) -> RunReport {
     common::run(&common::scenario(&text))
 }
 
-fn outcomes(report: &RunReport) -> BTreeMap<&'static str, u64> {
-    report
-        .summary
-        .total
-        .outcomes
-        .iter()
-        .filter(|(_, n)| **n > 0)
-        .map(|(k, n)| (*k, *n))
-        .collect()
-}
+use common::outcomes;
 
 fn protocol(report: &RunReport) -> BTreeMap<&'static str, u64> {
     report.summary.total.protocol_errors.clone()

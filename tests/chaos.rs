@@ -46,16 +46,7 @@ fn protocol(report: &RunReport, kind: &str) -> u64 {
         .unwrap_or(0)
 }
 
-fn outcomes(report: &RunReport) -> BTreeMap<&'static str, u64> {
-    report
-        .summary
-        .total
-        .outcomes
-        .iter()
-        .filter(|(_, n)| **n > 0)
-        .map(|(k, n)| (*k, *n))
-        .collect()
-}
+use common::outcomes;
 
 /// Every call of the run was judged, and those not faulted were right.
 fn all_judged(report: &RunReport, calls: u64, faulted: u64) {

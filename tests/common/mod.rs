@@ -54,6 +54,18 @@ pub fn crafted_server(craft: Craft) -> SocketAddr {
     addr
 }
 
+/// The outcomes of a run that happened at least once, by name.
+pub fn outcomes(report: &RunReport) -> std::collections::BTreeMap<&'static str, u64> {
+    report
+        .summary
+        .total
+        .outcomes
+        .iter()
+        .filter(|(_, n)| **n > 0)
+        .map(|(k, n)| (*k, *n))
+        .collect()
+}
+
 /// Parses scenario text (no environment lookups).
 pub fn scenario(text: &str) -> Scenario {
     Scenario::parse(text, "test.toml", "test", &|_| None).expect("a valid test scenario")
