@@ -94,9 +94,24 @@ pub struct RunArgs {
     /// Engine threads (default: one per core).
     #[arg(long)]
     pub threads: Option<u64>,
-    /// Cleartext HTTP/2 with prior knowledge to an http:// target: many calls in flight per connection.
+    /// HTTP/2, many calls in flight per connection: by ALPN to https://, with prior knowledge to http://.
     #[arg(long)]
     pub http2: bool,
+    /// Trust this CA certificate (PEM) instead of the built-in web roots.
+    #[arg(long, value_name = "FILE")]
+    pub cacert: Option<PathBuf>,
+    /// Also trust the operating system's certificate store.
+    #[arg(long)]
+    pub system_roots: bool,
+    /// Do not verify the server's TLS certificate (stated in every report).
+    #[arg(short = 'k', long)]
+    pub insecure: bool,
+    /// Client certificate chain (PEM) for mutual TLS; needs --key.
+    #[arg(long, value_name = "FILE", requires = "key")]
+    pub cert: Option<PathBuf>,
+    /// The client certificate's private key (PEM).
+    #[arg(long, value_name = "FILE", requires = "cert")]
+    pub key: Option<PathBuf>,
     /// Calls in flight per connection on a multiplexed transport (ws://, tcp://, unix://, --http2).
     #[arg(long)]
     pub max_in_flight: Option<u64>,
@@ -158,6 +173,22 @@ pub struct ServeArgs {
     /// Also serve JSON-RPC over WebSocket on this address (e.g. 127.0.0.1:8547).
     #[arg(long, value_name = "ADDR")]
     pub ws: Option<std::net::SocketAddr>,
+    /// TLS on the main and WebSocket listeners (https://, wss://; HTTP/2 by ALPN). Without --tls-cert,
+    /// a CA is made at start and its certificate written to --tls-ca-out, for clients' --cacert.
+    #[arg(long)]
+    pub tls: bool,
+    /// Server certificate chain (PEM); implies --tls. Needs --tls-key.
+    #[arg(long, value_name = "FILE", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// The server certificate's private key (PEM).
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+    /// Where the CA made at start is written (default: volley-serve-ca.pem in the temp dir).
+    #[arg(long, value_name = "FILE")]
+    pub tls_ca_out: Option<PathBuf>,
+    /// Require client certificates signed by this CA (mutual TLS); implies --tls.
+    #[arg(long, value_name = "FILE")]
+    pub tls_client_ca: Option<PathBuf>,
     /// Serve on stdin/stdout instead of the network, until stdin closes (as a child of `volley run`).
     #[arg(long)]
     pub stdio: bool,
@@ -186,6 +217,7 @@ impl ServeArgs {
             tcp: self.tcp,
             unix: self.unix,
             ws: self.ws,
+            tls: None,
         })
     }
 }
@@ -261,6 +293,16 @@ impl RunArgs {
         }
         if self.http2 {
             scenario.http2 = true;
+        }
+        let tls = &mut scenario.tls;
+        if let Some(cacert) = &self.cacert {
+            tls.cacert = Some(cacert.clone());
+        }
+        tls.system_roots |= self.system_roots;
+        tls.insecure |= self.insecure;
+        if let (Some(cert), Some(key)) = (&self.cert, &self.key) {
+            tls.cert = Some(cert.clone());
+            tls.key = Some(key.clone());
         }
         if let Some(max) = self.max_in_flight {
             load.max_in_flight = Some(at_least_one(max, "--max-in-flight")?);

@@ -48,8 +48,14 @@ pub async fn execute(
         mix,
         setup,
         polls,
-        warnings,
+        mut warnings,
     } = scenario.compile();
+    let secure = matches!(&scenario.target, TargetSpec::Url(url) if url.starts_with("https://") || url.starts_with("wss://"));
+    if secure && scenario.tls.insecure {
+        let warning = "INSECURE: --insecure is on, the server's TLS certificate was not verified: these figures may come from a server other than the one named";
+        eprintln!("volley: {warning}");
+        warnings.push(warning.to_string());
+    }
     let server = match scenario.target {
         TargetSpec::Builtin => Some(
             serve::spawn(ServeConfig {
@@ -74,13 +80,13 @@ pub async fn execute(
             scenario.max_response_bytes,
         )),
         _ => {
-            Target::resolve(
-                &url,
-                &scenario.headers,
-                scenario.max_response_bytes,
-                scenario.http2,
-            )
-            .await?
+            let options = crate::transport::Options {
+                headers: scenario.headers.clone(),
+                max_response: scenario.max_response_bytes,
+                http2: scenario.http2,
+                tls: scenario.tls.clone(),
+            };
+            Target::resolve(&url, &options).await?
         }
     };
     target.check_reachable().await?;
@@ -350,6 +356,37 @@ fn result_dir(out: Option<&Path>, scenario: &str) -> anyhow::Result<PathBuf> {
     Ok(dir)
 }
 
+/// The server's TLS configuration, if asked for, and where the CA made for
+/// it was written.
+fn serve_tls(
+    args: &ServeArgs,
+) -> anyhow::Result<Option<(Arc<rustls::ServerConfig>, Option<std::path::PathBuf>)>> {
+    use crate::serve::tls::{read_certificates, server_config, Identity, LocalCa, LOOPBACK_NAMES};
+    if !(args.tls || args.tls_cert.is_some() || args.tls_client_ca.is_some()) {
+        return Ok(None);
+    }
+    let client_ca = args
+        .tls_client_ca
+        .as_deref()
+        .map(|path| read_certificates(path).map_err(anyhow::Error::msg))
+        .transpose()
+        .context("--tls-client-ca")?;
+    let (identity, written) = match (&args.tls_cert, &args.tls_key) {
+        (Some(cert), Some(key)) => (Identity::from_files(cert, key).map_err(anyhow::Error::msg)?, None),
+        _ => {
+            let ca = LocalCa::new().map_err(anyhow::Error::msg)?;
+            let path = args
+                .tls_ca_out
+                .clone()
+                .unwrap_or_else(|| std::env::temp_dir().join("volley-serve-ca.pem"));
+            std::fs::write(&path, ca.pem()).with_context(|| format!("cannot write {}", path.display()))?;
+            (ca.issue(LOOPBACK_NAMES).map_err(anyhow::Error::msg)?, Some(path))
+        }
+    };
+    let config = server_config(identity, client_ca.as_deref()).map_err(anyhow::Error::msg)?;
+    Ok(Some((config, written)))
+}
+
 pub fn serve_command(args: ServeArgs) -> anyhow::Result<ExitCode> {
     if args.stdio {
         // stdout carries the protocol: say nothing on it.
@@ -363,18 +400,36 @@ pub fn serve_command(args: ServeArgs) -> anyhow::Result<ExitCode> {
         );
         return Ok(ExitCode::SUCCESS);
     }
-    let config = args.into_config().map_err(anyhow::Error::msg)?;
+    let tls = serve_tls(&args)?;
+    let mut config = args.into_config().map_err(anyhow::Error::msg)?;
+    let ca_written = tls.as_ref().and_then(|(_, ca)| ca.clone());
+    config.tls = tls.map(|(config, _)| config);
     let listen = config.listen;
     let server = serve::spawn(config.clone()).with_context(|| format!("cannot listen on {listen}"))?;
+    let protocols = if config.tls.is_some() {
+        "HTTP/2 or HTTP/1.1 over TLS (ALPN)"
+    } else {
+        "HTTP/1.1 (or h2c)"
+    };
     println!(
-        "volley serve: JSON-RPC 2.0 over HTTP/1.1 on http://{} (latency {}, error rate {}, seed {}, chaos {})",
-        server.addr, config.latency, config.error_rate, config.seed, config.chaos
+        "volley serve: JSON-RPC 2.0 over {protocols} on {} (latency {}, error rate {}, seed {}, chaos {})",
+        server.url(),
+        config.latency,
+        config.error_rate,
+        config.seed,
+        config.chaos
     );
+    if let Some(path) = ca_written {
+        println!(
+            "volley serve: certificate signed by a CA made at start; trust it with --cacert {}",
+            path.display()
+        );
+    }
     if let Some(tcp) = server.tcp_addr {
         println!("volley serve: newline-delimited JSON-RPC on tcp://{tcp}");
     }
-    if let Some(ws) = server.ws_addr {
-        println!("volley serve: JSON-RPC over WebSocket on ws://{ws}");
+    if let Some(ws) = server.ws_url() {
+        println!("volley serve: JSON-RPC over WebSocket on {ws}");
     }
     if let Some(path) = &server.unix_path {
         println!(

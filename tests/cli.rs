@@ -41,7 +41,7 @@ fn serve(args: &[&str]) -> (Child, String) {
         .unwrap();
     let url = first
         .split_whitespace()
-        .find(|w| w.starts_with("http://"))
+        .find(|w| w.starts_with("http://") || w.starts_with("https://"))
         .expect("the address is printed")
         .to_string();
     (child, url)
@@ -457,4 +457,56 @@ fn a_one_liner_sends_its_params() {
         total["ok"], 20,
         "add without its params would answer -32602: {total}"
     );
+}
+
+#[test]
+fn serve_tls_makes_a_ca_that_run_trusts_with_cacert() {
+    let dir = temp_dir("serve-tls");
+    std::fs::create_dir_all(&dir).unwrap();
+    let ca = dir.join("ca.pem");
+    let ca_arg = ca.display().to_string();
+    let (server, url) = serve(&["--tls", "--tls-ca-out", &ca_arg]);
+    assert!(url.starts_with("https://127.0.0.1:"), "{url}");
+    let run = |extra: &[&str], out: &str| {
+        volley()
+            .args([
+                "run",
+                "--target",
+                &url,
+                "--method",
+                "eth_chainId",
+                "--requests",
+                "300",
+                "--quiet",
+            ])
+            .args(extra)
+            .arg("--out")
+            .arg(dir.join(out))
+            .output()
+            .unwrap()
+    };
+    let untrusted = run(&[], "untrusted");
+    assert_eq!(untrusted.status.code(), Some(1));
+    assert!(
+        text(&untrusted.stderr).contains("--cacert FILE"),
+        "{}",
+        text(&untrusted.stderr)
+    );
+    let trusted = run(&["--cacert", &ca_arg], "trusted");
+    assert_eq!(trusted.status.code(), Some(0), "{}", text(&trusted.stderr));
+    assert_eq!(summary_json(&dir.join("trusted"))["summary"]["total"]["ok"], 300);
+    let insecure = run(&["--insecure"], "insecure");
+    assert_eq!(insecure.status.code(), Some(0));
+    assert!(text(&insecure.stderr).contains("INSECURE"));
+    assert!(text(&insecure.stdout).contains("INSECURE"));
+    let json = summary_json(&dir.join("insecure"));
+    assert!(
+        json["meta"]["warnings"][0]
+            .as_str()
+            .unwrap()
+            .starts_with("INSECURE"),
+        "{json}"
+    );
+    interrupt(&server, "-INT");
+    wait_with_deadline(server, Duration::from_secs(10));
 }

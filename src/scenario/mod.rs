@@ -39,8 +39,9 @@ pub struct Scenario {
     pub timeout: Duration,
     /// Answers larger than this are cut off and counted as `io`.
     pub max_response_bytes: usize,
-    /// Cleartext HTTP/2 with prior knowledge to an `http://` target.
+    /// HTTP/2: by ALPN to `https://`, with prior knowledge to `http://`.
     pub http2: bool,
+    pub tls: crate::transport::TlsOptions,
     pub seed: Option<u64>,
     pub load: Load,
     /// The weighted mix (empty when replaying).
@@ -190,6 +191,7 @@ impl Scenario {
             timeout: DEFAULT_TIMEOUT,
             max_response_bytes: crate::transport::DEFAULT_MAX_RESPONSE_BYTES,
             http2: false,
+            tls: Default::default(),
             seed: None,
             load: Load {
                 pacing: Pacing::Closed,

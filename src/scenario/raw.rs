@@ -1,7 +1,7 @@
 //! The file as written (with spans), and its validation into a `Scenario`.
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use serde::Deserialize;
@@ -17,6 +17,7 @@ use super::{
     Scenario, SetupCall, TargetSpec, Template, DEFAULT_TIMEOUT,
 };
 use crate::engine::{BatchSize, Pacing, Stage};
+use crate::transport::TlsOptions;
 
 const MAX_BATCH: i64 = 100_000;
 
@@ -30,6 +31,7 @@ struct RawScenario {
     framing: Option<Spanned<String>>,
     #[serde(default)]
     http2: bool,
+    tls: Option<RawTls>,
     timeout: Option<Spanned<String>>,
     seed: Option<u64>,
     #[serde(default)]
@@ -43,6 +45,20 @@ struct RawScenario {
     setup: Vec<RawSetup>,
     #[serde(default)]
     poll: BTreeMap<String, RawPoll>,
+}
+
+/// `[tls]`: how an `https://` or `wss://` target is trusted. Paths are
+/// relative to the scenario file.
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawTls {
+    cacert: Option<PathBuf>,
+    #[serde(default)]
+    system_roots: bool,
+    #[serde(default)]
+    insecure: bool,
+    cert: Option<PathBuf>,
+    key: Option<PathBuf>,
 }
 
 #[derive(Deserialize, Default)]
@@ -328,6 +344,16 @@ impl RawScenario {
             timeout,
             max_response_bytes: crate::transport::DEFAULT_MAX_RESPONSE_BYTES,
             http2: self.http2,
+            tls: self
+                .tls
+                .map(|tls| TlsOptions {
+                    cacert: tls.cacert.map(|p| base_dir.join(p)),
+                    system_roots: tls.system_roots,
+                    insecure: tls.insecure,
+                    cert: tls.cert.map(|p| base_dir.join(p)),
+                    key: tls.key.map(|p| base_dir.join(p)),
+                })
+                .unwrap_or_default(),
             seed: self.seed,
             load,
             calls,

@@ -9,6 +9,7 @@ mod handler;
 mod latency;
 mod methods;
 mod stream;
+pub mod tls;
 
 pub use chaos::{Chaos, ChaosCounts, Fault};
 pub use handler::INJECTED_ERROR;
@@ -33,6 +34,7 @@ use serde::Serialize;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
+use crate::transport::tls::NetStream;
 use handler::Handler;
 
 /// Requests larger than this are refused with 413.
@@ -56,6 +58,9 @@ pub struct ServeConfig {
     pub unix: Option<std::path::PathBuf>,
     /// Also serve WebSocket on this address.
     pub ws: Option<SocketAddr>,
+    /// TLS on the main listener (HTTP/2 or HTTP/1.1 by ALPN) and the
+    /// WebSocket one.
+    pub tls: Option<Arc<rustls::ServerConfig>>,
 }
 
 impl Default for ServeConfig {
@@ -71,6 +76,7 @@ impl Default for ServeConfig {
             tcp: None,
             unix: None,
             ws: None,
+            tls: None,
         }
     }
 }
@@ -118,13 +124,20 @@ pub struct ServerHandle {
     /// The WebSocket listener, if asked for.
     pub ws_addr: Option<SocketAddr>,
     pub stats: Arc<ServerStats>,
+    tls: bool,
     stop: CancellationToken,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
 impl ServerHandle {
     pub fn url(&self) -> String {
-        format!("http://{}", self.addr)
+        format!("{}://{}", if self.tls { "https" } else { "http" }, self.addr)
+    }
+
+    /// The WebSocket listener's URL, if there is one.
+    pub fn ws_url(&self) -> Option<String> {
+        let scheme = if self.tls { "wss" } else { "ws" };
+        self.ws_addr.map(|addr| format!("{scheme}://{addr}"))
     }
 
     pub fn stop(mut self) {
@@ -199,6 +212,7 @@ pub fn spawn(config: ServeConfig) -> std::io::Result<ServerHandle> {
         None => None,
     };
     let unix_path = config.unix.clone();
+    let tls_on = config.tls.is_some();
     let stats = Arc::new(ServerStats::default());
     let stop = CancellationToken::new();
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -227,7 +241,24 @@ pub fn spawn(config: ServeConfig) -> std::io::Result<ServerHandle> {
                         stream::accept_each(listen(tcp), serving.clone(), stream::serve_connection);
                     }
                     if let Some(ws) = ws {
-                        stream::accept_each(listen(ws), serving.clone(), stream::serve_websocket);
+                        match config.tls.clone() {
+                            Some(tls) => {
+                                let acceptor = tokio_rustls::TlsAcceptor::from(tls);
+                                stream::accept_each(
+                                    listen(ws),
+                                    serving.clone(),
+                                    move |stream, serving, seed| {
+                                        let acceptor = acceptor.clone();
+                                        async move {
+                                            if let Some(stream) = handshake(&acceptor, stream).await {
+                                                stream::serve_websocket(stream, serving, seed).await;
+                                            }
+                                        }
+                                    },
+                                );
+                            }
+                            None => stream::accept_each(listen(ws), serving.clone(), stream::serve_websocket),
+                        }
                     }
                     #[cfg(unix)]
                     if let Some(unix) = unix {
@@ -246,6 +277,7 @@ pub fn spawn(config: ServeConfig) -> std::io::Result<ServerHandle> {
         tcp_addr,
         unix_path,
         stats,
+        tls: tls_on,
         stop,
         thread: Some(thread),
     })
@@ -315,7 +347,15 @@ async fn serve(
             config.seed.wrapping_add(connection_index),
         )));
         let (config, stats, closed) = (config.clone(), stats.clone(), generation.clone());
+        let acceptor = config.tls.clone().map(tokio_rustls::TlsAcceptor::from);
         tokio::spawn(async move {
+            let stream = match acceptor {
+                Some(acceptor) => match handshake(&acceptor, stream).await {
+                    Some(stream) => stream,
+                    None => return,
+                },
+                None => NetStream::Plain(stream),
+            };
             let service = hyper::service::service_fn(move |request| {
                 let (config, stats, rng) = (config.clone(), stats.clone(), rng.clone());
                 async move { Ok::<_, Infallible>(respond(request, &config, &stats, &rng, started).await) }
@@ -329,6 +369,16 @@ async fn serve(
                 _ = closed.cancelled() => {}
             }
         });
+    }
+}
+
+/// A TLS handshake with a client, given a few seconds; a client that fails
+/// it is dropped (and counted by no one: it never sent a request).
+async fn handshake(acceptor: &tokio_rustls::TlsAcceptor, stream: tokio::net::TcpStream) -> Option<NetStream> {
+    let accepted = tokio::time::timeout(Duration::from_secs(10), acceptor.accept(stream)).await;
+    match accepted {
+        Ok(Ok(stream)) => Some(NetStream::Tls(Box::new(stream.into()))),
+        _ => None,
     }
 }
 

@@ -149,7 +149,10 @@ where
 
 /// Serves one WebSocket connection: a JSON-RPC message a text frame, each
 /// handled on its own so answers may come back in another order.
-pub async fn serve_websocket(stream: TcpStream, serving: Serving, seed: u64) {
+pub async fn serve_websocket<S>(stream: S, serving: Serving, seed: u64)
+where
+    S: AsyncRead + AsyncWrite + Send + Unpin + 'static,
+{
     use futures_util::{SinkExt, StreamExt};
     use tokio_tungstenite::tungstenite::Message;
 

@@ -1,6 +1,7 @@
-//! JSON-RPC over HTTP/2, cleartext with prior knowledge (`--http2`): one
-//! POST per request as with HTTP/1.1, but many in flight on each connection,
-//! each on a stream of its own.
+//! JSON-RPC over HTTP/2 (`--http2`): over TLS when ALPN settles on `h2`, or
+//! cleartext with prior knowledge to an `http://` target. One POST per
+//! request as with HTTP/1.1, but many in flight on each connection, each on
+//! a stream of its own.
 
 use std::rc::Rc;
 
@@ -10,7 +11,6 @@ use hyper::client::conn::http2::{self, SendRequest};
 use hyper::header::{HeaderMap, HeaderName, HeaderValue, CONTENT_TYPE};
 use hyper::{Method, Request, Uri};
 use hyper_util::rt::{TokioExecutor, TokioIo};
-use tokio::net::TcpStream;
 
 use super::http::HttpTarget;
 use super::{Reply, TransportError};
@@ -24,10 +24,7 @@ pub struct H2Connection {
 
 impl H2Connection {
     pub async fn open(target: &HttpTarget) -> Result<Rc<Self>, TransportError> {
-        let stream = TcpStream::connect(target.addr())
-            .await
-            .map_err(|e| target.connect_error(e))?;
-        stream.set_nodelay(true).map_err(|e| target.connect_error(e))?;
+        let stream = target.connect().await?;
         let (sender, driver) = http2::handshake(TokioExecutor::new(), TokioIo::new(stream))
             .await
             .map_err(|e| target.connect_error(std::io::Error::other(e)))?;

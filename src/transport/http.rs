@@ -13,9 +13,9 @@ use std::time::Duration;
 
 use bytes::{Buf, Bytes, BytesMut};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
-use tokio::net::TcpStream;
 
-use super::{Reply, TargetError, TransportError};
+use super::tls::{self, ClientTls, NetStream, ALPN_H2, ALPN_HTTP1};
+use super::{Options, Reply, TargetError, TransportError};
 
 /// Answers larger than this are cut off and counted as `io`.
 pub const DEFAULT_MAX_RESPONSE_BYTES: usize = 8 * 1024 * 1024;
@@ -33,8 +33,11 @@ pub struct HttpTarget {
     max_response: usize,
     /// Extra headers, for transports that build their own requests.
     headers: Vec<(String, String)>,
-    /// Cleartext HTTP/2 with prior knowledge instead of HTTP/1.1.
+    /// HTTP/2 instead of HTTP/1.1: by ALPN over TLS, else cleartext with
+    /// prior knowledge.
     pub(super) http2: bool,
+    /// For `https://`.
+    pub(super) tls: Option<ClientTls>,
 }
 
 /// Header values may be secrets: never shown.
@@ -48,11 +51,8 @@ impl std::fmt::Debug for HttpTarget {
 }
 
 impl HttpTarget {
-    pub(super) async fn resolve(
-        url: &str,
-        extra: &[(String, String)],
-        max_response: usize,
-    ) -> Result<Self, TargetError> {
+    pub(super) async fn resolve(url: &str, options: &Options) -> Result<Self, TargetError> {
+        let extra = &options.headers;
         let bad = |reason: &str| TargetError::BadUrl {
             url: url.to_string(),
             reason: reason.to_string(),
@@ -61,7 +61,8 @@ impl HttpTarget {
             .parse()
             .map_err(|e: hyper::http::uri::InvalidUri| bad(&e.to_string()))?;
         let host = uri.host().ok_or_else(|| bad("no host"))?;
-        let port = uri.port_u16().unwrap_or(80);
+        let secure = uri.scheme_str() == Some("https");
+        let port = uri.port_u16().unwrap_or(if secure { 443 } else { 80 });
         let lookup_host = host.trim_start_matches('[').trim_end_matches(']');
         let addr = super::resolve_host(url, (lookup_host, port)).await?;
         let path = uri
@@ -81,13 +82,18 @@ impl HttpTarget {
             head.push_str(&format!("{name}: {value}\r\n"));
         }
         head.push_str("Content-Length: ");
+        let alpn = if options.http2 { ALPN_H2 } else { ALPN_HTTP1 };
+        let tls = secure
+            .then(|| ClientTls::new(url, host, &options.tls, alpn))
+            .transpose()?;
         Ok(HttpTarget {
             url: url.to_string(),
             addr,
             head: Bytes::from(head),
-            max_response,
+            max_response: options.max_response,
             headers: extra.to_vec(),
-            http2: false,
+            http2: options.http2,
+            tls,
         })
     }
 
@@ -95,8 +101,11 @@ impl HttpTarget {
         &self.url
     }
 
-    pub(super) fn addr(&self) -> SocketAddr {
-        self.addr
+    /// Opens a connection, over TLS for `https://`.
+    pub(super) async fn connect(&self) -> Result<NetStream, TransportError> {
+        tls::connect(self.addr, self.tls.as_ref())
+            .await
+            .map_err(|e| self.connect_error(e))
     }
 
     pub(super) fn headers(&self) -> &[(String, String)] {
@@ -108,9 +117,12 @@ impl HttpTarget {
     }
 
     pub(super) async fn check_reachable(&self) -> Result<(), TransportError> {
-        match tokio::time::timeout(Duration::from_secs(5), TcpStream::connect(self.addr)).await {
-            Ok(Ok(_)) => Ok(()),
-            Ok(Err(source)) => Err(self.connect_error(source)),
+        let check = async {
+            let mut stream = self.connect().await?;
+            tls::settle(&mut stream).await.map_err(|e| self.connect_error(e))
+        };
+        match tokio::time::timeout(Duration::from_secs(5), check).await {
+            Ok(result) => result,
             Err(_) => Err(self.connect_error(std::io::Error::new(
                 std::io::ErrorKind::TimedOut,
                 "no answer within 5 s",
@@ -121,13 +133,13 @@ impl HttpTarget {
     pub(super) fn connect_error(&self, source: std::io::Error) -> TransportError {
         TransportError::Connect {
             url: self.url.clone(),
-            source,
+            reason: source,
         }
     }
 }
 
 /// One keep-alive connection.
-pub struct HttpConnection<S = TcpStream> {
+pub struct HttpConnection<S = NetStream> {
     stream: S,
     head: Bytes,
     limit: usize,
@@ -136,13 +148,9 @@ pub struct HttpConnection<S = TcpStream> {
     closed: bool,
 }
 
-impl HttpConnection<TcpStream> {
+impl HttpConnection<NetStream> {
     pub async fn open(target: &HttpTarget) -> Result<Self, TransportError> {
-        let stream = TcpStream::connect(target.addr)
-            .await
-            .map_err(|e| target.connect_error(e))?;
-        // Requests are written whole; waiting for more bytes only adds latency.
-        stream.set_nodelay(true).map_err(|e| target.connect_error(e))?;
+        let stream = target.connect().await?;
         Ok(HttpConnection::over(
             stream,
             target.head.clone(),
@@ -191,6 +199,11 @@ impl<S: AsyncRead + AsyncWrite + Unpin> HttpConnection<S> {
         self.out.extend_from_slice(body);
         self.stream
             .write_all(&self.out)
+            .await
+            .map_err(|e| io_error("sending the request", e))?;
+        // TLS holds records until flushed; a plain socket's flush is free.
+        self.stream
+            .flush()
             .await
             .map_err(|e| io_error("sending the request", e))?;
 

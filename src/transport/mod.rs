@@ -5,6 +5,7 @@
 mod h2;
 mod http;
 mod stream;
+pub mod tls;
 
 use std::io;
 use std::rc::Rc;
@@ -15,6 +16,19 @@ use thiserror::Error;
 pub use h2::H2Connection;
 pub use http::{HttpConnection, HttpTarget, DEFAULT_MAX_RESPONSE_BYTES};
 pub use stream::{MuxConnection, StreamAddr, StreamTarget};
+pub use tls::TlsOptions;
+
+/// How to reach a target URL, beyond the URL itself.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// Header names and values sent with every HTTP request.
+    pub headers: Vec<(String, String)>,
+    /// Answers larger than this are cut off and counted as `io`.
+    pub max_response: usize,
+    /// HTTP/2: by ALPN to `https://`, with prior knowledge to `http://`.
+    pub http2: bool,
+    pub tls: TlsOptions,
+}
 
 /// Where the load goes, parsed from the target URL.
 #[derive(Clone, Debug)]
@@ -27,12 +41,16 @@ pub enum Target {
 pub enum TargetError {
     #[error("target `{url}` is not a valid URL: {reason}")]
     BadUrl { url: String, reason: String },
-    #[error("target `{url}`: scheme `{scheme}` is not supported yet (supported: http, ws, tcp, unix)")]
+    #[error(
+        "target `{url}`: scheme `{scheme}` is not supported (supported: http, https, ws, wss, tcp, unix)"
+    )]
     UnsupportedScheme { url: String, scheme: String },
     #[error("header `{name}` is not a valid HTTP header")]
     BadHeader { name: String },
-    #[error("cannot resolve {url}: {source}")]
-    Resolve { url: String, source: io::Error },
+    #[error("TLS for {url}: {reason}")]
+    Tls { url: String, reason: String },
+    #[error("cannot resolve {url}: {reason}")]
+    Resolve { url: String, reason: io::Error },
 }
 
 /// The first address `host` (anything `lookup_host` takes) resolves to,
@@ -43,9 +61,9 @@ async fn resolve_host(
 ) -> Result<std::net::SocketAddr, TargetError> {
     tokio::net::lookup_host(host)
         .await
-        .map_err(|source| TargetError::Resolve {
+        .map_err(|reason| TargetError::Resolve {
             url: url.to_string(),
-            source,
+            reason,
         })?
         .next()
         .ok_or_else(|| TargetError::BadUrl {
@@ -57,7 +75,7 @@ async fn resolve_host(
 /// Whether a target URL names a transport that carries many calls at once
 /// on one connection.
 pub fn is_multiplexed(url: &str) -> bool {
-    ["tcp://", "unix://", "ws://"]
+    ["tcp://", "unix://", "ws://", "wss://"]
         .iter()
         .any(|scheme| url.starts_with(scheme))
 }
@@ -69,30 +87,24 @@ pub fn transport_label(url: &str, http2: bool) -> &'static str {
     }
     match url.split_once("://").map(|(scheme, _)| scheme) {
         Some("ws") => "websocket",
+        Some("wss") => "websocket (tls)",
         Some("tcp") => "tcp (ndjson)",
         Some("unix") => "unix (ndjson)",
+        Some("https") if http2 => "http/2 (tls)",
+        Some("https") => "http/1.1 (tls)",
         _ if http2 => "http/2 (h2c)",
         _ => "http/1.1",
     }
 }
 
 impl Target {
-    /// Parses `url` and resolves its host once, before the run.
-    /// `http2`: speak cleartext HTTP/2 (prior knowledge) to an `http://` URL.
-    pub async fn resolve(
-        url: &str,
-        headers: &[(String, String)],
-        max_response: usize,
-        http2: bool,
-    ) -> Result<Target, TargetError> {
+    /// Parses `url`, resolves its host and reads its TLS files once, before
+    /// the run.
+    pub async fn resolve(url: &str, options: &Options) -> Result<Target, TargetError> {
         let scheme = url.split_once("://").map(|(s, _)| s).unwrap_or("");
         match scheme {
-            "http" => {
-                let mut target = HttpTarget::resolve(url, headers, max_response).await?;
-                target.http2 = http2;
-                Ok(Target::Http(target))
-            }
-            "tcp" | "unix" | "ws" => Ok(Target::Stream(StreamTarget::resolve(url, max_response).await?)),
+            "http" | "https" => Ok(Target::Http(HttpTarget::resolve(url, options).await?)),
+            "tcp" | "unix" | "ws" | "wss" => Ok(Target::Stream(StreamTarget::resolve(url, options).await?)),
             "" => Err(TargetError::BadUrl {
                 url: url.to_string(),
                 reason: "expected a URL such as http://127.0.0.1:8545".to_string(),
@@ -139,8 +151,9 @@ pub struct Reply {
 
 #[derive(Debug, Error)]
 pub enum TransportError {
-    #[error("cannot connect to {url}: {source}")]
-    Connect { url: String, source: io::Error },
+    // Not a `source`: the reason is in the message, and `{:#}` would say it twice.
+    #[error("cannot connect to {url}: {reason}")]
+    Connect { url: String, reason: io::Error },
     #[error("{0}")]
     Io(String),
     #[error("answer larger than {limit} bytes")]

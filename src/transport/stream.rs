@@ -16,21 +16,25 @@ use futures_util::stream::{SplitSink, SplitStream};
 use futures_util::{SinkExt, StreamExt};
 use serde_json::value::RawValue;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
-use tokio::net::TcpStream;
 use tokio::sync::oneshot;
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 use tokio_tungstenite::tungstenite::Message as Frame;
 use tokio_tungstenite::WebSocketStream;
 
-use super::{Reply, TargetError, TransportError};
+use super::tls::{self, ClientTls, NetStream, ALPN_HTTP1};
+use super::{Options, Reply, TargetError, TransportError};
 use crate::rpc::wire::{self, Message};
 
 #[derive(Clone, Debug)]
 pub enum StreamAddr {
     Tcp(SocketAddr),
     Unix(PathBuf),
-    /// A WebSocket URL and the address it resolves to.
-    Ws(String, SocketAddr),
+    /// A WebSocket URL and the address it resolves to; TLS for `wss://`.
+    Ws {
+        url: String,
+        addr: SocketAddr,
+        tls: Option<ClientTls>,
+    },
     /// A child process, spoken to over its stdin and stdout.
     Stdio {
         argv: Vec<String>,
@@ -46,20 +50,36 @@ pub struct StreamTarget {
 }
 
 impl StreamTarget {
-    pub(super) async fn resolve(url: &str, max_response: usize) -> Result<Self, TargetError> {
+    pub(super) async fn resolve(url: &str, options: &Options) -> Result<Self, TargetError> {
+        let max_response = options.max_response;
         let bad = |reason: &str| TargetError::BadUrl {
             url: url.to_string(),
             reason: reason.to_string(),
         };
-        let addr = if let Some(rest) = url.strip_prefix("ws://") {
+        let ws = url
+            .strip_prefix("ws://")
+            .map(|rest| (rest, false))
+            .or_else(|| url.strip_prefix("wss://").map(|rest| (rest, true)));
+        let addr = if let Some((rest, secure)) = ws {
             let authority = rest.split('/').next().unwrap_or("");
-            let authority = if authority.contains(':') {
-                authority.to_string()
+            let host = match authority.rsplit_once(':') {
+                Some((host, port)) if !port.contains(']') => host,
+                _ => authority,
+            };
+            let authority = if authority == host {
+                format!("{authority}:{}", if secure { 443 } else { 80 })
             } else {
-                format!("{authority}:80")
+                authority.to_string()
             };
             let addr = super::resolve_host(url, authority.as_str()).await?;
-            StreamAddr::Ws(url.to_string(), addr)
+            let tls = secure
+                .then(|| ClientTls::new(url, host, &options.tls, ALPN_HTTP1))
+                .transpose()?;
+            StreamAddr::Ws {
+                url: url.to_string(),
+                addr,
+                tls,
+            }
         } else if let Some(path) = url.strip_prefix("unix://") {
             if path.is_empty() {
                 return Err(bad("expected unix:///path/to/socket"));
@@ -98,13 +118,13 @@ impl StreamTarget {
     fn connect_error(&self, source: std::io::Error) -> TransportError {
         TransportError::Connect {
             url: self.url.clone(),
-            source,
+            reason: source,
         }
     }
 
     pub(super) async fn check_reachable(&self) -> Result<(), TransportError> {
         match &self.addr {
-            StreamAddr::Ws(..) => self.connect_ws().await.map(drop),
+            StreamAddr::Ws { .. } => self.connect_ws().await.map(drop),
             StreamAddr::Stdio { .. } => self.spawn().map(drop),
             _ => self.connect().await.map(drop),
         }
@@ -128,21 +148,23 @@ impl StreamTarget {
             .map_err(|e| self.connect_error(e))
     }
 
-    async fn connect_ws(&self) -> Result<WebSocketStream<TcpStream>, TransportError> {
-        let StreamAddr::Ws(url, addr) = &self.addr else {
+    async fn connect_ws(&self) -> Result<WebSocketStream<NetStream>, TransportError> {
+        let StreamAddr::Ws { url, addr, tls } = &self.addr else {
             unreachable!("a WebSocket target")
         };
-        let stream = TcpStream::connect(addr)
+        let stream = tls::connect(*addr, tls.as_ref())
             .await
             .map_err(|e| self.connect_error(e))?;
-        stream.set_nodelay(true).map_err(|e| self.connect_error(e))?;
         let config = WebSocketConfig {
             max_message_size: Some(self.max_response),
             ..WebSocketConfig::default()
         };
         let (socket, _) = tokio_tungstenite::client_async_with_config(url.as_str(), stream, Some(config))
             .await
-            .map_err(|e| self.connect_error(std::io::Error::other(e)))?;
+            .map_err(|e| match e {
+                tokio_tungstenite::tungstenite::Error::Io(e) => self.connect_error(tls::explain(e)),
+                other => self.connect_error(std::io::Error::other(other)),
+            })?;
         Ok(socket)
     }
 
@@ -150,7 +172,7 @@ impl StreamTarget {
         &self,
     ) -> Result<(Box<dyn AsyncRead + Unpin>, Box<dyn AsyncWrite + Unpin>), TransportError> {
         match &self.addr {
-            StreamAddr::Ws(..) | StreamAddr::Stdio { .. } => unreachable!("connected elsewhere"),
+            StreamAddr::Ws { .. } | StreamAddr::Stdio { .. } => unreachable!("connected elsewhere"),
             StreamAddr::Tcp(addr) => {
                 let stream = tokio::net::TcpStream::connect(addr)
                     .await
@@ -188,7 +210,7 @@ enum Writer {
     Lines(Box<dyn AsyncWrite + Unpin>),
     /// LSP's framing: a `Content-Length` header before each message.
     Headed(Box<dyn AsyncWrite + Unpin>),
-    Frames(SplitSink<WebSocketStream<TcpStream>, Frame>),
+    Frames(SplitSink<WebSocketStream<NetStream>, Frame>),
 }
 
 impl Writer {
@@ -260,7 +282,7 @@ impl MuxConnection {
             }
             return Ok(connection);
         }
-        if let StreamAddr::Ws(..) = target.addr {
+        if let StreamAddr::Ws { .. } = target.addr {
             let (sink, frames) = target.connect_ws().await?.split();
             let connection = new(Writer::Frames(sink));
             tokio::task::spawn_local(read_frames(Rc::downgrade(&connection), frames));
@@ -400,7 +422,7 @@ async fn read_answers(
 /// Reads WebSocket frames and hands each to the request it answers.
 async fn read_frames(
     connection: std::rc::Weak<MuxConnection>,
-    mut frames: SplitStream<WebSocketStream<TcpStream>>,
+    mut frames: SplitStream<WebSocketStream<NetStream>>,
 ) {
     while let Some(frame) = frames.next().await {
         let Some(connection) = connection.upgrade() else {

@@ -1,0 +1,294 @@
+//! TLS for `https://` and `wss://` targets, with rustls and its `ring`
+//! provider (the default `aws-lc-rs` needs a C toolchain CI may lack).
+//!
+//! Roots: the web's (built in, so a bare container works), the system
+//! store on request, or a private CA from a file. `--insecure` skips
+//! verification and says so in every report.
+
+use std::io;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::crypto::CryptoProvider;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
+use rustls::{ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::TcpStream;
+use tokio_rustls::TlsConnector;
+
+use super::TargetError;
+
+/// How to trust the server, and how to prove who volley is.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TlsOptions {
+    /// Trust this CA (PEM) instead of the built-in web roots.
+    pub cacert: Option<PathBuf>,
+    /// Also trust the operating system's certificate store.
+    pub system_roots: bool,
+    /// Accept any certificate. Stated in every report.
+    pub insecure: bool,
+    /// Client certificate chain (PEM) for mutual TLS.
+    pub cert: Option<PathBuf>,
+    /// The client certificate's private key (PEM).
+    pub key: Option<PathBuf>,
+}
+
+/// The protocols a connection may offer by ALPN.
+pub const ALPN_H2: &[u8] = b"h2";
+pub const ALPN_HTTP1: &[u8] = b"http/1.1";
+
+/// The one provider every config is built with.
+pub fn provider() -> Arc<CryptoProvider> {
+    Arc::new(rustls::crypto::ring::default_provider())
+}
+
+/// A client side ready to open connections to one host.
+#[derive(Clone)]
+pub struct ClientTls {
+    connector: TlsConnector,
+    name: ServerName<'static>,
+    /// Whether ALPN must settle on HTTP/2.
+    wants_h2: bool,
+}
+
+impl std::fmt::Debug for ClientTls {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClientTls")
+            .field("name", &self.name)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ClientTls {
+    /// Builds the client configuration once, before the run: a missing or
+    /// unreadable certificate file is an error here, not a run of failures.
+    pub fn new(url: &str, host: &str, options: &TlsOptions, alpn: &[u8]) -> Result<Self, TargetError> {
+        let bad = |reason: String| TargetError::Tls {
+            url: url.to_string(),
+            reason,
+        };
+        let name = ServerName::try_from(host.trim_start_matches('[').trim_end_matches(']').to_string())
+            .map_err(|e| bad(format!("`{host}` is not a name TLS can verify: {e}")))?;
+        let builder = ClientConfig::builder_with_provider(provider())
+            .with_safe_default_protocol_versions()
+            .map_err(|e| bad(e.to_string()))?;
+        let builder = if options.insecure {
+            builder
+                .dangerous()
+                .with_custom_certificate_verifier(Arc::new(AcceptAnyCertificate(provider())))
+        } else {
+            builder.with_root_certificates(roots(options).map_err(bad)?)
+        };
+        let mut config = match (&options.cert, &options.key) {
+            (None, None) => builder.with_no_client_auth(),
+            (Some(cert), Some(key)) => {
+                let chain = read_certificates(cert).map_err(bad)?;
+                let key = PrivateKeyDer::from_pem_file(key)
+                    .map_err(|e| bad(format!("client key {}: {e}", key.display())))?;
+                builder
+                    .with_client_auth_cert(chain, key)
+                    .map_err(|e| bad(format!("client certificate: {e}")))?
+            }
+            _ => return Err(bad("a client certificate needs both --cert and --key".into())),
+        };
+        config.alpn_protocols = vec![alpn.to_vec()];
+        Ok(ClientTls {
+            connector: TlsConnector::from(Arc::new(config)),
+            name,
+            wants_h2: alpn == ALPN_H2,
+        })
+    }
+
+    /// Opens a TCP connection and completes the handshake over it.
+    pub async fn connect(&self, addr: SocketAddr) -> io::Result<NetStream> {
+        let stream = TcpStream::connect(addr).await?;
+        stream.set_nodelay(true)?;
+        let stream = self
+            .connector
+            .connect(self.name.clone(), stream)
+            .await
+            .map_err(
+                |e| match e.get_ref().is_some_and(|inner| inner.is::<rustls::Error>()) {
+                    true => explain(e),
+                    false => io::Error::new(e.kind(), format!("TLS handshake failed: {e}")),
+                },
+            )?;
+        if self.wants_h2 && stream.get_ref().1.alpn_protocol() != Some(ALPN_H2) {
+            return Err(io::Error::other(
+                "the server did not agree to HTTP/2 by ALPN (it may speak only HTTP/1.1: leave out --http2)",
+            ));
+        }
+        Ok(NetStream::Tls(Box::new(stream.into())))
+    }
+}
+
+/// Waits a moment for the server to object after a TLS handshake: under
+/// TLS 1.3 a server that wants a client certificate says so only after the
+/// client thinks the handshake is done. Silence, or the server's first
+/// bytes (an HTTP/2 preface), mean it did not object.
+pub async fn settle(stream: &mut NetStream) -> io::Result<()> {
+    use tokio::io::AsyncReadExt;
+    if let NetStream::Tls(_) = stream {
+        let mut byte = [0u8; 1];
+        if let Ok(Err(e)) =
+            tokio::time::timeout(std::time::Duration::from_millis(250), stream.read(&mut byte)).await
+        {
+            return Err(explain(e));
+        }
+    }
+    Ok(())
+}
+
+/// Opens a connection to `addr`, over TLS when `tls` is given.
+pub async fn connect(addr: SocketAddr, tls: Option<&ClientTls>) -> io::Result<NetStream> {
+    match tls {
+        Some(tls) => tls.connect(addr).await,
+        None => {
+            let stream = TcpStream::connect(addr).await?;
+            // Requests are written whole; waiting for more bytes only adds latency.
+            stream.set_nodelay(true)?;
+            Ok(NetStream::Plain(stream))
+        }
+    }
+}
+
+fn roots(options: &TlsOptions) -> Result<RootCertStore, String> {
+    let mut roots = RootCertStore::empty();
+    match &options.cacert {
+        Some(path) => {
+            let (added, _) = roots.add_parsable_certificates(read_certificates(path)?);
+            if added == 0 {
+                return Err(format!("{}: no usable CA certificate in it", path.display()));
+            }
+        }
+        None => roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned()),
+    }
+    if options.system_roots {
+        let found = rustls_native_certs::load_native_certs();
+        let (added, _) = roots.add_parsable_certificates(found.certs);
+        if added == 0 {
+            let why = found.errors.first().map(|e| format!(": {e}")).unwrap_or_default();
+            return Err(format!(
+                "the system certificate store has no usable certificate{why}"
+            ));
+        }
+    }
+    Ok(roots)
+}
+
+/// Every certificate in a PEM file; none is an error.
+pub fn read_certificates(path: &std::path::Path) -> Result<Vec<CertificateDer<'static>>, String> {
+    let certificates = CertificateDer::pem_file_iter(path)
+        .and_then(|certs| certs.collect::<Result<Vec<_>, _>>())
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    if certificates.is_empty() {
+        return Err(format!("{}: no PEM certificate in it", path.display()));
+    }
+    Ok(certificates)
+}
+
+/// Turns a failed handshake into a sentence that says what to do.
+pub fn explain(error: io::Error) -> io::Error {
+    let advice = match error.get_ref().and_then(|e| e.downcast_ref::<rustls::Error>()) {
+        Some(rustls::Error::InvalidCertificate(why)) => format!(
+            "the server's certificate was refused ({why:?}); for a private CA give --cacert FILE, or --insecure to skip verification"
+        ),
+        Some(rustls::Error::AlertReceived(alert)) => {
+            use rustls::AlertDescription::{BadCertificate, CertificateRequired, UnknownCA};
+            let hint = if matches!(alert, CertificateRequired | BadCertificate | UnknownCA) {
+                "; it wants a client certificate it trusts (--cert FILE --key FILE)"
+            } else {
+                ""
+            };
+            format!("the server refused the TLS handshake ({alert:?}){hint}")
+        }
+        Some(other) => format!("TLS handshake failed: {other}"),
+        // Not TLS's doing (a reset, say): as it was.
+        None => return error,
+    };
+    io::Error::new(error.kind(), advice)
+}
+
+/// `--insecure`: any certificate passes, though the handshake's signatures
+/// are still checked (so the connection is at least consistent).
+#[derive(Debug)]
+struct AcceptAnyCertificate(Arc<CryptoProvider>);
+
+impl ServerCertVerifier for AcceptAnyCertificate {
+    fn verify_server_cert(
+        &self,
+        _end_entity: &CertificateDer<'_>,
+        _intermediates: &[CertificateDer<'_>],
+        _server_name: &ServerName<'_>,
+        _ocsp: &[u8],
+        _now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        Ok(ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(message, cert, dss, &self.0.signature_verification_algorithms)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(message, cert, dss, &self.0.signature_verification_algorithms)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.0.signature_verification_algorithms.supported_schemes()
+    }
+}
+
+/// A TCP connection, with or without TLS: one type for every transport
+/// that may run over either.
+pub enum NetStream {
+    Plain(TcpStream),
+    Tls(Box<tokio_rustls::TlsStream<TcpStream>>),
+}
+
+impl AsyncRead for NetStream {
+    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            NetStream::Plain(s) => Pin::new(s).poll_read(cx, buf),
+            NetStream::Tls(s) => Pin::new(s.as_mut()).poll_read(cx, buf),
+        }
+    }
+}
+
+impl AsyncWrite for NetStream {
+    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        match self.get_mut() {
+            NetStream::Plain(s) => Pin::new(s).poll_write(cx, buf),
+            NetStream::Tls(s) => Pin::new(s.as_mut()).poll_write(cx, buf),
+        }
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            NetStream::Plain(s) => Pin::new(s).poll_flush(cx),
+            NetStream::Tls(s) => Pin::new(s.as_mut()).poll_flush(cx),
+        }
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            NetStream::Plain(s) => Pin::new(s).poll_shutdown(cx),
+            NetStream::Tls(s) => Pin::new(s.as_mut()).poll_shutdown(cx),
+        }
+    }
+}
