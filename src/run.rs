@@ -392,13 +392,18 @@ pub fn serve_command(args: ServeArgs) -> anyhow::Result<ExitCode> {
         // stdout carries the protocol: say nothing on it.
         let content_length = args.framing == "content-length";
         let config = args.into_config().map_err(anyhow::Error::msg)?;
-        let stats = serve::serve_stdio(config, content_length).context("cannot serve on stdio")?;
+        let (stats, end) = serve::serve_stdio(config, content_length).context("cannot serve on stdio")?;
+        let ending = match end {
+            None => "",
+            Some(serve::LspEnd::Clean) => "; ended by shutdown and exit",
+            Some(serve::LspEnd::Abrupt) => "; ended without shutdown and exit (status 1, as LSP says)",
+        };
         eprintln!(
-            "volley serve --stdio: {} calls, {} notifications",
+            "volley serve --stdio: {} calls, {} notifications{ending}",
             ServerStats::get(&stats.calls),
             ServerStats::get(&stats.notifications)
         );
-        return Ok(ExitCode::SUCCESS);
+        return Ok(ExitCode::from(u8::from(end == Some(serve::LspEnd::Abrupt))));
     }
     let tls = serve_tls(&args)?;
     let mut config = args.into_config().map_err(anyhow::Error::msg)?;

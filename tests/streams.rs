@@ -189,7 +189,28 @@ fn stdio_children_speak_ndjson_and_content_length() {
             "{framing}"
         );
         assert_eq!(summary.unsolicited_messages, 0);
+        // LSP: `shutdown` answered and `exit` sent, so the server exits 0;
+        // MCP: stdin closed, so it exits 0.
+        let ends = summary.child_shutdown.as_ref().unwrap();
+        assert_eq!((ends.clean, ends.failed, ends.killed), (2, 0, 0), "{framing}");
     }
+}
+
+#[test]
+fn a_child_that_will_not_stop_is_killed_and_said_so() {
+    let text = r#"
+command = ["sleep", "30"]
+timeout = "200ms"
+[load]
+concurrency = 1
+requests = 2
+[[calls]]
+method = "eth_blockNumber"
+"#;
+    let report = common::run(&common::scenario(text));
+    assert_eq!(common::outcomes(&report).get("timeout"), Some(&2));
+    let ends = report.summary.child_shutdown.as_ref().unwrap();
+    assert_eq!((ends.clean, ends.failed, ends.killed), (0, 0, 1));
 }
 
 #[test]

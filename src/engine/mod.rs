@@ -119,9 +119,17 @@ pub async fn run(
         };
         gatherer.snapshot(measured, snapshot)
     };
+    // The run ends at each thread's last figures, not when the threads
+    // end: after them they may still be shutting stdio children down.
+    let mut threads_done = 0;
     while let Some(chunk) = chunks.recv().await {
+        let last = chunk.last.is_some();
         if gatherer.add(chunk) {
             observe(&snapshot_now(&mut gatherer, false));
+        }
+        threads_done += usize::from(last);
+        if threads_done == threads {
+            break;
         }
     }
     let end = Instant::now();
@@ -165,6 +173,10 @@ pub async fn run(
         unsolicited_messages: total.unsolicited,
         children_exited: total.children_exited,
         child_exit: total.child_exit.clone(),
+        child_shutdown: matches!(&shared.target, Target::Stream(t) if t.is_command()).then(|| {
+            let ends = shared.child_ends.lock().unwrap_or_else(|p| p.into_inner());
+            ends.clone()
+        }),
         schedule,
         batches: BatchSummary::new(total),
         setup: has_setup.then(|| SetupSummary {

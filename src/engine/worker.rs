@@ -22,8 +22,8 @@ use super::mix::{Mix, Planned};
 use super::plan::{LoadPlan, Pacing, Profile, Schedule};
 use super::{Poll, RunSpec, SetupCall};
 use crate::rpc::{Entry, Judge, Outcome, RequestBuilder};
-use crate::stats::{micros, Recorder};
-use crate::transport::{Connection, Target, TransportError};
+use crate::stats::{micros, ChildShutdown, Recorder};
+use crate::transport::{ChildEnd, Connection, Target, TransportError};
 
 /// What every thread and connection shares for the whole run.
 pub(super) struct Shared {
@@ -44,6 +44,8 @@ pub(super) struct Shared {
     pub in_flight_at_end: AtomicU64,
     /// Connection tasks that panicked.
     pub panicked: AtomicU64,
+    /// How stdio children ended after the run.
+    pub child_ends: std::sync::Mutex<ChildShutdown>,
 }
 
 impl Shared {
@@ -87,6 +89,7 @@ impl Shared {
             next_id_block: AtomicU64::new(1),
             in_flight_at_end: AtomicU64::new(0),
             panicked: AtomicU64::new(0),
+            child_ends: Default::default(),
         }
     }
 
@@ -235,6 +238,19 @@ pub(super) fn thread_main(
             in_flight: 0,
             last: Some(local.sent.get()),
         });
+        // After the last figures: the children's shutdown is no part of the run.
+        let connections = slots
+            .iter()
+            .filter_map(|slot| slot.connection.borrow_mut().take());
+        let ends = futures_util::future::join_all(connections.map(Connection::shut_down)).await;
+        let mut tally = shared.child_ends.lock().unwrap_or_else(|p| p.into_inner());
+        for end in ends.into_iter().flatten() {
+            match end {
+                ChildEnd::Clean => tally.clean += 1,
+                ChildEnd::Failed => tally.failed += 1,
+                ChildEnd::Killed => tally.killed += 1,
+            }
+        }
     });
 }
 

@@ -180,6 +180,13 @@ stage     from      to      calls    calls/s    p50 ms    p99 ms  errors"
             summary.children_exited
         );
     }
+    if let Some(ends) = &summary.child_shutdown {
+        let _ = writeln!(
+            out,
+            "child processes at the end: {} shut down cleanly, {} exited failing, {} killed",
+            ends.clean, ends.failed, ends.killed
+        );
+    }
     if summary.in_flight_at_end > 0 {
         let _ = writeln!(
             out,

@@ -18,6 +18,8 @@ const MAX_SLEEP: Duration = Duration::from_secs(60);
 pub fn call(method: &str, params: Option<&RawValue>, started: Instant, hold: &mut Duration) -> MethodResult {
     match method {
         "echo" => Ok(params.map_or("null", RawValue::get).to_string()),
+        // LSP's lifecycle; `exit` ends a stdio server (see `serve_headed`).
+        "shutdown" => Ok("null".to_string()),
         "add" => add(parse(params)?),
         "sleep" => {
             let ms = first_number(&parse(params)?, "ms").ok_or(INVALID_PARAMS)?;

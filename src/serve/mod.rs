@@ -14,6 +14,7 @@ pub mod tls;
 pub use chaos::{Chaos, ChaosCounts, Fault};
 pub use handler::INJECTED_ERROR;
 pub use latency::Latency;
+pub use stream::LspEnd;
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -160,7 +161,12 @@ impl Drop for ServerHandle {
 
 /// Serves JSON-RPC on this process's stdin and stdout until stdin closes:
 /// `content_length` for LSP's framing, else one message a line (MCP).
-pub fn serve_stdio(config: ServeConfig, content_length: bool) -> std::io::Result<Arc<ServerStats>> {
+/// With LSP framing, the session's end is returned too: the exit status is
+/// 0 only after `shutdown` and `exit`, as LSP asks of servers.
+pub fn serve_stdio(
+    config: ServeConfig,
+    content_length: bool,
+) -> std::io::Result<(Arc<ServerStats>, Option<stream::LspEnd>)> {
     let stats = Arc::new(ServerStats::default());
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(config.threads.max(1))
@@ -172,16 +178,19 @@ pub fn serve_stdio(config: ServeConfig, content_length: bool) -> std::io::Result
         started: Instant::now(),
         stop: CancellationToken::new(),
     };
-    runtime.block_on(async move {
+    let end = runtime.block_on(async move {
         let seed = serving.config.seed;
         let io = tokio::io::join(tokio::io::stdin(), tokio::io::stdout());
         if content_length {
-            stream::serve_headed(io, serving, seed).await;
+            Some(stream::serve_headed(io, serving, seed).await)
         } else {
             stream::serve_connection(io, serving, seed).await;
+            None
         }
     });
-    Ok(stats)
+    // Tasks blocked on stdin must not hold the process open after `exit`.
+    runtime.shutdown_background();
+    Ok((stats, end))
 }
 
 /// Binds `config.listen` (port 0 picks a free port) and serves on

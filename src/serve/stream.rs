@@ -147,6 +147,20 @@ where
     let _ = write.await;
 }
 
+/// `shutdown` or `exit` when `request` is one of LSP's lifecycle messages.
+fn lifecycle_method(request: &[u8]) -> Option<&'static str> {
+    let named = |name: &[u8]| request.windows(name.len()).any(|w| w == name);
+    if !named(b"\"shutdown\"") && !named(b"\"exit\"") {
+        return None;
+    }
+    let message: crate::rpc::wire::Message = serde_json::from_slice(request).ok()?;
+    match message.method?.get() {
+        "\"shutdown\"" => Some("shutdown"),
+        "\"exit\"" => Some("exit"),
+        _ => None,
+    }
+}
+
 /// Serves one WebSocket connection: a JSON-RPC message a text frame, each
 /// handled on its own so answers may come back in another order.
 pub async fn serve_websocket<S>(stream: S, serving: Serving, seed: u64)
@@ -195,12 +209,25 @@ where
 
 /// Serves one connection with LSP's framing: a `Content-Length` header
 /// before each message, both ways.
-pub async fn serve_headed<S>(stream: S, serving: Serving, seed: u64)
+/// How an LSP session ended, for the server's exit status.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LspEnd {
+    /// `exit` after `shutdown`: exit status 0, as LSP says.
+    Clean,
+    /// `exit` without `shutdown`, or input that ended without `exit`: 1.
+    Abrupt,
+}
+
+/// Serves LSP-framed JSON-RPC (`Content-Length` headers) until `exit` or
+/// the end of the input.
+pub async fn serve_headed<S>(stream: S, serving: Serving, seed: u64) -> LspEnd
 where
     S: AsyncRead + AsyncWrite + Send + 'static,
 {
     use tokio::io::AsyncReadExt;
 
+    let mut shutdown = false;
+    let mut ending = LspEnd::Abrupt;
     let (mut reader, mut writer) = tokio::io::split(stream);
     let (answers, mut outbox) = mpsc::unbounded_channel::<Vec<u8>>();
     let write = tokio::spawn(async move {
@@ -232,6 +259,16 @@ where
             }
             let request = input[end + 4..end + 4 + length].to_vec();
             input.drain(..end + 4 + length);
+            match lifecycle_method(&request) {
+                Some("shutdown") => shutdown = true,
+                Some("exit") => {
+                    if shutdown {
+                        ending = LspEnd::Clean;
+                    }
+                    break 'read;
+                }
+                _ => {}
+            }
             let answers = answers.clone();
             answer_later(&serving, &rng, request, move |body| {
                 let _ = answers.send(body);
@@ -248,4 +285,5 @@ where
     }
     drop(answers);
     let _ = write.await;
+    ending
 }

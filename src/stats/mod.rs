@@ -6,8 +6,8 @@ mod summary;
 
 pub use snapshot::{latency_buckets, Snapshot};
 pub use summary::{
-    BatchSummary, LatencySummary, MethodSummary, RunSummary, ScheduleSummary, SecondRow, SetupSummary,
-    StageSummary, LATE_THRESHOLD,
+    BatchSummary, ChildShutdown, LatencySummary, MethodSummary, RunSummary, ScheduleSummary, SecondRow,
+    SetupSummary, StageSummary, LATE_THRESHOLD,
 };
 
 use std::time::Duration;

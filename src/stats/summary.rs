@@ -198,6 +198,17 @@ pub struct SetupSummary {
     pub first_error: Option<String>,
 }
 
+/// How the stdio children ended once the run was over.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct ChildShutdown {
+    /// Exited with status 0 after the protocol's shutdown.
+    pub clean: u64,
+    /// Exited by themselves with a failing status.
+    pub failed: u64,
+    /// Did not exit in time and were killed.
+    pub killed: u64,
+}
+
 /// One stage of a staged load.
 #[derive(Clone, Debug, Serialize)]
 pub struct StageSummary {
@@ -225,6 +236,8 @@ pub struct RunSummary {
     pub children_exited: u64,
     /// How the first of them ended, with the tail of its stderr.
     pub child_exit: Option<String>,
+    /// Present for a stdio target.
+    pub child_shutdown: Option<ChildShutdown>,
     /// Present in the open model.
     pub schedule: Option<ScheduleSummary>,
     /// Present when batches were sent.

@@ -15,7 +15,7 @@ use thiserror::Error;
 
 pub use h2::H2Connection;
 pub use http::{HttpConnection, HttpTarget, DEFAULT_MAX_RESPONSE_BYTES};
-pub use stream::{MuxConnection, StreamAddr, StreamTarget};
+pub use stream::{ChildEnd, MuxConnection, StreamAddr, StreamTarget};
 pub use tls::TlsOptions;
 
 /// How to reach a target URL, beyond the URL itself.
@@ -206,6 +206,15 @@ impl Connection {
     pub async fn child_exit(&self) -> Option<String> {
         match self {
             Connection::Stream(c) if c.is_closed() => c.child_exit().await,
+            _ => None,
+        }
+    }
+
+    /// Ends a stdio child as its protocol says (see `MuxConnection::shut_down`);
+    /// `None` for connections without one.
+    pub async fn shut_down(self) -> Option<ChildEnd> {
+        match self {
+            Connection::Stream(c) => c.shut_down().await,
             _ => None,
         }
     }

@@ -115,6 +115,11 @@ impl StreamTarget {
         &self.url
     }
 
+    /// Whether connections are child processes.
+    pub fn is_command(&self) -> bool {
+        matches!(self.addr, StreamAddr::Stdio { .. })
+    }
+
     fn connect_error(&self, source: std::io::Error) -> TransportError {
         TransportError::Connect {
             url: self.url.clone(),
@@ -211,6 +216,8 @@ enum Writer {
     /// LSP's framing: a `Content-Length` header before each message.
     Headed(Box<dyn AsyncWrite + Unpin>),
     Frames(SplitSink<WebSocketStream<NetStream>, Frame>),
+    /// Closed on purpose (a child's stdin, at the end of a run).
+    Closed,
 }
 
 impl Writer {
@@ -230,8 +237,27 @@ impl Writer {
                 let text = String::from_utf8_lossy(body).into_owned();
                 sink.send(Frame::Text(text)).await.map_err(|e| e.to_string())
             }
+            Writer::Closed => Err("the connection was closed".into()),
         }
     }
+}
+
+/// The id of LSP's `shutdown` request at the end of a run: far above the
+/// run's ids, and exact as a JavaScript number (2^53 - 1), since many
+/// language servers are written in JavaScript.
+const SHUTDOWN_ID: u64 = (1 << 53) - 1;
+/// How long a child has to answer `shutdown` and to exit after it.
+const SHUTDOWN_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// How a child process ended when the run was over.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ChildEnd {
+    /// It exited by itself after the protocol's shutdown (status 0).
+    Clean,
+    /// It exited by itself, but with a failing status.
+    Failed,
+    /// It had to be killed.
+    Killed,
 }
 
 /// One multiplexed connection, shared by the callers on one engine thread.
@@ -320,6 +346,46 @@ impl MuxConnection {
         } else {
             format!("{how}; stderr ends with: {tail}")
         })
+    }
+
+    /// Ends a stdio child the way its protocol says: LSP's `shutdown`
+    /// request and `exit` notification, then stdin closed (MCP's stdio
+    /// shutdown is the close alone); SIGTERM and then SIGKILL for one that
+    /// does not go. `None` for a connection without a child.
+    pub async fn shut_down(&self) -> Option<ChildEnd> {
+        let lsp = matches!(&*self.writer.lock().await, Writer::Headed(_));
+        self.child.borrow().as_ref()?;
+        if lsp && !self.closed.get() {
+            let shutdown = format!(r#"{{"jsonrpc":"2.0","id":{SHUTDOWN_ID},"method":"shutdown"}}"#);
+            let answered =
+                tokio::time::timeout(SHUTDOWN_WAIT, self.exchange(shutdown.into(), SHUTDOWN_ID, 1));
+            if answered.await.is_ok_and(|reply| reply.is_ok()) {
+                let exit = br#"{"jsonrpc":"2.0","method":"exit"}"#;
+                let _ = self.writer.lock().await.send(exit).await;
+            }
+        }
+        *self.writer.lock().await = Writer::Closed;
+        let mut child = self.child.borrow_mut().take()?;
+        if let Ok(Ok(status)) = tokio::time::timeout(SHUTDOWN_WAIT, child.wait()).await {
+            return Some(if status.success() {
+                ChildEnd::Clean
+            } else {
+                ChildEnd::Failed
+            });
+        }
+        #[cfg(unix)]
+        if let Some(pid) = child.id() {
+            // SAFETY: signalling a child this process started and has not reaped.
+            unsafe { libc::kill(pid as libc::pid_t, libc::SIGTERM) };
+            if tokio::time::timeout(SHUTDOWN_WAIT / 2, child.wait())
+                .await
+                .is_ok()
+            {
+                return Some(ChildEnd::Killed);
+            }
+        }
+        let _ = child.kill().await;
+        Some(ChildEnd::Killed)
     }
 
     pub fn unsolicited(&self) -> u64 {
