@@ -56,3 +56,44 @@ pub fn first_significant_byte(body: &[u8]) -> Option<u8> {
         .copied()
         .find(|b| !matches!(b, b' ' | b'\t' | b'\n' | b'\r'))
 }
+
+/// A message head without a `Content-Length`: the stream cannot be
+/// followed after it.
+#[derive(Debug, PartialEq, Eq)]
+pub struct NoLength;
+
+/// LSP's framing: where the next message in `input` lies, as the range of
+/// its body, when it has all arrived.
+pub fn next_headed(input: &[u8]) -> Result<Option<std::ops::Range<usize>>, NoLength> {
+    let Some(head_end) = input.windows(4).position(|w| w == b"\r\n\r\n") else {
+        return Ok(None);
+    };
+    const NAME: &[u8] = b"content-length:";
+    let length = input[..head_end]
+        .split(|b| *b == b'\n')
+        .filter(|line| line.len() > NAME.len() && line[..NAME.len()].eq_ignore_ascii_case(NAME))
+        .find_map(|line| {
+            std::str::from_utf8(&line[NAME.len()..])
+                .ok()?
+                .trim()
+                .parse::<usize>()
+                .ok()
+        })
+        .ok_or(NoLength)?;
+    let start = head_end + 4;
+    Ok((input.len() >= start + length).then_some(start..start + length))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{next_headed, NoLength};
+
+    #[test]
+    fn headed_messages_are_found_whole_or_not_at_all() {
+        let input = b"Content-Type: x\r\ncontent-LENGTH: 2\r\n\r\n{}Content-Length: 5\r\n\r\n[";
+        assert_eq!(next_headed(input), Ok(Some(38..40)));
+        assert_eq!(next_headed(&input[40..]), Ok(None));
+        assert_eq!(next_headed(b"Content-Length: 2\r\n"), Ok(None));
+        assert_eq!(next_headed(b"X: 1\r\n\r\n{}"), Err(NoLength));
+    }
+}

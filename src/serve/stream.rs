@@ -207,8 +207,6 @@ where
     let _ = write.await;
 }
 
-/// Serves one connection with LSP's framing: a `Content-Length` header
-/// before each message, both ways.
 /// How an LSP session ended, for the server's exit status.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum LspEnd {
@@ -218,8 +216,8 @@ pub enum LspEnd {
     Abrupt,
 }
 
-/// Serves LSP-framed JSON-RPC (`Content-Length` headers) until `exit` or
-/// the end of the input.
+/// Serves one connection with LSP's framing (a `Content-Length` header
+/// before each message, both ways) until `exit` or the end of the input.
 pub async fn serve_headed<S>(stream: S, serving: Serving, seed: u64) -> LspEnd
 where
     S: AsyncRead + AsyncWrite + Send + 'static,
@@ -231,11 +229,16 @@ where
     let (mut reader, mut writer) = tokio::io::split(stream);
     let (answers, mut outbox) = mpsc::unbounded_channel::<Vec<u8>>();
     let write = tokio::spawn(async move {
+        let mut out = Vec::new();
         while let Some(answer) = outbox.recv().await {
-            let header = format!("Content-Length: {}\r\n\r\n", answer.len());
+            // Whatever else is ready goes in the same write.
+            out.clear();
+            for answer in std::iter::once(answer).chain(std::iter::from_fn(|| outbox.try_recv().ok())) {
+                out.extend_from_slice(format!("Content-Length: {}\r\n\r\n", answer.len()).as_bytes());
+                out.extend_from_slice(&answer);
+            }
             let sent = async {
-                writer.write_all(header.as_bytes()).await?;
-                writer.write_all(&answer).await?;
+                writer.write_all(&out).await?;
                 writer.flush().await
             };
             if sent.await.is_err() {
@@ -247,18 +250,17 @@ where
     let mut input: Vec<u8> = Vec::with_capacity(64 * 1024);
     let mut chunk = vec![0u8; 64 * 1024];
     'read: loop {
-        while let Some(end) = input.windows(4).position(|w| w == b"\r\n\r\n") {
-            let head = String::from_utf8_lossy(&input[..end]).to_ascii_lowercase();
-            let length = head.lines().find_map(|l| {
-                l.strip_prefix("content-length:")
-                    .and_then(|v| v.trim().parse::<usize>().ok())
-            });
-            let Some(length) = length else { break 'read };
-            if input.len() < end + 4 + length {
-                break;
-            }
-            let request = input[end + 4..end + 4 + length].to_vec();
-            input.drain(..end + 4 + length);
+        // Messages are taken from the front; the buffer is compacted once
+        // per read, not once per message.
+        let mut taken = 0;
+        loop {
+            let body = match crate::rpc::wire::next_headed(&input[taken..]) {
+                Ok(Some(body)) => body,
+                Ok(None) => break,
+                Err(_) => break 'read,
+            };
+            let request = input[taken + body.start..taken + body.end].to_vec();
+            taken += body.end;
             match lifecycle_method(&request) {
                 Some("shutdown") => shutdown = true,
                 Some("exit") => {
@@ -274,6 +276,7 @@ where
                 let _ = answers.send(body);
             });
         }
+        input.drain(..taken);
         let read = tokio::select! {
             read = reader.read(&mut chunk) => read,
             _ = serving.stop.cancelled() => break,

@@ -210,11 +210,13 @@ struct Waiting {
 }
 
 /// Where requests are written: a byte stream (one line each) or a
-/// WebSocket (one text frame each).
+/// WebSocket (one text frame each). Byte streams frame each message in a
+/// reused buffer and write it at once: two writes would be two packets on
+/// a socket without Nagle, and two system calls on a pipe.
 enum Writer {
-    Lines(Box<dyn AsyncWrite + Unpin>),
+    Lines(Box<dyn AsyncWrite + Unpin>, Vec<u8>),
     /// LSP's framing: a `Content-Length` header before each message.
-    Headed(Box<dyn AsyncWrite + Unpin>),
+    Headed(Box<dyn AsyncWrite + Unpin>, Vec<u8>),
     Frames(SplitSink<WebSocketStream<NetStream>, Frame>),
     /// Closed on purpose (a child's stdin, at the end of a run).
     Closed,
@@ -223,14 +225,19 @@ enum Writer {
 impl Writer {
     async fn send(&mut self, body: &[u8]) -> Result<(), String> {
         match self {
-            Writer::Lines(w) => {
-                w.write_all(body).await.map_err(|e| e.to_string())?;
-                w.write_all(b"\n").await.map_err(|e| e.to_string())
+            Writer::Lines(w, framed) => {
+                framed.clear();
+                framed.extend_from_slice(body);
+                framed.push(b'\n');
+                w.write_all(framed).await.map_err(|e| e.to_string())
             }
-            Writer::Headed(w) => {
-                let header = format!("Content-Length: {}\r\n\r\n", body.len());
-                w.write_all(header.as_bytes()).await.map_err(|e| e.to_string())?;
-                w.write_all(body).await.map_err(|e| e.to_string())?;
+            Writer::Headed(w, framed) => {
+                framed.clear();
+                framed.extend_from_slice(b"Content-Length: ");
+                framed.extend_from_slice(itoa::Buffer::new().format(body.len()).as_bytes());
+                framed.extend_from_slice(b"\r\n\r\n");
+                framed.extend_from_slice(body);
+                w.write_all(framed).await.map_err(|e| e.to_string())?;
                 w.flush().await.map_err(|e| e.to_string())
             }
             Writer::Frames(sink) => {
@@ -293,9 +300,9 @@ impl MuxConnection {
             let stdout = child.stdout.take().expect("piped");
             let stderr = child.stderr.take().expect("piped");
             let writer = if content_length {
-                Writer::Headed(Box::new(stdin))
+                Writer::Headed(Box::new(stdin), Vec::new())
             } else {
-                Writer::Lines(Box::new(stdin))
+                Writer::Lines(Box::new(stdin), Vec::new())
             };
             let connection = new(writer);
             *connection.child.borrow_mut() = Some(child);
@@ -315,7 +322,7 @@ impl MuxConnection {
             return Ok(connection);
         }
         let (reader, writer) = target.connect().await?;
-        let connection = new(Writer::Lines(writer));
+        let connection = new(Writer::Lines(writer, Vec::new()));
         tokio::task::spawn_local(read_answers(
             Rc::downgrade(&connection),
             reader,
@@ -353,7 +360,7 @@ impl MuxConnection {
     /// shutdown is the close alone); SIGTERM and then SIGKILL for one that
     /// does not go. `None` for a connection without a child.
     pub async fn shut_down(&self) -> Option<ChildEnd> {
-        let lsp = matches!(&*self.writer.lock().await, Writer::Headed(_));
+        let lsp = matches!(&*self.writer.lock().await, Writer::Headed(..));
         self.child.borrow().as_ref()?;
         if lsp && !self.closed.get() {
             let shutdown = format!(r#"{{"jsonrpc":"2.0","id":{SHUTDOWN_ID},"method":"shutdown"}}"#);
@@ -533,19 +540,14 @@ async fn read_headed(
     let mut input = BytesMut::with_capacity(64 * 1024);
     'read: loop {
         // Every complete message in the buffer first.
-        while let Some(end) = input.windows(4).position(|w| w == b"\r\n\r\n") {
-            let head = String::from_utf8_lossy(&input[..end]).to_ascii_lowercase();
-            let length = head.lines().find_map(|l| {
-                l.strip_prefix("content-length:")
-                    .and_then(|v| v.trim().parse::<usize>().ok())
-            });
-            let Some(length) = length.filter(|l| *l <= limit) else {
-                break 'read;
+        loop {
+            let body = match wire::next_headed(&input) {
+                Ok(Some(body)) => body,
+                Ok(None) if input.len() > limit => break 'read,
+                Ok(None) => break,
+                Err(_) => break 'read,
             };
-            if input.len() < end + 4 + length {
-                break;
-            }
-            let message = input.split_to(end + 4 + length).freeze().slice(end + 4..);
+            let message = input.split_to(body.end).freeze().slice(body.start..);
             let Some(connection) = connection.upgrade() else {
                 return;
             };
