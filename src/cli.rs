@@ -189,6 +189,10 @@ pub struct ServeArgs {
     /// Require client certificates signed by this CA (mutual TLS); implies --tls.
     #[arg(long, value_name = "FILE")]
     pub tls_client_ca: Option<PathBuf>,
+    /// MCP's streamable HTTP: initialize opens a session its later requests must carry, answers come as
+    /// event streams (after a log message) to clients that accept them, notifications get 202.
+    #[arg(long)]
+    pub mcp: bool,
     /// Serve on stdin/stdout instead of the network, until stdin closes (as a child of `volley run`).
     #[arg(long)]
     pub stdio: bool,
@@ -218,6 +222,7 @@ impl ServeArgs {
             unix: self.unix,
             ws: self.ws,
             tls: None,
+            mcp: self.mcp,
         })
     }
 }

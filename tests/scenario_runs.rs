@@ -183,7 +183,7 @@ method = "eth_blockNumber"
 fn a_failed_setup_is_reported_plainly() {
     let server = server();
     let text = format!(
-        "target = \"{}\"\n[load]\nconcurrency = 1\nrequests = 3\n[[setup]]\nmethod = \"initialize\"\n[[calls]]\nmethod = \"eth_chainId\"\n",
+        "target = \"{}\"\n[load]\nconcurrency = 1\nrequests = 3\n[[setup]]\nmethod = \"session_open\"\n[[calls]]\nmethod = \"eth_chainId\"\n",
         server.url()
     );
     let report = common::run(&common::scenario(&text));
@@ -192,7 +192,7 @@ fn a_failed_setup_is_reported_plainly() {
     assert!(setup.connections_failed >= 1);
     assert_eq!(
         setup.first_error.as_deref(),
-        Some("setup call `initialize` failed: rpc_error(-32601)")
+        Some("setup call `session_open` failed: rpc_error(-32601)")
     );
 }
 

@@ -431,6 +431,9 @@ async fn connection_loop(shared: Arc<Shared>, local: Rc<Local>, index: usize, sl
         if batch {
             recorder.record_batch(planned.len(), latency);
         }
+        if let Ok(Ok(reply)) = &result {
+            recorder.unsolicited += reply.others;
+        }
         let entries = builder.entries();
         let mut failed: Option<(usize, Outcome)> = None;
         let methods = &mut recorder.methods;

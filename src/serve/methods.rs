@@ -20,6 +20,16 @@ pub fn call(method: &str, params: Option<&RawValue>, started: Instant, hold: &mu
         "echo" => Ok(params.map_or("null", RawValue::get).to_string()),
         // LSP's lifecycle; `exit` ends a stdio server (see `serve_headed`).
         "shutdown" => Ok("null".to_string()),
+        // Enough of MCP for a client's session to go through.
+        "initialize" => Ok(format!(
+            r#"{{"protocolVersion":"2025-06-18","capabilities":{{"tools":{{}}}},"serverInfo":{{"name":"volley-serve","version":"{}"}}}}"#,
+            env!("CARGO_PKG_VERSION")
+        )),
+        "ping" => Ok("{}".to_string()),
+        "tools/list" => Ok(
+            r#"{"tools":[{"name":"add","description":"Adds numbers","inputSchema":{"type":"object"}}]}"#
+                .to_string(),
+        ),
         "add" => add(parse(params)?),
         "sleep" => {
             let ms = first_number(&parse(params)?, "ms").ok_or(INVALID_PARAMS)?;

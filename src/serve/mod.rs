@@ -62,6 +62,11 @@ pub struct ServeConfig {
     /// TLS on the main listener (HTTP/2 or HTTP/1.1 by ALPN) and the
     /// WebSocket one.
     pub tls: Option<Arc<rustls::ServerConfig>>,
+    /// MCP's streamable HTTP: `initialize` opens a session whose id every
+    /// later request must carry, answers come as event streams to clients
+    /// that accept them (with a log message before each), notifications
+    /// get 202.
+    pub mcp: bool,
 }
 
 impl Default for ServeConfig {
@@ -78,6 +83,7 @@ impl Default for ServeConfig {
             unix: None,
             ws: None,
             tls: None,
+            mcp: false,
         }
     }
 }
@@ -101,6 +107,14 @@ pub struct ServerStats {
     /// Faults applied, one by one.
     #[serde(skip)]
     pub chaos: ChaosCounts,
+    /// MCP sessions opened by `initialize`.
+    pub mcp_sessions: AtomicU64,
+    /// Requests refused for want of a valid session id.
+    pub mcp_refused: AtomicU64,
+    /// Answers sent as event streams.
+    pub event_streams: AtomicU64,
+    #[serde(skip)]
+    sessions: Mutex<std::collections::HashSet<String>>,
 }
 
 impl ServerStats {
@@ -407,6 +421,17 @@ async fn respond(
     if request.method() != Method::POST {
         return plain(StatusCode::METHOD_NOT_ALLOWED, "JSON-RPC over HTTP takes POST\n");
     }
+    let header = |name: &str| {
+        request
+            .headers()
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string)
+    };
+    let (session, wants_events) = (
+        header("mcp-session-id"),
+        header("accept").is_some_and(|a| a.contains("text/event-stream")),
+    );
     let body = match Limited::new(request.into_body(), MAX_REQUEST_BYTES)
         .collect()
         .await
@@ -414,6 +439,13 @@ async fn respond(
         Ok(body) => body.to_bytes(),
         Err(_) => return plain(StatusCode::PAYLOAD_TOO_LARGE, "request too large\n"),
     };
+    let mut opened = None;
+    if config.mcp {
+        match mcp_session(&body, session, stats) {
+            Ok(new) => opened = new,
+            Err(refusal) => return refusal,
+        }
+    }
     let (answer, fault) = {
         let mut rng = rng.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         let answer = Handler {
@@ -443,13 +475,72 @@ async fn respond(
     }
     let Some(answer) = answer.body else {
         let mut response = Response::new(full(Bytes::new()));
-        *response.status_mut() = StatusCode::NO_CONTENT;
+        // MCP's streamable HTTP says 202 for notifications.
+        *response.status_mut() = if config.mcp {
+            StatusCode::ACCEPTED
+        } else {
+            StatusCode::NO_CONTENT
+        };
         return response;
     };
-    match fault {
+    let mut response = match fault {
         Some(fault) => misbehave(fault, answer, stats).await,
+        None if config.mcp && wants_events => {
+            stats.event_streams.fetch_add(1, Ordering::Relaxed);
+            event_stream(&answer)
+        }
         None => json(StatusCode::OK, full(answer)),
+    };
+    if let Some(session) = opened {
+        let value = HeaderValue::from_str(&session).expect("a hex session id is a valid header");
+        response.headers_mut().insert("mcp-session-id", value);
     }
+    response
+}
+
+/// MCP: an `initialize` opens a session (its id is returned); anything
+/// else must name an open one, or is refused with 400 as MCP's SDKs do.
+#[allow(clippy::result_large_err)]
+fn mcp_session(
+    body: &[u8],
+    session: Option<String>,
+    stats: &ServerStats,
+) -> Result<Option<String>, Response<AnswerBody>> {
+    let initialize = serde_json::from_slice::<crate::rpc::wire::Message>(body)
+        .is_ok_and(|m| m.method.is_some_and(|m| m.get() == "\"initialize\""));
+    let mut sessions = stats.sessions.lock().unwrap_or_else(|p| p.into_inner());
+    if initialize {
+        let id = format!("{:032x}", rand::random::<u128>());
+        sessions.insert(id.clone());
+        stats.mcp_sessions.fetch_add(1, Ordering::Relaxed);
+        return Ok(Some(id));
+    }
+    if session.is_some_and(|s| sessions.contains(&s)) {
+        return Ok(None);
+    }
+    stats.mcp_refused.fetch_add(1, Ordering::Relaxed);
+    let refusal = br#"{"jsonrpc":"2.0","error":{"code":-32000,"message":"Bad Request: No valid session ID provided"},"id":null}"#;
+    Err(json(StatusCode::BAD_REQUEST, full(&refusal[..])))
+}
+
+/// An answer as a server-sent-event stream, after a log message, as MCP
+/// servers send progress and logs before the answer itself.
+fn event_stream(answer: &[u8]) -> Response<AnswerBody> {
+    let log = r#"{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"working on it"}}"#;
+    let mut text = format!("event: message\ndata: {log}\n\nevent: message\n");
+    // A line break in the answer (kept from a request's params) starts a
+    // new `data:` line; the client joins them again.
+    for line in String::from_utf8_lossy(answer).split('\n') {
+        text.push_str("data: ");
+        text.push_str(line);
+        text.push('\n');
+    }
+    text.push('\n');
+    let mut response = Response::new(full(text));
+    response
+        .headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
+    response
 }
 
 /// Answers with `fault` where it applies to this answer (counting it), or

@@ -3,22 +3,25 @@
 //! request as with HTTP/1.1, but many in flight on each connection, each on
 //! a stream of its own.
 
+use std::cell::RefCell;
 use std::rc::Rc;
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::client::conn::http2::{self, SendRequest};
-use hyper::header::{HeaderMap, HeaderName, HeaderValue, CONTENT_TYPE};
+use hyper::header::{HeaderMap, HeaderName, HeaderValue, ACCEPT, CONTENT_TYPE};
 use hyper::{Method, Request, Uri};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 
 use super::http::HttpTarget;
 use super::{Reply, TransportError};
 
+const MCP_SESSION_ID: HeaderName = HeaderName::from_static("mcp-session-id");
+
 pub struct H2Connection {
     sender: SendRequest<Full<Bytes>>,
     uri: Uri,
-    headers: HeaderMap,
+    headers: RefCell<HeaderMap>,
     limit: usize,
 }
 
@@ -35,6 +38,10 @@ impl H2Connection {
         });
         let mut headers = HeaderMap::new();
         headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        headers.insert(
+            ACCEPT,
+            HeaderValue::from_static("application/json, text/event-stream"),
+        );
         for (name, value) in target.headers() {
             if let (Ok(name), Ok(mut value)) = (
                 HeaderName::from_bytes(name.as_bytes()),
@@ -51,7 +58,7 @@ impl H2Connection {
         Ok(Rc::new(H2Connection {
             sender,
             uri,
-            headers,
+            headers: RefCell::new(headers),
             limit: target.max_response(),
         }))
     }
@@ -69,12 +76,20 @@ impl H2Connection {
         let mut request = Request::new(Full::new(body));
         *request.method_mut() = Method::POST;
         *request.uri_mut() = self.uri.clone();
-        *request.headers_mut() = self.headers.clone();
+        *request.headers_mut() = self.headers.borrow().clone();
         let response = sender
             .send_request(request)
             .await
             .map_err(|e| TransportError::Io(e.to_string()))?;
         let status = response.status().as_u16();
+        // MCP: the session the server gives goes back on every later request.
+        if let Some(session) = response.headers().get(MCP_SESSION_ID) {
+            self.headers.borrow_mut().insert(MCP_SESSION_ID, session.clone());
+        }
+        let event_stream = response
+            .headers()
+            .get(CONTENT_TYPE)
+            .is_some_and(|t| t.as_bytes().starts_with(b"text/event-stream"));
         let body = Limited::new(response.into_body(), self.limit)
             .collect()
             .await
@@ -86,6 +101,11 @@ impl H2Connection {
                 }
             })?
             .to_bytes();
-        Ok(Reply { status, body })
+        let (body, others) = if event_stream {
+            super::sse::decode(&body)
+        } else {
+            (body, 0)
+        };
+        Ok(Reply { status, body, others })
     }
 }

@@ -27,7 +27,7 @@ const READ_CHUNK: usize = 16 * 1024;
 pub struct HttpTarget {
     url: String,
     addr: SocketAddr,
-    /// Everything of a request before the value of `Content-Length`.
+    /// Everything of a request's head before its `Content-Length`.
     head: Bytes,
     /// Answers larger than this are cut off.
     max_response: usize,
@@ -72,7 +72,7 @@ impl HttpTarget {
             .unwrap_or("/");
         let authority = uri.authority().map(|a| a.as_str()).unwrap_or(host);
         let mut head = format!(
-            "POST {path} HTTP/1.1\r\nHost: {authority}\r\nContent-Type: application/json\r\nUser-Agent: volley/{}\r\n",
+            "POST {path} HTTP/1.1\r\nHost: {authority}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nUser-Agent: volley/{}\r\n",
             env!("CARGO_PKG_VERSION")
         );
         for (name, value) in extra {
@@ -81,7 +81,6 @@ impl HttpTarget {
             hyper::header::HeaderValue::from_str(value).map_err(|_| bad_header())?;
             head.push_str(&format!("{name}: {value}\r\n"));
         }
-        head.push_str("Content-Length: ");
         let alpn = if options.http2 { ALPN_H2 } else { ALPN_HTTP1 };
         let tls = secure
             .then(|| ClientTls::new(url, host, &options.tls, alpn))
@@ -146,6 +145,9 @@ pub struct HttpConnection<S = NetStream> {
     out: Vec<u8>,
     input: BytesMut,
     closed: bool,
+    /// MCP's `Mcp-Session-Id`, as the server last gave it: sent back on
+    /// every later request of this connection.
+    session: Vec<u8>,
 }
 
 impl HttpConnection<NetStream> {
@@ -175,6 +177,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> HttpConnection<S> {
             out: Vec::with_capacity(1024),
             input: BytesMut::with_capacity(READ_CHUNK),
             closed: false,
+            session: Vec::new(),
         }
     }
 
@@ -193,6 +196,12 @@ impl<S: AsyncRead + AsyncWrite + Unpin> HttpConnection<S> {
     async fn exchange_inner(&mut self, body: &[u8]) -> Result<Reply, TransportError> {
         self.out.clear();
         self.out.extend_from_slice(&self.head);
+        if !self.session.is_empty() {
+            self.out.extend_from_slice(b"Mcp-Session-Id: ");
+            self.out.extend_from_slice(&self.session);
+            self.out.extend_from_slice(b"\r\n");
+        }
+        self.out.extend_from_slice(b"Content-Length: ");
         self.out
             .extend_from_slice(itoa::Buffer::new().format(body.len()).as_bytes());
         self.out.extend_from_slice(b"\r\n\r\n");
@@ -208,12 +217,23 @@ impl<S: AsyncRead + AsyncWrite + Unpin> HttpConnection<S> {
             .map_err(|e| io_error("sending the request", e))?;
 
         loop {
-            let (status, head_len, framing, close) = loop {
+            let Head {
+                status,
+                length: head_len,
+                framing,
+                close,
+                event_stream,
+                session,
+            } = loop {
                 if let Some(parsed) = parse_head(&self.input)? {
                     break parsed;
                 }
                 self.fill().await?;
             };
+            if let Some(session) = session {
+                self.session.clear();
+                self.session.extend_from_slice(&self.input[session]);
+            }
             // 1xx answers are interim: the real one follows.
             if (100..200).contains(&status) && status != 101 {
                 self.input.advance(head_len);
@@ -249,7 +269,15 @@ impl<S: AsyncRead + AsyncWrite + Unpin> HttpConnection<S> {
             if close {
                 self.closed = true;
             }
-            return Ok(Reply { status, body });
+            if event_stream {
+                let (body, others) = super::sse::decode(&body);
+                return Ok(Reply { status, body, others });
+            }
+            return Ok(Reply {
+                status,
+                body,
+                others: 0,
+            });
         }
     }
 
@@ -315,9 +343,22 @@ impl<S: AsyncRead + AsyncWrite + Unpin> HttpConnection<S> {
     }
 }
 
-/// Parses a complete answer head: status, its length, how the body is
-/// delimited, and whether the server closes the connection after it.
-fn parse_head(input: &[u8]) -> Result<Option<(u16, usize, Framing, bool)>, TransportError> {
+/// What an answer's head says.
+struct Head {
+    status: u16,
+    /// Of the head itself.
+    length: usize,
+    framing: Framing,
+    /// The server closes the connection after this answer.
+    close: bool,
+    /// The body is a server-sent-event stream (MCP's streamable HTTP).
+    event_stream: bool,
+    /// Where in the input the `Mcp-Session-Id` value lies, if given.
+    session: Option<std::ops::Range<usize>>,
+}
+
+/// Parses a complete answer head.
+fn parse_head(input: &[u8]) -> Result<Option<Head>, TransportError> {
     // Left uninitialized: zeroing 64 headers per answer showed in profiles.
     let mut headers = [const { std::mem::MaybeUninit::<httparse::Header>::uninit() }; MAX_HEADERS];
     let mut response = httparse::Response::new(&mut []);
@@ -333,8 +374,20 @@ fn parse_head(input: &[u8]) -> Result<Option<(u16, usize, Framing, bool)>, Trans
     let status = response.code.unwrap_or(0);
     let mut framing = Framing::UntilClose;
     let mut close = response.version == Some(0);
+    let mut event_stream = false;
+    let mut session = None;
     for header in response.headers.iter() {
         let value = header.value;
+        if header.name.eq_ignore_ascii_case("content-type") {
+            event_stream = value.starts_with(b"text/event-stream");
+            continue;
+        }
+        if header.name.eq_ignore_ascii_case("mcp-session-id") {
+            // The value borrows from `input`: its offset is where it lies.
+            let start = value.as_ptr() as usize - input.as_ptr() as usize;
+            session = Some(start..start + value.len());
+            continue;
+        }
         if header.name.eq_ignore_ascii_case("content-length") {
             let length = std::str::from_utf8(value)
                 .ok()
@@ -358,7 +411,14 @@ fn parse_head(input: &[u8]) -> Result<Option<(u16, usize, Framing, bool)>, Trans
     if status == 204 || status == 304 || (100..200).contains(&status) {
         framing = Framing::Length(0);
     }
-    Ok(Some((status, head_len, framing, close)))
+    Ok(Some(Head {
+        status,
+        length: head_len,
+        framing,
+        close,
+        event_stream,
+        session,
+    }))
 }
 
 fn io_error(doing: &str, e: std::io::Error) -> TransportError {
@@ -387,7 +447,7 @@ mod tests {
         });
         let mut connection = HttpConnection::over(
             client,
-            Bytes::from_static(b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: "),
+            Bytes::from_static(b"POST / HTTP/1.1\r\nHost: x\r\n"),
             DEFAULT_MAX_RESPONSE_BYTES,
         );
         let reply = connection.exchange(Bytes::from_static(b"{\"a\":1}")).await;

@@ -4,6 +4,7 @@
 
 mod h2;
 mod http;
+mod sse;
 mod stream;
 pub mod tls;
 
@@ -147,6 +148,9 @@ pub struct Reply {
     /// HTTP status, or 200 for transports without one.
     pub status: u16,
     pub body: Bytes,
+    /// Messages that came with the answer but answered nothing (events of
+    /// an MCP event stream: log messages, progress).
+    pub others: u64,
 }
 
 #[derive(Debug, Error)]

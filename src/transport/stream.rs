@@ -435,9 +435,14 @@ impl MuxConnection {
             None => Ok(Reply {
                 status: 200,
                 body: Bytes::new(),
+                others: 0,
             }),
             Some(receiver) => match receiver.await {
-                Ok(body) => Ok(Reply { status: 200, body }),
+                Ok(body) => Ok(Reply {
+                    status: 200,
+                    body,
+                    others: 0,
+                }),
                 Err(_) => Err(TransportError::Io(
                     "the connection closed before the answer came".into(),
                 )),
