@@ -193,6 +193,9 @@ pub struct ServeArgs {
     /// event streams (after a log message) to clients that accept them, notifications get 202.
     #[arg(long)]
     pub mcp: bool,
+    /// How often an eth_subscribe("newHeads") subscription (WebSocket, TCP, Unix) gets a notification.
+    #[arg(long, default_value = "1s", value_parser = parse_duration)]
+    pub heads_every: Duration,
     /// Serve on stdin/stdout instead of the network, until stdin closes (as a child of `volley run`).
     #[arg(long)]
     pub stdio: bool,
@@ -209,6 +212,9 @@ impl ServeArgs {
                 self.error_rate
             ));
         }
+        if self.heads_every.is_zero() {
+            return Err("--heads-every must be above zero".into());
+        }
         let defaults = ServeConfig::default();
         Ok(ServeConfig {
             listen: self.listen,
@@ -223,6 +229,7 @@ impl ServeArgs {
             ws: self.ws,
             tls: None,
             mcp: self.mcp,
+            heads_every: self.heads_every,
         })
     }
 }

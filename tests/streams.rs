@@ -240,3 +240,71 @@ method = "eth_chainId"
         "{exit}"
     );
 }
+
+#[test]
+fn subscriptions_are_counted_with_their_gaps_and_never_taken_for_answers() {
+    for scheme in ["ws", "tcp"] {
+        let server = serve::spawn(ServeConfig {
+            listen: "127.0.0.1:0".parse().unwrap(),
+            tcp: Some("127.0.0.1:0".parse().unwrap()),
+            ws: Some("127.0.0.1:0".parse().unwrap()),
+            heads_every: std::time::Duration::from_millis(50),
+            threads: 2,
+            ..ServeConfig::default()
+        })
+        .unwrap();
+        let addr = if scheme == "ws" {
+            server.ws_addr
+        } else {
+            server.tcp_addr
+        }
+        .unwrap();
+        let text = format!(
+            "target = \"{scheme}://{addr}\"\n[load]\nconcurrency = 16\nconnections = 2\nduration = \"1s\"\nwarmup = \"0s\"\n[[subscribe]]\nmethod = \"eth_subscribe\"\nparams = [\"newHeads\"]\n[[calls]]\nmethod = \"eth_blockNumber\"\n"
+        );
+        let report = common::run(&common::scenario(&text));
+        let summary = &report.summary;
+        let subs = summary.subscriptions.as_ref().unwrap();
+        assert_eq!(subs.opened, 2, "{scheme}");
+        assert_eq!(ServerStats::get(&server.stats.subscriptions), 2, "{scheme}");
+        // 2 subscriptions x 1 s / 50 ms, less the first tick's wait.
+        assert!(
+            (20..=42).contains(&subs.notifications),
+            "{scheme}: {}",
+            subs.notifications
+        );
+        let sent = ServerStats::get(&server.stats.subscription_notifications);
+        assert!(
+            sent >= subs.notifications && sent <= subs.notifications + 6,
+            "{scheme}: sent {sent}"
+        );
+        assert!(
+            (40.0..80.0).contains(&subs.gap.p50_ms),
+            "{scheme}: {:?}",
+            subs.gap
+        );
+        // Notifications are neither answers nor strays.
+        assert_eq!(summary.unsolicited_messages, 0, "{scheme}");
+        assert_eq!(
+            summary.total.ok, summary.total.calls,
+            "{scheme}: {:?}",
+            summary.total.outcomes
+        );
+    }
+}
+
+#[test]
+fn subscriptions_over_http_are_refused_with_the_key() {
+    let error = volley::scenario::Scenario::parse(
+        "target = \"http://127.0.0.1:1\"\n[[subscribe]]\nmethod = \"eth_subscribe\"\n[[calls]]\nmethod = \"x\"\n",
+        "subs.toml",
+        "subs",
+        &|_| None,
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        error.contains("subs.toml:3") && error.contains("subscribe[0]"),
+        "{error}"
+    );
+}

@@ -24,7 +24,7 @@ use tokio_util::sync::CancellationToken;
 use crate::rpc::CallTemplate;
 use crate::stats::{
     micros, BatchSummary, LatencySummary, MethodSummary, RunSummary, ScheduleSummary, SetupSummary, Snapshot,
-    StageSummary, LATE_THRESHOLD,
+    StageSummary, SubscriptionSummary, LATE_THRESHOLD,
 };
 use crate::transport::Target;
 use gather::Gatherer;
@@ -46,6 +46,9 @@ pub struct SetupCall {
     pub method: String,
     pub template: CallTemplate,
     pub notification: bool,
+    /// Opens a subscription (`eth_subscribe`): its result is the id the
+    /// server's notifications will name.
+    pub subscribe: bool,
 }
 
 /// Runs the load until the plan's end or until `cancel` fires (then the
@@ -64,6 +67,7 @@ pub async fn run(
     let threads = plan.threads_used();
     let connections = plan.connections;
     let has_setup = !spec.setup.is_empty();
+    let has_subscriptions = spec.setup.iter().any(|s| s.subscribe);
     let mut gatherer = Gatherer::new(
         spec.mix.methods.clone(),
         threads,
@@ -176,6 +180,15 @@ pub async fn run(
         child_shutdown: matches!(&shared.target, Target::Stream(t) if t.is_command()).then(|| {
             let ends = shared.child_ends.lock().unwrap_or_else(|p| p.into_inner());
             ends.clone()
+        }),
+        subscriptions: has_subscriptions.then(|| SubscriptionSummary {
+            opened: total.subscriptions,
+            notifications: total.notifications,
+            per_second: total.notifications as f64 / seconds.max(1e-9),
+            per_subscription_per_second: total.notifications as f64
+                / seconds.max(1e-9)
+                / total.subscriptions.max(1) as f64,
+            gap: LatencySummary::from_micros(&total.notification_gaps),
         }),
         schedule,
         batches: BatchSummary::new(total),

@@ -479,9 +479,50 @@ async fn connection_loop(shared: Arc<Shared>, local: Rc<Local>, index: usize, sl
     }
 }
 
+/// Keeps the subscription a setup call opened: its notifications are
+/// counted, with the gaps between them, while the run is measured.
+fn subscribe(
+    shared: &Shared,
+    local: &Rc<Local>,
+    connection: &Connection,
+    answer: &[u8],
+) -> Result<(), String> {
+    let result = serde_json::from_slice::<crate::rpc::wire::Message>(answer)
+        .ok()
+        .and_then(|m| m.result.map(|r| r.get().trim_matches('"').to_string()))
+        .ok_or("its answer has no subscription id")?;
+    let mux = connection
+        .multiplexed()
+        .ok_or("subscriptions need a connection the server can write to at will")?;
+    let (weak, measure_start) = (Rc::downgrade(local), shared.measure_start);
+    mux.watch(&result, move || {
+        let mut last: Vec<Option<Instant>> = Vec::new();
+        Box::new(move |index| {
+            let now = Instant::now();
+            let Some(local) = weak.upgrade().filter(|_| now >= measure_start) else {
+                return;
+            };
+            if last.len() <= index {
+                last.resize(index + 1, None);
+            }
+            let mut recorder = local.recorder.borrow_mut();
+            recorder.notifications += 1;
+            if let Some(previous) = last[index].replace(now) {
+                recorder.notification_gaps.record(micros(now - previous)).ok();
+            }
+        })
+    });
+    local.recorder.borrow_mut().subscriptions += 1;
+    Ok(())
+}
+
 /// Opens a connection and sends the scenario's setup calls on it. Setup
 /// calls stay out of the load's figures; a failure is counted and kept.
-async fn open_and_set_up(shared: &Shared, local: &Local, rng: &mut SmallRng) -> Result<Connection, Outcome> {
+async fn open_and_set_up(
+    shared: &Shared,
+    local: &Rc<Local>,
+    rng: &mut SmallRng,
+) -> Result<Connection, Outcome> {
     let mut connection = Connection::open(&shared.target)
         .await
         .map_err(|_| Outcome::Connect)?;
@@ -519,7 +560,11 @@ async fn open_and_set_up(shared: &Shared, local: &Local, rng: &mut SmallRng) -> 
                     &[],
                     |_, o, _| outcome = o,
                 );
-                (outcome != Outcome::Ok).then(|| outcome.to_string())
+                match (outcome, setup.subscribe) {
+                    (Outcome::Ok, true) => subscribe(shared, local, &connection, &reply.body).err(),
+                    (Outcome::Ok, false) => None,
+                    _ => Some(outcome.to_string()),
+                }
             }
             Ok(Err(error)) => Some(error.to_string()),
             Err(_) => Some(format!("no answer within {:?}", shared.plan.timeout)),

@@ -180,6 +180,19 @@ stage     from      to      calls    calls/s    p50 ms    p99 ms  errors"
             summary.children_exited
         );
     }
+    if let Some(subs) = &summary.subscriptions {
+        let _ = writeln!(
+            out,
+            "subscriptions: {} opened, {} notifications ({:.1}/s, {:.2}/s each); gap between notifications p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms",
+            subs.opened,
+            subs.notifications,
+            subs.per_second,
+            subs.per_subscription_per_second,
+            subs.gap.p50_ms,
+            subs.gap.p99_ms,
+            subs.gap.max_ms
+        );
+    }
     if let Some(ends) = &summary.child_shutdown {
         let _ = writeln!(
             out,

@@ -29,6 +29,7 @@ impl Scenario {
                     method: s.method.clone(),
                     template: CallTemplate::new(&s.method, s.params.as_ref()),
                     notification: s.notification,
+                    subscribe: s.subscribe,
                 })
                 .collect(),
             polls: self

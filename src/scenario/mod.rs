@@ -49,7 +49,8 @@ pub struct Scenario {
     /// Every request a batch drawn from the mix.
     pub batch: Option<BatchSpec>,
     pub replay: Option<Replay>,
-    /// Sent on every new connection before it joins the load.
+    /// Sent on every new connection before it joins the load; the
+    /// subscriptions last.
     pub setup: Vec<SetupCall>,
     pub polls: Vec<PollSpec>,
     /// The latest polled values, read by generated params.
@@ -148,6 +149,9 @@ pub struct SetupCall {
     pub method: String,
     pub params: Option<Value>,
     pub notification: bool,
+    /// From `[[subscribe]]`: opens a subscription whose notifications are
+    /// counted.
+    pub subscribe: bool,
 }
 
 pub const DEFAULT_CONCURRENCY: u64 = 16;

@@ -44,6 +44,8 @@ struct RawScenario {
     #[serde(default)]
     setup: Vec<RawSetup>,
     #[serde(default)]
+    subscribe: Vec<RawSubscribe>,
+    #[serde(default)]
     poll: BTreeMap<String, RawPoll>,
 }
 
@@ -148,6 +150,15 @@ struct RawSetup {
     params: Option<Spanned<Value>>,
     #[serde(default)]
     notification: bool,
+}
+
+/// `[[subscribe]]`: a subscription opened on every connection, after the
+/// setup calls.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawSubscribe {
+    method: Spanned<String>,
+    params: Option<Spanned<Value>>,
 }
 
 #[derive(Deserialize)]
@@ -332,9 +343,28 @@ impl RawScenario {
                     method: s.method.get_ref().clone(),
                     params: fixed_params(at, s.params.as_ref(), &format!("setup[{i}].params"))?,
                     notification: s.notification,
+                    subscribe: false,
                 })
             })
-            .collect::<Result<_, ScenarioError>>()?;
+            .collect::<Result<Vec<_>, ScenarioError>>()?;
+        let mut setup = setup;
+        for (i, s) in self.subscribe.iter().enumerate() {
+            let pushes = matches!(&target, TargetSpec::Command { .. })
+                || matches!(&target, TargetSpec::Url(url) if ["ws://", "wss://", "tcp://", "unix://"].iter().any(|scheme| url.starts_with(scheme)));
+            if !pushes {
+                return Err(at.error(
+                    Some(s.method.span()),
+                    Some(&format!("subscribe[{i}]")),
+                    "subscriptions need a connection the server can write to at will: a ws://, wss://, tcp:// or unix:// target, or a command",
+                ));
+            }
+            setup.push(SetupCall {
+                method: s.method.get_ref().clone(),
+                params: fixed_params(at, s.params.as_ref(), &format!("subscribe[{i}].params"))?,
+                notification: false,
+                subscribe: true,
+            });
+        }
 
         Ok(Scenario {
             name: self.name.unwrap_or_else(|| default_name.to_string()),

@@ -121,7 +121,7 @@ fn add(params: Value) -> MethodResult {
 }
 
 /// The chain head moves one block a second from an arbitrary height.
-fn head(started: Instant) -> u64 {
+pub(super) fn head(started: Instant) -> u64 {
     1_000_000 + started.elapsed().as_secs()
 }
 

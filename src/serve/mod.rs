@@ -9,6 +9,7 @@ mod handler;
 mod latency;
 mod methods;
 mod stream;
+mod subscribe;
 pub mod tls;
 
 pub use chaos::{Chaos, ChaosCounts, Fault};
@@ -67,6 +68,8 @@ pub struct ServeConfig {
     /// that accept them (with a log message before each), notifications
     /// get 202.
     pub mcp: bool,
+    /// How often a `newHeads` subscription brings a notification.
+    pub heads_every: Duration,
 }
 
 impl Default for ServeConfig {
@@ -84,6 +87,7 @@ impl Default for ServeConfig {
             ws: None,
             tls: None,
             mcp: false,
+            heads_every: Duration::from_secs(1),
         }
     }
 }
@@ -113,6 +117,9 @@ pub struct ServerStats {
     pub mcp_refused: AtomicU64,
     /// Answers sent as event streams.
     pub event_streams: AtomicU64,
+    /// `eth_subscribe` subscriptions opened, and notifications sent.
+    pub subscriptions: AtomicU64,
+    pub subscription_notifications: AtomicU64,
     #[serde(skip)]
     sessions: Mutex<std::collections::HashSet<String>>,
 }

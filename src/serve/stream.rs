@@ -16,6 +16,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::handler::Handler;
+use super::subscribe::{self, Subscriptions};
 use super::{ServeConfig, ServerStats};
 
 /// What every connection of a listener is served with.
@@ -122,6 +123,11 @@ where
         }
     });
     let rng = Arc::new(Mutex::new(SmallRng::seed_from_u64(seed)));
+    let mut subscriptions = Subscriptions::default();
+    let send: subscribe::Send = {
+        let answers = answers.clone();
+        Arc::new(move |message| answers.send(message).is_ok())
+    };
     let mut lines = BufReader::new(reader);
     let mut line = Vec::new();
     loop {
@@ -135,7 +141,7 @@ where
             Ok(_) => {}
         }
         let request = std::mem::take(&mut line);
-        if request.iter().all(u8::is_ascii_whitespace) {
+        if request.iter().all(u8::is_ascii_whitespace) || subscriptions.intercept(&request, &serving, &send) {
             continue;
         }
         let answers = answers.clone();
@@ -143,7 +149,8 @@ where
             let _ = answers.send(body);
         });
     }
-    drop(answers);
+    // Subscriptions hold senders: they end first, so the writer can.
+    drop((subscriptions, send, answers));
     let _ = write.await;
 }
 
@@ -183,6 +190,14 @@ where
         }
     });
     let rng = Arc::new(Mutex::new(SmallRng::seed_from_u64(seed)));
+    let mut subscriptions = Subscriptions::default();
+    let send: subscribe::Send = {
+        let answers = answers.clone();
+        Arc::new(move |message: Vec<u8>| {
+            let text = String::from_utf8_lossy(&message).into_owned();
+            answers.send(Message::Text(text)).is_ok()
+        })
+    };
     loop {
         let frame = tokio::select! {
             frame = frames.next() => frame,
@@ -198,12 +213,15 @@ where
             Some(Ok(Message::Close(_))) | Some(Err(_)) | None => break,
             Some(Ok(_)) => continue,
         };
+        if subscriptions.intercept(&request, &serving, &send) {
+            continue;
+        }
         let answers = answers.clone();
         answer_later(&serving, &rng, request, move |body| {
             let _ = answers.send(Message::Text(String::from_utf8_lossy(&body).into_owned()));
         });
     }
-    drop(answers);
+    drop((subscriptions, send, answers));
     let _ = write.await;
 }
 

@@ -7,7 +7,7 @@ mod summary;
 pub use snapshot::{latency_buckets, Snapshot};
 pub use summary::{
     BatchSummary, ChildShutdown, LatencySummary, MethodSummary, RunSummary, ScheduleSummary, SecondRow,
-    SetupSummary, StageSummary, LATE_THRESHOLD,
+    SetupSummary, StageSummary, SubscriptionSummary, LATE_THRESHOLD,
 };
 
 use std::time::Duration;
@@ -159,6 +159,11 @@ pub struct Recorder {
     /// the first of them ended.
     pub children_exited: u64,
     pub child_exit: Option<String>,
+    /// Subscriptions opened, the notifications they brought, and the gaps
+    /// between consecutive notifications of one subscription (µs).
+    pub subscriptions: u64,
+    pub notifications: u64,
+    pub notification_gaps: Histogram<u64>,
 }
 
 impl Recorder {
@@ -178,6 +183,9 @@ impl Recorder {
             unsolicited: 0,
             children_exited: 0,
             child_exit: None,
+            subscriptions: 0,
+            notifications: 0,
+            notification_gaps: new_histogram(),
         }
     }
 
@@ -227,6 +235,9 @@ impl Recorder {
             self.setup_error.clone_from(&other.setup_error);
         }
         self.unsolicited += other.unsolicited;
+        self.subscriptions += other.subscriptions;
+        self.notifications += other.notifications;
+        merge_histogram(&mut self.notification_gaps, &other.notification_gaps);
         self.children_exited += other.children_exited;
         if self.child_exit.is_none() {
             self.child_exit.clone_from(&other.child_exit);

@@ -198,6 +198,19 @@ pub struct SetupSummary {
     pub first_error: Option<String>,
 }
 
+/// Subscriptions opened by setup calls, and what they brought.
+#[derive(Clone, Debug, Serialize)]
+pub struct SubscriptionSummary {
+    pub opened: u64,
+    pub notifications: u64,
+    /// Notifications a second, all subscriptions together.
+    pub per_second: f64,
+    /// And per subscription.
+    pub per_subscription_per_second: f64,
+    /// Between consecutive notifications of one subscription.
+    pub gap: LatencySummary,
+}
+
 /// How the stdio children ended once the run was over.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct ChildShutdown {
@@ -238,6 +251,8 @@ pub struct RunSummary {
     pub child_exit: Option<String>,
     /// Present for a stdio target.
     pub child_shutdown: Option<ChildShutdown>,
+    /// Present when the scenario opens subscriptions.
+    pub subscriptions: Option<SubscriptionSummary>,
     /// Present in the open model.
     pub schedule: Option<ScheduleSummary>,
     /// Present when batches were sent.

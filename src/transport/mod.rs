@@ -223,6 +223,14 @@ impl Connection {
         }
     }
 
+    /// The multiplexed connection underneath, where subscriptions live.
+    pub fn multiplexed(&self) -> Option<&MuxConnection> {
+        match self {
+            Connection::Stream(c) => Some(c),
+            _ => None,
+        }
+    }
+
     /// Another handle on a multiplexed connection; `None` for one that
     /// carries a single call at a time.
     pub fn share(&self) -> Option<Connection> {

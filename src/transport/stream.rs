@@ -267,6 +267,9 @@ pub enum ChildEnd {
     Killed,
 }
 
+/// Hears of a subscription's notification, by the subscription's index.
+pub type Listener = Box<dyn FnMut(usize)>;
+
 /// One multiplexed connection, shared by the callers on one engine thread.
 pub struct MuxConnection {
     writer: tokio::sync::Mutex<Writer>,
@@ -279,6 +282,10 @@ pub struct MuxConnection {
     closed: Cell<bool>,
     /// Messages that answered no request in flight.
     unsolicited: Cell<u64>,
+    /// Ids of the subscriptions opened on this connection.
+    subscriptions: RefCell<Vec<Box<str>>>,
+    /// Hears of each notification of a subscription, by its index above.
+    listener: RefCell<Option<Listener>>,
 }
 
 impl MuxConnection {
@@ -292,6 +299,8 @@ impl MuxConnection {
                 waiting: RefCell::new(BTreeMap::new()),
                 closed: Cell::new(false),
                 unsolicited: Cell::new(0),
+                subscriptions: RefCell::new(Vec::new()),
+                listener: RefCell::new(None),
             })
         };
         if let StreamAddr::Stdio { content_length, .. } = target.addr {
@@ -393,6 +402,16 @@ impl MuxConnection {
         }
         let _ = child.kill().await;
         Some(ChildEnd::Killed)
+    }
+
+    /// Notifications for subscription `id` (the result of the call that
+    /// opened it) go to `listener` with the subscription's index, instead
+    /// of being counted as unsolicited.
+    pub fn watch(&self, id: &str, listener: impl FnOnce() -> Listener) -> usize {
+        let mut subscriptions = self.subscriptions.borrow_mut();
+        subscriptions.push(id.into());
+        self.listener.borrow_mut().get_or_insert_with(listener);
+        subscriptions.len() - 1
     }
 
     pub fn unsolicited(&self) -> u64 {
@@ -585,6 +604,35 @@ fn answer_server_request(connection: &Rc<MuxConnection>, message: &[u8]) -> bool
     true
 }
 
+/// A notification of a subscription opened on this connection (geth's
+/// `eth_subscription`, and the same shape elsewhere) goes to the listener.
+fn notify_subscriber(connection: &Rc<MuxConnection>, message: &[u8]) -> bool {
+    #[derive(serde::Deserialize)]
+    struct Params<'a> {
+        #[serde(borrow)]
+        subscription: &'a RawValue,
+    }
+    let subscriptions = connection.subscriptions.borrow();
+    if subscriptions.is_empty() {
+        return false;
+    }
+    let Some(params) = serde_json::from_slice::<Message>(message)
+        .ok()
+        .and_then(|m| m.params)
+        .and_then(|p| serde_json::from_str::<Params>(p.get()).ok())
+    else {
+        return false;
+    };
+    let id = params.subscription.get().trim_matches('"');
+    let Some(index) = subscriptions.iter().position(|s| &**s == id) else {
+        return false;
+    };
+    if let Some(listener) = connection.listener.borrow_mut().as_mut() {
+        listener(index);
+    }
+    true
+}
+
 /// Marks a connection whose reader ended as closed; the requests waiting
 /// on it fail as `io`.
 fn hang_up(connection: &std::rc::Weak<MuxConnection>) {
@@ -598,7 +646,9 @@ fn hang_up(connection: &std::rc::Weak<MuxConnection>) {
 fn deliver(connection: &Rc<MuxConnection>, line: Bytes) {
     // A message with a method is the server's: a request to answer, or a
     // notification (counted below as unsolicited).
-    if line.windows(8).any(|w| w == b"\"method\"") && answer_server_request(connection, &line) {
+    if line.windows(8).any(|w| w == b"\"method\"")
+        && (answer_server_request(connection, &line) || notify_subscriber(connection, &line))
+    {
         return;
     }
     let id = answer_id(&line);
