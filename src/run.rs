@@ -73,21 +73,20 @@ pub async fn execute(
         (TargetSpec::Command { .. }, _) => scenario.target.to_string(),
         (TargetSpec::Builtin, None) => unreachable!("builtin started a server above"),
     };
+    let options = crate::transport::Options {
+        headers: scenario.headers.clone(),
+        max_response: scenario.max_response_bytes,
+        http2: scenario.http2,
+        tls: scenario.tls.clone(),
+        server_answers: scenario.server_answers.clone(),
+    };
     let target = match &scenario.target {
         TargetSpec::Command { argv, framing } => Target::Stream(crate::transport::StreamTarget::command(
             argv.clone(),
             *framing == crate::scenario::Framing::ContentLength,
-            scenario.max_response_bytes,
+            &options,
         )),
-        _ => {
-            let options = crate::transport::Options {
-                headers: scenario.headers.clone(),
-                max_response: scenario.max_response_bytes,
-                http2: scenario.http2,
-                tls: scenario.tls.clone(),
-            };
-            Target::resolve(&url, &options).await?
-        }
+        _ => Target::resolve(&url, &options).await?,
     };
     target.check_reachable().await?;
 

@@ -308,3 +308,33 @@ fn subscriptions_over_http_are_refused_with_the_key() {
         "{error}"
     );
 }
+
+#[test]
+fn requests_from_the_server_get_the_answer_the_scenario_gives() {
+    // For each call, the child first asks volley for its configuration and
+    // answers the call with what volley said.
+    let script = r#"while read -r req; do id=$(echo "$req" | sed 's/.*"id":\([0-9]*\).*/\1/'); echo '{"jsonrpc":"2.0","id":"cfg-'$id'","method":"workspace/configuration","params":{"items":[{}]}}'; read -r answer; echo "{\"jsonrpc\":\"2.0\",\"id\":$id,\"result\":$answer}"; done"#;
+    let text = format!(
+        r#"
+command = ["sh", "-c", {script:?}]
+timeout = "5s"
+[server_requests]
+"workspace/configuration" = [{{ pythonPath = "/usr/bin/python3" }}]
+default = false
+[load]
+concurrency = 1
+requests = 20
+[[calls]]
+method = "eth_blockNumber"
+expect = {{ pointer = "/result/0/pythonPath", equals = "/usr/bin/python3" }}
+"#
+    );
+    let report = common::run(&common::scenario(&text));
+    assert_eq!(
+        common::outcomes(&report).get("ok"),
+        Some(&20),
+        "{:?}",
+        report.summary.total.outcomes
+    );
+    assert_eq!(report.summary.unsolicited_messages, 0);
+}

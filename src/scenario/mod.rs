@@ -42,6 +42,8 @@ pub struct Scenario {
     /// HTTP/2: by ALPN to `https://`, with prior knowledge to `http://`.
     pub http2: bool,
     pub tls: crate::transport::TlsOptions,
+    /// Results for requests the server sends to volley.
+    pub server_answers: crate::transport::ServerAnswers,
     pub seed: Option<u64>,
     pub load: Load,
     /// The weighted mix (empty when replaying).
@@ -196,6 +198,7 @@ impl Scenario {
             max_response_bytes: crate::transport::DEFAULT_MAX_RESPONSE_BYTES,
             http2: false,
             tls: Default::default(),
+            server_answers: Default::default(),
             seed: None,
             load: Load {
                 pacing: Pacing::Closed,

@@ -32,6 +32,9 @@ struct RawScenario {
     #[serde(default)]
     http2: bool,
     tls: Option<RawTls>,
+    /// `[server_requests]`: method = result, and `default = result`.
+    #[serde(default)]
+    server_requests: BTreeMap<String, Value>,
     timeout: Option<Spanned<String>>,
     seed: Option<u64>,
     #[serde(default)]
@@ -384,6 +387,17 @@ impl RawScenario {
                     key: tls.key.map(|p| base_dir.join(p)),
                 })
                 .unwrap_or_default(),
+            server_answers: {
+                let mut answers = crate::transport::ServerAnswers::default();
+                for (method, result) in &self.server_requests {
+                    if method == "default" {
+                        answers.default = result.to_string();
+                    } else {
+                        answers.by_method.push((method.clone(), result.to_string()));
+                    }
+                }
+                answers
+            },
             seed: self.seed,
             load,
             calls,

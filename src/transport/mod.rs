@@ -29,6 +29,37 @@ pub struct Options {
     /// HTTP/2: by ALPN to `https://`, with prior knowledge to `http://`.
     pub http2: bool,
     pub tls: TlsOptions,
+    /// Results for the requests a server sends to volley.
+    pub server_answers: ServerAnswers,
+}
+
+/// The result volley answers a server's own requests with (LSP's
+/// `workspace/configuration`, `window/workDoneProgress/create`), so a
+/// server waiting on one does not stall: by method, else the default.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ServerAnswers {
+    /// JSON text of the result for any method not named below.
+    pub default: String,
+    /// Method name and JSON text of its result.
+    pub by_method: Vec<(String, String)>,
+}
+
+impl Default for ServerAnswers {
+    fn default() -> Self {
+        ServerAnswers {
+            default: "null".to_string(),
+            by_method: Vec::new(),
+        }
+    }
+}
+
+impl ServerAnswers {
+    pub fn result_for(&self, method: &str) -> &str {
+        self.by_method
+            .iter()
+            .find(|(name, _)| name == method)
+            .map_or(&self.default, |(_, result)| result)
+    }
 }
 
 /// Where the load goes, parsed from the target URL.

@@ -22,7 +22,7 @@ use tokio_tungstenite::tungstenite::Message as Frame;
 use tokio_tungstenite::WebSocketStream;
 
 use super::tls::{self, ClientTls, NetStream, ALPN_HTTP1};
-use super::{Options, Reply, TargetError, TransportError};
+use super::{Options, Reply, ServerAnswers, TargetError, TransportError};
 use crate::rpc::wire::{self, Message};
 
 #[derive(Clone, Debug)]
@@ -47,6 +47,7 @@ pub struct StreamTarget {
     url: String,
     pub(super) addr: StreamAddr,
     max_response: usize,
+    server_answers: std::sync::Arc<ServerAnswers>,
 }
 
 impl StreamTarget {
@@ -97,17 +98,19 @@ impl StreamTarget {
             url: url.to_string(),
             addr,
             max_response,
+            server_answers: std::sync::Arc::new(options.server_answers.clone()),
         })
     }
 
     /// A child process per connection: `content_length` for LSP's framing,
     /// else one JSON message a line (MCP).
-    pub fn command(argv: Vec<String>, content_length: bool, max_response: usize) -> Self {
+    pub fn command(argv: Vec<String>, content_length: bool, options: &Options) -> Self {
         let url = format!("stdio: {}", argv.join(" "));
         StreamTarget {
             url,
             addr: StreamAddr::Stdio { argv, content_length },
-            max_response,
+            max_response: options.max_response,
+            server_answers: std::sync::Arc::new(options.server_answers.clone()),
         }
     }
 
@@ -286,6 +289,7 @@ pub struct MuxConnection {
     subscriptions: RefCell<Vec<Box<str>>>,
     /// Hears of each notification of a subscription, by its index above.
     listener: RefCell<Option<Listener>>,
+    server_answers: std::sync::Arc<ServerAnswers>,
 }
 
 impl MuxConnection {
@@ -301,6 +305,7 @@ impl MuxConnection {
                 unsolicited: Cell::new(0),
                 subscriptions: RefCell::new(Vec::new()),
                 listener: RefCell::new(None),
+                server_answers: target.server_answers.clone(),
             })
         };
         if let StreamAddr::Stdio { content_length, .. } = target.addr {
@@ -588,15 +593,17 @@ async fn read_headed(
 
 /// A request the server sends to the client (LSP's
 /// `workspace/configuration`, `window/workDoneProgress/create`): answered
-/// with a null result so the server does not stall.
+/// as the scenario says (null by default) so the server does not stall.
 fn answer_server_request(connection: &Rc<MuxConnection>, message: &[u8]) -> bool {
     let Ok(request) = serde_json::from_slice::<Message>(message) else {
         return false;
     };
-    let (Some(_), Some(id)) = (request.method, request.id) else {
+    let (Some(method), Some(id)) = (request.method, request.id) else {
         return false;
     };
-    let reply = format!(r#"{{"jsonrpc":"2.0","result":null,"id":{}}}"#, id.get());
+    let method = method.get().trim_matches('"');
+    let result = connection.server_answers.result_for(method);
+    let reply = format!(r#"{{"jsonrpc":"2.0","result":{result},"id":{}}}"#, id.get());
     let connection = connection.clone();
     tokio::task::spawn_local(async move {
         let _ = connection.writer.lock().await.send(reply.as_bytes()).await;
