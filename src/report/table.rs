@@ -95,12 +95,17 @@ pub fn render_table(report: &RunReport) -> String {
         .iter()
         .map(|(s, n)| format!("{s}: {n}"))
         .collect();
-    let _ = writeln!(
-        out,
-        "\nrequests sent: {} · HTTP statuses: {}",
-        summary.requests,
-        statuses.join(", ")
-    );
+    // Only HTTP has statuses; other transports' replies carry none.
+    if report.meta.transport.starts_with("http") {
+        let _ = writeln!(
+            out,
+            "\nrequests sent: {} · HTTP statuses: {}",
+            summary.requests,
+            statuses.join(", ")
+        );
+    } else {
+        let _ = writeln!(out, "\nrequests sent: {}", summary.requests);
+    }
     if let Some(schedule) = &summary.schedule {
         let d = &schedule.start_delay;
         let _ = writeln!(
@@ -178,6 +183,13 @@ stage     from      to      calls    calls/s    p50 ms    p99 ms  errors"
             out,
             "child processes that ended during the run: {} (first: {exit})",
             summary.children_exited
+        );
+    }
+    if summary.unsolicited_messages > 0 {
+        let _ = writeln!(
+            out,
+            "messages that answered no call: {} (the server's notifications, log messages, late or stray answers)",
+            summary.unsolicited_messages
         );
     }
     if let Some(subs) = &summary.subscriptions {
