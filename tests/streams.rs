@@ -338,3 +338,65 @@ expect = {{ pointer = "/result/0/pythonPath", equals = "/usr/bin/python3" }}
     );
     assert_eq!(report.summary.unsolicited_messages, 0);
 }
+
+#[test]
+fn a_closed_socket_is_reopened_and_the_calls_lost_with_it_are_counted() {
+    use std::io::{BufRead, BufReader, Write};
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::Arc;
+
+    // Answers ten requests a connection, then hangs up on the eleventh
+    // with the others still in flight.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (accepted, answered) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+    {
+        let (accepted, answered) = (accepted.clone(), answered.clone());
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(stream) = stream else { continue };
+                accepted.fetch_add(1, Ordering::Relaxed);
+                let answered = answered.clone();
+                std::thread::spawn(move || {
+                    let mut writer = stream.try_clone().unwrap();
+                    for (n, line) in BufReader::new(stream).lines().enumerate() {
+                        let Ok(line) = line else { return };
+                        if n >= 10 {
+                            // Hang up; what volley still sends is read and
+                            // dropped (closing with it unread would reset the
+                            // connection, and could lose answers sent before).
+                            let _ = writer.shutdown(std::net::Shutdown::Write);
+                            continue;
+                        }
+                        let request: serde_json::Value = serde_json::from_str(&line).unwrap();
+                        let answer = serde_json::json!({"jsonrpc": "2.0", "result": n, "id": request["id"]});
+                        if writeln!(writer, "{answer}").is_err() {
+                            return;
+                        }
+                        answered.fetch_add(1, Ordering::Relaxed);
+                    }
+                });
+            }
+        });
+    }
+    let text = format!(
+        "target = \"tcp://{addr}\"\ntimeout = \"5s\"\n[load]\nconcurrency = 4\nconnections = 1\nrequests = 200\n[[calls]]\nmethod = \"eth_blockNumber\"\n"
+    );
+    let report = common::run(&common::scenario(&text));
+    let outcomes = common::outcomes(&report);
+    let (ok, io) = (
+        outcomes.get("ok").copied().unwrap_or(0),
+        outcomes.get("io").copied().unwrap_or(0),
+    );
+    let connections = accepted.load(Ordering::Relaxed);
+    assert_eq!(ok, answered.load(Ordering::Relaxed), "{outcomes:?}");
+    assert_eq!(ok + io, 200, "{outcomes:?}");
+    assert!(
+        connections >= 10,
+        "reopened after each hang-up: {connections} connections"
+    );
+    assert!(
+        io >= connections - 1,
+        "each hang-up lost at least one call: {outcomes:?}"
+    );
+}
