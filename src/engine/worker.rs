@@ -368,6 +368,7 @@ async fn connection_loop(shared: Arc<Shared>, local: Rc<Local>, index: usize, sl
             }
             if slot.opening.get() {
                 // Another caller is opening the shared connection: wait for it.
+                set_up_now = !shared.setup.is_empty();
                 sleep(Duration::from_millis(2)).await;
                 continue;
             }
