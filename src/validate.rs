@@ -28,14 +28,34 @@ pub fn describe(scenario: &Scenario, file: &str) -> String {
     if let Some(description) = &scenario.description {
         let _ = writeln!(out, "             {description}");
     }
-    let _ = writeln!(out, "target:      {}", scenario.target);
+    let _ = writeln!(
+        out,
+        "target:      {} ({})",
+        scenario.target,
+        crate::transport::transport_label(&scenario.target.to_string(), scenario.http2)
+    );
+    let tls = &scenario.tls;
+    if tls.insecure {
+        let _ = writeln!(out, "tls:         INSECURE: certificates not verified");
+    } else if tls.cacert.is_some() || tls.system_roots || tls.cert.is_some() {
+        let roots = match (&tls.cacert, tls.system_roots) {
+            (Some(ca), true) => format!("CA {} and the system store", ca.display()),
+            (Some(ca), false) => format!("CA {}", ca.display()),
+            (None, _) => "web roots and the system store".to_string(),
+        };
+        let client = tls
+            .cert
+            .as_ref()
+            .map_or(String::new(), |c| format!("; client certificate {}", c.display()));
+        let _ = writeln!(out, "tls:         trusts {roots}{client}");
+    }
     if !scenario.headers.is_empty() {
         let names: Vec<&str> = scenario.headers.iter().map(|(n, _)| n.as_str()).collect();
         let _ = writeln!(out, "headers:     {} (values not shown)", names.join(", "));
     }
     let model = match plan.pacing {
         Pacing::Open { rate } => format!("open model, {rate} requests/s"),
-        Pacing::Closed => format!("closed model, {} calls in flight", plan.connections),
+        Pacing::Closed => format!("closed model, {} calls in flight", plan.initial_concurrency),
     };
     let stop = match (plan.duration, plan.requests) {
         (Some(d), Some(n)) => format!(
@@ -48,8 +68,13 @@ pub fn describe(scenario: &Scenario, file: &str) -> String {
     };
     let _ = writeln!(
         out,
-        "load:        {model}, {} connections, {stop}",
-        plan.connections
+        "load:        {model}, {} connections{}, {stop}",
+        plan.connections,
+        if plan.per_connection > 1 {
+            format!(" ({} calls in flight each at most)", plan.per_connection)
+        } else {
+            String::new()
+        }
     );
     if !plan.warmup.is_zero() {
         let _ = writeln!(
@@ -120,7 +145,11 @@ pub fn describe(scenario: &Scenario, file: &str) -> String {
         }
     }
     for call in &setup {
-        let kind = if call.notification { "notification" } else { "call" };
+        let kind = match (call.notification, call.subscribe) {
+            (_, true) => "subscription",
+            (true, _) => "notification",
+            _ => "call",
+        };
         let _ = writeln!(
             out,
             "setup:       {kind} `{}` on each new connection",
