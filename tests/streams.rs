@@ -400,3 +400,50 @@ fn a_closed_socket_is_reopened_and_the_calls_lost_with_it_are_counted() {
         "each hang-up lost at least one call: {outcomes:?}"
     );
 }
+
+#[test]
+fn faults_on_a_multiplexed_connection_are_counted_exactly() {
+    use volley::serve::Fault;
+    let server = serve::spawn(ServeConfig {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        tcp: Some("127.0.0.1:0".parse().unwrap()),
+        chaos: "id-type=0.03,result-and-error=0.03,missing-version=0.03,hang=0.02,wrong-id=0.02,truncated=0.02,http-503=0.5"
+            .parse()
+            .unwrap(),
+        threads: 2,
+        seed: 11,
+        ..ServeConfig::default()
+    })
+    .unwrap();
+    let text = format!(
+        "target = \"tcp://{}\"\ntimeout = \"1s\"\n[load]\nconcurrency = 32\nrequests = 2000\n[[calls]]\nmethod = \"eth_chainId\"\n",
+        server.tcp_addr.unwrap()
+    );
+    let report = common::run(&common::scenario(&text));
+    let applied = |f| server.stats.chaos.get(f);
+    let outcomes = common::outcomes(&report);
+    // Spoiled bodies are found by id and judged: protocol errors.
+    let spoiled = applied(Fault::IdType) + applied(Fault::ResultAndError) + applied(Fault::MissingVersion);
+    assert!(spoiled > 0);
+    assert_eq!(
+        outcomes.get("protocol").copied().unwrap_or(0),
+        spoiled,
+        "{outcomes:?}"
+    );
+    // An answer never sent, under a wrong id, or cut in half answers no
+    // call: the call times out, and what did come is counted apart.
+    let lost = applied(Fault::Hang) + applied(Fault::WrongId) + applied(Fault::Truncated);
+    assert!(lost > 0);
+    assert_eq!(
+        outcomes.get("timeout").copied().unwrap_or(0),
+        lost,
+        "{outcomes:?}"
+    );
+    assert_eq!(
+        report.summary.unsolicited_messages,
+        applied(Fault::WrongId) + applied(Fault::Truncated)
+    );
+    // HTTP's own faults mean nothing here: not applied.
+    assert_eq!(applied(Fault::Http503), 0);
+    assert_eq!(outcomes.get("ok").copied().unwrap_or(0), 2000 - spoiled - lost);
+}

@@ -52,7 +52,8 @@ pub struct ServeConfig {
     /// Answer batches in a random order, as the spec allows.
     pub shuffle_batches: bool,
     pub threads: usize,
-    /// Faults to answer with on purpose (HTTP only).
+    /// Faults to answer with on purpose (on the other listeners, those that
+    /// mean something without HTTP).
     pub chaos: Chaos,
     /// Also serve newline-delimited JSON on this TCP address.
     pub tcp: Option<SocketAddr>,

@@ -15,6 +15,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use super::chaos::Fault;
 use super::handler::Handler;
 use super::subscribe::{self, Subscriptions};
 use super::{ServeConfig, ServerStats};
@@ -74,6 +75,25 @@ where
     });
 }
 
+/// The faults that mean something without HTTP: spoiled bodies, a body
+/// cut in half, no answer at all (`None`). HTTP's own (statuses, HTML,
+/// transfers) do not apply and the answer goes out as it was.
+fn misbehave(fault: Option<Fault>, body: Vec<u8>, serving: &Serving) -> Option<Vec<u8>> {
+    let Some(fault) = fault else {
+        return Some(body);
+    };
+    let misbehaved = match fault {
+        Fault::Hang => None,
+        Fault::Truncated => Some(body[..body.len() / 2].to_vec()),
+        other => match other.spoil(&body) {
+            Some(spoiled) => Some(spoiled),
+            None => return Some(body),
+        },
+    };
+    serving.stats.chaos.count(fault);
+    misbehaved
+}
+
 /// Handles one request on a task of its own, holding it as configured, and
 /// gives the answer (if any) to `send`.
 fn answer_later(
@@ -84,19 +104,23 @@ fn answer_later(
 ) {
     let (serving, rng) = (serving.clone(), rng.clone());
     tokio::spawn(async move {
-        let answer = {
+        let (answer, fault) = {
             let mut rng = rng.lock().unwrap_or_else(|p| p.into_inner());
-            Handler {
+            let answer = Handler {
                 config: &serving.config,
                 stats: &serving.stats,
                 started: serving.started,
             }
-            .handle(&request, &mut rng)
+            .handle(&request, &mut rng);
+            (answer, serving.config.chaos.pick(&mut *rng))
         };
         if !answer.hold.is_zero() {
             tokio::time::sleep(answer.hold).await;
         }
         if let Some(body) = answer.body {
+            let Some(body) = misbehave(fault, body, &serving) else {
+                return;
+            };
             send(body);
         }
     });
