@@ -447,3 +447,60 @@ fn faults_on_a_multiplexed_connection_are_counted_exactly() {
     assert_eq!(applied(Fault::Http503), 0);
     assert_eq!(outcomes.get("ok").copied().unwrap_or(0), 2000 - spoiled - lost);
 }
+
+#[test]
+// tungstenite's handshake callback returns its own (large) error response.
+#[allow(clippy::result_large_err)]
+fn websocket_handshakes_carry_the_scenario_headers() {
+    use std::sync::{Arc, Mutex};
+    use tokio_tungstenite::tungstenite::handshake::server::{Request, Response};
+
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let addr = listener.local_addr().unwrap();
+    let seen: Arc<Mutex<Vec<String>>> = Arc::default();
+    let record = seen.clone();
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async move {
+            use futures_util::{SinkExt, StreamExt};
+            let listener = tokio::net::TcpListener::from_std(listener).unwrap();
+            while let Ok((stream, _)) = listener.accept().await {
+                let record = record.clone();
+                let check = move |request: &Request, response: Response| {
+                    let value = request
+                        .headers()
+                        .get("x-api-key")
+                        .map(|v| v.to_str().unwrap().to_string());
+                    record.lock().unwrap().push(value.unwrap_or_default());
+                    Ok(response)
+                };
+                let Ok(mut socket) = tokio_tungstenite::accept_hdr_async(stream, check).await else {
+                    continue;
+                };
+                tokio::spawn(async move {
+                    while let Some(Ok(message)) = socket.next().await {
+                        let request: serde_json::Value =
+                            serde_json::from_str(message.to_text().unwrap()).unwrap();
+                        let answer =
+                            serde_json::json!({"jsonrpc": "2.0", "result": "0x1", "id": request["id"]});
+                        let text = answer.to_string();
+                        if socket.send(text.into()).await.is_err() {
+                            return;
+                        }
+                    }
+                });
+            }
+        });
+    });
+    let text = format!(
+        "target = \"ws://{addr}/v3\"\n[headers]\nX-Api-Key = \"k-123\"\n[load]\nconcurrency = 4\nconnections = 2\nrequests = 100\n[[calls]]\nmethod = \"eth_chainId\"\n"
+    );
+    let report = common::run(&common::scenario(&text));
+    assert_eq!(report.summary.total.ok, 100);
+    // One handshake for the reachability check, one per connection.
+    assert_eq!(*seen.lock().unwrap(), vec!["k-123"; 3]);
+}

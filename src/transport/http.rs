@@ -76,9 +76,7 @@ impl HttpTarget {
             env!("CARGO_PKG_VERSION")
         );
         for (name, value) in extra {
-            let bad_header = || TargetError::BadHeader { name: name.clone() };
-            hyper::header::HeaderName::from_bytes(name.as_bytes()).map_err(|_| bad_header())?;
-            hyper::header::HeaderValue::from_str(value).map_err(|_| bad_header())?;
+            super::check_header(name, value)?;
             head.push_str(&format!("{name}: {value}\r\n"));
         }
         let alpn = if options.http2 { ALPN_H2 } else { ALPN_HTTP1 };

@@ -85,6 +85,18 @@ pub enum TargetError {
     Resolve { url: String, reason: io::Error },
 }
 
+/// A header volley can send; a bad one is named, its value never shown.
+fn check_header(name: &str, value: &str) -> Result<(), TargetError> {
+    let valid = hyper::header::HeaderName::from_bytes(name.as_bytes()).is_ok()
+        && hyper::header::HeaderValue::from_str(value).is_ok();
+    match valid {
+        true => Ok(()),
+        false => Err(TargetError::BadHeader {
+            name: name.to_string(),
+        }),
+    }
+}
+
 /// The first address `host` (anything `lookup_host` takes) resolves to,
 /// looked up once before a run.
 async fn resolve_host(

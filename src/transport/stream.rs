@@ -48,6 +48,20 @@ pub struct StreamTarget {
     pub(super) addr: StreamAddr,
     max_response: usize,
     server_answers: std::sync::Arc<ServerAnswers>,
+    /// Sent with a WebSocket's opening handshake (an API key, say).
+    headers: HandshakeHeaders,
+}
+
+/// Header values may be secrets: `Debug` shows the names only.
+#[derive(Clone, Default)]
+struct HandshakeHeaders(Vec<(String, String)>);
+
+impl std::fmt::Debug for HandshakeHeaders {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list()
+            .entries(self.0.iter().map(|(name, _)| name))
+            .finish()
+    }
 }
 
 impl StreamTarget {
@@ -76,6 +90,9 @@ impl StreamTarget {
             let tls = secure
                 .then(|| ClientTls::new(url, host, &options.tls, ALPN_HTTP1))
                 .transpose()?;
+            for (name, value) in &options.headers {
+                super::check_header(name, value)?;
+            }
             StreamAddr::Ws {
                 url: url.to_string(),
                 addr,
@@ -99,6 +116,7 @@ impl StreamTarget {
             addr,
             max_response,
             server_answers: std::sync::Arc::new(options.server_answers.clone()),
+            headers: HandshakeHeaders(options.headers.clone()),
         })
     }
 
@@ -111,6 +129,7 @@ impl StreamTarget {
             addr: StreamAddr::Stdio { argv, content_length },
             max_response: options.max_response,
             server_answers: std::sync::Arc::new(options.server_answers.clone()),
+            headers: HandshakeHeaders::default(),
         }
     }
 
@@ -167,7 +186,21 @@ impl StreamTarget {
             max_message_size: Some(self.max_response),
             ..WebSocketConfig::default()
         };
-        let (socket, _) = tokio_tungstenite::client_async_with_config(url.as_str(), stream, Some(config))
+        use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+        let mut request = url
+            .as_str()
+            .into_client_request()
+            .map_err(|e| self.connect_error(std::io::Error::other(e)))?;
+        for (name, value) in &self.headers.0 {
+            // Checked when the scenario was read; a bad one is skipped, never shown.
+            if let (Ok(name), Ok(value)) = (
+                hyper::header::HeaderName::from_bytes(name.as_bytes()),
+                hyper::header::HeaderValue::from_str(value),
+            ) {
+                request.headers_mut().insert(name, value);
+            }
+        }
+        let (socket, _) = tokio_tungstenite::client_async_with_config(request, stream, Some(config))
             .await
             .map_err(|e| match e {
                 tokio_tungstenite::tungstenite::Error::Io(e) => self.connect_error(tls::explain(e)),
