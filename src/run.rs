@@ -34,6 +34,15 @@ pub enum RunError {
     Poll(String),
 }
 
+const INSECURE: &str = "INSECURE: --insecure is on, the server's TLS certificate was not verified: these figures may come from a server other than the one named";
+
+/// Whether the run talks TLS without verifying the server: said at the
+/// start, on the dashboard and in every report.
+fn is_insecure(scenario: &Scenario) -> bool {
+    let secure = matches!(&scenario.target, TargetSpec::Url(url) if url.starts_with("https://") || url.starts_with("wss://"));
+    secure && scenario.tls.insecure
+}
+
 /// Runs `scenario` to its end (or until `cancel`), starting the built-in
 /// server first when the target is `builtin`.
 pub async fn execute(
@@ -50,11 +59,8 @@ pub async fn execute(
         polls,
         mut warnings,
     } = scenario.compile();
-    let secure = matches!(&scenario.target, TargetSpec::Url(url) if url.starts_with("https://") || url.starts_with("wss://"));
-    if secure && scenario.tls.insecure {
-        let warning = "INSECURE: --insecure is on, the server's TLS certificate was not verified: these figures may come from a server other than the one named";
-        eprintln!("volley: {warning}");
-        warnings.push(warning.to_string());
+    if is_insecure(scenario) {
+        warnings.push(INSECURE.to_string());
     }
     let server = match scenario.target {
         TargetSpec::Builtin => Some(
@@ -203,10 +209,16 @@ pub fn run_command(args: RunArgs) -> anyhow::Result<ExitCode> {
             }
             None => None,
         };
+        if is_insecure(&scenario) {
+            eprintln!("volley: {INSECURE}");
+        }
         let mut tui = if !args.quiet && !args.no_tui && std::io::stdout().is_terminal() {
             let target = scenario.target.to_string();
-            let transport = crate::transport::transport_label(&target, scenario.http2);
-            let dashboard = Dashboard::new(&scenario.name, &target, transport);
+            let mut transport = crate::transport::transport_label(&target, scenario.http2).to_string();
+            if is_insecure(&scenario) {
+                transport.push_str(" · INSECURE: certificate not verified");
+            }
+            let dashboard = Dashboard::new(&scenario.name, &target, &transport);
             Tui::start(dashboard, control.clone(), cancel.clone()).ok()
         } else {
             None
