@@ -174,6 +174,9 @@ impl Gatherer {
         snapshot.in_flight = self.in_flight.iter().sum();
         snapshot.new_rows = std::mem::take(&mut self.fresh_rows);
         snapshot.last_error.clone_from(&self.last_error);
+        snapshot.subscriptions = self.total.subscriptions;
+        snapshot.notifications = self.total.notifications;
+        snapshot.unsolicited = self.total.unsolicited;
         snapshot
     }
 }

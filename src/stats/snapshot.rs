@@ -40,6 +40,11 @@ pub struct Snapshot {
     /// The latest failed answer, in short.
     pub last_error: Option<String>,
     pub rpc_codes: BTreeMap<i64, u64>,
+    /// Subscriptions open and the notifications they brought so far.
+    pub subscriptions: u64,
+    pub notifications: u64,
+    /// Messages that answered no call so far.
+    pub unsolicited: u64,
     /// Calls recorded in total, including warmup-free seconds only.
     pub finished: bool,
 }

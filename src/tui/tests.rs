@@ -112,6 +112,21 @@ fn the_screen_shows_methods_percentiles_errors_and_the_warning() {
 }
 
 #[test]
+fn subscriptions_and_stray_messages_are_shown() {
+    let mut dashboard = Dashboard::new("ws", "ws://127.0.0.1:8546", "websocket");
+    dashboard.update(&Snapshot {
+        subscriptions: 4,
+        notifications: 38,
+        unsolicited: 2,
+        behind: false,
+        ..snapshot()
+    });
+    let text = screen(&dashboard);
+    assert!(text.contains("4 subscriptions · 38 notifications"), "{text}");
+    assert!(text.contains("2 messages answered no call"), "{text}");
+}
+
+#[test]
 fn the_latency_view_switches_to_the_whole_run() {
     let mut dashboard = Dashboard::new("demo", "x", "http/1.1");
     dashboard.update(&snapshot());

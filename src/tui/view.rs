@@ -104,6 +104,18 @@ fn header(frame: &mut Frame, area: Rect, dash: &Dashboard) {
                 .add_modifier(Modifier::BOLD),
         ));
     }
+    if s.subscriptions > 0 {
+        flags.push(Span::raw(format!(
+            " {} subscriptions · {} notifications ",
+            s.subscriptions, s.notifications
+        )));
+    }
+    if s.unsolicited > 0 {
+        flags.push(Span::raw(format!(
+            " {} messages answered no call ",
+            s.unsolicited
+        )));
+    }
     if s.finished {
         flags.push(Span::styled(
             " finished ",
