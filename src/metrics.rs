@@ -184,6 +184,22 @@ pub fn render(s: &Snapshot) -> String {
         head(&mut text, name, "gauge", help);
         let _ = writeln!(text, "{name} {value}");
     }
+    let counters = [
+        (
+            "volley_subscription_notifications_total",
+            "Notifications of the subscriptions the run opened.",
+            s.notifications,
+        ),
+        (
+            "volley_unsolicited_messages_total",
+            "Messages from the server that answered no call.",
+            s.unsolicited,
+        ),
+    ];
+    for (name, help, value) in counters {
+        head(&mut text, name, "counter", help);
+        let _ = writeln!(text, "{name} {value}");
+    }
     text
 }
 
