@@ -3,6 +3,7 @@
 #
 #   benches/peers.sh                 # full run: 1, 64 and 1000 connections, then rate mode
 #   ROUNDS=5 DURATION=10 benches/peers.sh
+#   TLS=1 CONNECTIONS=64 benches/peers.sh   # the same over HTTPS (the server's own CA)
 #
 # Each tool sends the same JSON-RPC call (eth_chainId) over HTTP/1.1 keep-alive
 # with the same connections for the same time, in interleaved rounds
@@ -20,7 +21,9 @@ DURATION=${DURATION:-5}
 CONNECTIONS=${CONNECTIONS:-"1 64 1000"}
 RATE=${RATE:-20000}
 PORT=${PORT:-18645}
-URL="http://127.0.0.1:${PORT}/"
+TLS=${TLS:-}
+SCHEME=http; [ -n "$TLS" ] && SCHEME=https
+URL="$SCHEME://127.0.0.1:${PORT}/"
 BODY='{"jsonrpc":"2.0","method":"eth_chainId","id":1}'
 OUT=results/bench
 mkdir -p "$OUT"
@@ -40,7 +43,11 @@ ulimit -n 65536 2>/dev/null || true
 CPUS=$(nproc)
 if [ "$CPUS" -ge 2 ]; then SERVER_CPU=0; CLIENT_CPU=1; else SERVER_CPU=0; CLIENT_CPU=0; fi
 
-taskset -c "$SERVER_CPU" "$VOLLEY" serve --listen "127.0.0.1:$PORT" --threads 1 >"$WORK/serve.log" 2>&1 &
+SERVE_TLS=(); VOLLEY_TLS=(); OHA_TLS=()
+if [ -n "$TLS" ]; then
+  SERVE_TLS=(--tls --tls-ca-out "$WORK/ca.pem"); VOLLEY_TLS=(--cacert "$WORK/ca.pem"); OHA_TLS=(--cacert "$WORK/ca.pem")
+fi
+taskset -c "$SERVER_CPU" "$VOLLEY" serve --listen "127.0.0.1:$PORT" --threads 1 "${SERVE_TLS[@]}" >"$WORK/serve.log" 2>&1 &
 SERVER_PID=$!
 for _ in $(seq 50); do grep -q "volley serve" "$WORK/serve.log" 2>/dev/null && break; sleep 0.1; done
 
@@ -60,7 +67,7 @@ run() {
     volley)
       [ "$mode" = rate ] && rate_args=(--rate "$RATE") || rate_args=(-c "$conns")
       /usr/bin/time -o "$timing" -f "%U %S %M" taskset -c "$CLIENT_CPU" "$VOLLEY" run --target "$URL" \
-        --method eth_chainId "${rate_args[@]}" --connections "$conns" -d "${DURATION}s" --threads 1 --quiet \
+        --method eth_chainId "${rate_args[@]}" --connections "$conns" -d "${DURATION}s" --threads 1 --quiet "${VOLLEY_TLS[@]}" \
         --out "$WORK/volley-$mode-$conns-$round" >"$out" 2>&1
       python3 - "$WORK/volley-$mode-$conns-$round/summary.json" >"$WORK/calls" <<'PY'
 import json, sys
@@ -70,7 +77,7 @@ PY
       ;;
     oha)
       [ "$mode" = rate ] && rate_args=(-q "$RATE")
-      /usr/bin/time -o "$timing" -f "%U %S %M" taskset -c "$CLIENT_CPU" oha --no-tui -c "$conns" \
+      /usr/bin/time -o "$timing" -f "%U %S %M" taskset -c "$CLIENT_CPU" oha --no-tui -c "$conns" "${OHA_TLS[@]}" \
         "${rate_args[@]}" -z "${DURATION}s" -m POST -H 'content-type: application/json' -d "$BODY" "$URL" >"$out" 2>&1
       python3 - "$out" "$DURATION" >"$WORK/calls" <<'PY'
 import re, sys
@@ -113,7 +120,7 @@ for round in $(seq "$ROUNDS"); do
 done
 
 echo
-echo "machine: $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs); server on CPU $SERVER_CPU, clients on CPU $CLIENT_CPU"
+echo "machine: $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs); server on CPU $SERVER_CPU, clients on CPU $CLIENT_CPU; $URL"
 echo "rounds: $ROUNDS x ${DURATION}s; rate mode: $RATE calls/s target (wrk has no rate mode)"
 python3 - "$CSV" "$RATE" <<'PY'
 import csv, statistics, sys
