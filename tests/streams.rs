@@ -504,3 +504,67 @@ fn websocket_handshakes_carry_the_scenario_headers() {
     // One handshake for the reachability check, one per connection.
     assert_eq!(*seen.lock().unwrap(), vec!["k-123"; 3]);
 }
+
+#[test]
+fn a_closed_websocket_is_reopened_and_the_calls_lost_with_it_are_counted() {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::Arc;
+
+    // Answers ten messages a socket, then closes it with the others in flight.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let addr = listener.local_addr().unwrap();
+    let answered = Arc::new(AtomicU64::new(0));
+    let counter = answered.clone();
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async move {
+            use futures_util::{SinkExt, StreamExt};
+            let listener = tokio::net::TcpListener::from_std(listener).unwrap();
+            while let Ok((stream, _)) = listener.accept().await {
+                let counter = counter.clone();
+                tokio::spawn(async move {
+                    let Ok(mut socket) = tokio_tungstenite::accept_async(stream).await else {
+                        return;
+                    };
+                    let mut n = 0;
+                    while let Some(Ok(message)) = socket.next().await {
+                        if !message.is_text() {
+                            continue;
+                        }
+                        n += 1;
+                        if n > 10 {
+                            let _ = socket.close(None).await;
+                            return;
+                        }
+                        let request: serde_json::Value =
+                            serde_json::from_str(message.to_text().unwrap()).unwrap();
+                        let answer = serde_json::json!({"jsonrpc": "2.0", "result": n, "id": request["id"]});
+                        if socket.send(answer.to_string().into()).await.is_err() {
+                            return;
+                        }
+                        counter.fetch_add(1, Ordering::Relaxed);
+                    }
+                });
+            }
+        });
+    });
+    let text = format!(
+        "target = \"ws://{addr}\"\ntimeout = \"5s\"\n[load]\nconcurrency = 4\nconnections = 1\nrequests = 200\n[[calls]]\nmethod = \"eth_blockNumber\"\n"
+    );
+    let report = common::run(&common::scenario(&text));
+    let outcomes = common::outcomes(&report);
+    let (ok, io) = (
+        outcomes.get("ok").copied().unwrap_or(0),
+        outcomes.get("io").copied().unwrap_or(0),
+    );
+    assert_eq!(ok, answered.load(Ordering::Relaxed), "{outcomes:?}");
+    assert_eq!(ok + io, 200, "{outcomes:?}");
+    assert!(
+        io >= ok / 10 - 1,
+        "each close lost at least one call: {outcomes:?}"
+    );
+}
