@@ -26,7 +26,7 @@ const READ_CHUNK: usize = 16 * 1024;
 #[derive(Clone)]
 pub struct HttpTarget {
     url: String,
-    addr: SocketAddr,
+    addrs: Vec<SocketAddr>,
     /// Everything of a request's head before its `Content-Length`.
     head: Bytes,
     /// Answers larger than this are cut off.
@@ -45,7 +45,7 @@ impl std::fmt::Debug for HttpTarget {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("HttpTarget")
             .field("url", &self.url)
-            .field("addr", &self.addr)
+            .field("addrs", &self.addrs)
             .finish_non_exhaustive()
     }
 }
@@ -64,7 +64,7 @@ impl HttpTarget {
         let secure = uri.scheme_str() == Some("https");
         let port = uri.port_u16().unwrap_or(if secure { 443 } else { 80 });
         let lookup_host = host.trim_start_matches('[').trim_end_matches(']');
-        let addr = super::resolve_host(url, (lookup_host, port)).await?;
+        let addrs = super::resolve_host(url, (lookup_host, port)).await?;
         let path = uri
             .path_and_query()
             .map(|p| p.as_str())
@@ -85,7 +85,7 @@ impl HttpTarget {
             .transpose()?;
         Ok(HttpTarget {
             url: url.to_string(),
-            addr,
+            addrs,
             head: Bytes::from(head),
             max_response: options.max_response,
             headers: extra.to_vec(),
@@ -100,7 +100,7 @@ impl HttpTarget {
 
     /// Opens a connection, over TLS for `https://`.
     pub(super) async fn connect(&self) -> Result<NetStream, TransportError> {
-        tls::connect(self.addr, self.tls.as_ref())
+        tls::connect(&self.addrs, self.tls.as_ref())
             .await
             .map_err(|e| self.connect_error(e))
     }

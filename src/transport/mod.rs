@@ -97,23 +97,27 @@ fn check_header(name: &str, value: &str) -> Result<(), TargetError> {
     }
 }
 
-/// The first address `host` (anything `lookup_host` takes) resolves to,
-/// looked up once before a run.
+/// Every address `host` (anything `lookup_host` takes) resolves to,
+/// looked up once before a run; connections try them in turn (`localhost`
+/// may be 127.0.0.1 and ::1, with the server on only one).
 async fn resolve_host(
     url: &str,
     host: impl tokio::net::ToSocketAddrs,
-) -> Result<std::net::SocketAddr, TargetError> {
-    tokio::net::lookup_host(host)
+) -> Result<Vec<std::net::SocketAddr>, TargetError> {
+    let addrs: Vec<_> = tokio::net::lookup_host(host)
         .await
         .map_err(|reason| TargetError::Resolve {
             url: url.to_string(),
             reason,
         })?
-        .next()
-        .ok_or_else(|| TargetError::BadUrl {
+        .collect();
+    if addrs.is_empty() {
+        return Err(TargetError::BadUrl {
             url: url.to_string(),
             reason: "the host resolves to no address".into(),
-        })
+        });
+    }
+    Ok(addrs)
 }
 
 /// Whether a target URL names a transport that carries many calls at once

@@ -27,12 +27,12 @@ use crate::rpc::wire::{self, Message};
 
 #[derive(Clone, Debug)]
 pub enum StreamAddr {
-    Tcp(SocketAddr),
+    Tcp(Vec<SocketAddr>),
     Unix(PathBuf),
-    /// A WebSocket URL and the address it resolves to; TLS for `wss://`.
+    /// A WebSocket URL and the addresses it resolves to; TLS for `wss://`.
     Ws {
         url: String,
-        addr: SocketAddr,
+        addrs: Vec<SocketAddr>,
         tls: Option<ClientTls>,
     },
     /// A child process, spoken to over its stdin and stdout.
@@ -86,7 +86,7 @@ impl StreamTarget {
             } else {
                 authority.to_string()
             };
-            let addr = super::resolve_host(url, authority.as_str()).await?;
+            let addrs = super::resolve_host(url, authority.as_str()).await?;
             let tls = secure
                 .then(|| ClientTls::new(url, host, &options.tls, ALPN_HTTP1))
                 .transpose()?;
@@ -95,7 +95,7 @@ impl StreamTarget {
             }
             StreamAddr::Ws {
                 url: url.to_string(),
-                addr,
+                addrs,
                 tls,
             }
         } else if let Some(path) = url.strip_prefix("unix://") {
@@ -108,8 +108,7 @@ impl StreamTarget {
                 .strip_prefix("tcp://")
                 .ok_or_else(|| bad("expected tcp://HOST:PORT"))?;
             let authority = rest.trim_end_matches('/');
-            let addr = super::resolve_host(url, authority).await?;
-            StreamAddr::Tcp(addr)
+            StreamAddr::Tcp(super::resolve_host(url, authority).await?)
         };
         Ok(StreamTarget {
             url: url.to_string(),
@@ -176,10 +175,10 @@ impl StreamTarget {
     }
 
     async fn connect_ws(&self) -> Result<WebSocketStream<NetStream>, TransportError> {
-        let StreamAddr::Ws { url, addr, tls } = &self.addr else {
+        let StreamAddr::Ws { url, addrs, tls } = &self.addr else {
             unreachable!("a WebSocket target")
         };
-        let stream = tls::connect(*addr, tls.as_ref())
+        let stream = tls::connect(addrs, tls.as_ref())
             .await
             .map_err(|e| self.connect_error(e))?;
         let config = WebSocketConfig {
@@ -214,8 +213,8 @@ impl StreamTarget {
     ) -> Result<(Box<dyn AsyncRead + Unpin>, Box<dyn AsyncWrite + Unpin>), TransportError> {
         match &self.addr {
             StreamAddr::Ws { .. } | StreamAddr::Stdio { .. } => unreachable!("connected elsewhere"),
-            StreamAddr::Tcp(addr) => {
-                let stream = tokio::net::TcpStream::connect(addr)
+            StreamAddr::Tcp(addrs) => {
+                let stream = tokio::net::TcpStream::connect(&addrs[..])
                     .await
                     .map_err(|e| self.connect_error(e))?;
                 stream.set_nodelay(true).map_err(|e| self.connect_error(e))?;

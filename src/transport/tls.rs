@@ -105,8 +105,8 @@ impl ClientTls {
     }
 
     /// Opens a TCP connection and completes the handshake over it.
-    pub async fn connect(&self, addr: SocketAddr) -> io::Result<NetStream> {
-        let stream = TcpStream::connect(addr).await?;
+    pub async fn connect(&self, addrs: &[SocketAddr]) -> io::Result<NetStream> {
+        let stream = TcpStream::connect(addrs).await?;
         stream.set_nodelay(true)?;
         let stream = self
             .connector
@@ -144,12 +144,13 @@ pub async fn settle(stream: &mut NetStream) -> io::Result<()> {
     Ok(())
 }
 
-/// Opens a connection to `addr`, over TLS when `tls` is given.
-pub async fn connect(addr: SocketAddr, tls: Option<&ClientTls>) -> io::Result<NetStream> {
+/// Opens a connection to the first of `addrs` that takes it, over TLS when
+/// `tls` is given.
+pub async fn connect(addrs: &[SocketAddr], tls: Option<&ClientTls>) -> io::Result<NetStream> {
     match tls {
-        Some(tls) => tls.connect(addr).await,
+        Some(tls) => tls.connect(addrs).await,
         None => {
-            let stream = TcpStream::connect(addr).await?;
+            let stream = TcpStream::connect(addrs).await?;
             // Requests are written whole; waiting for more bytes only adds latency.
             stream.set_nodelay(true)?;
             Ok(NetStream::Plain(stream))
@@ -290,5 +291,27 @@ impl AsyncWrite for NetStream {
             NetStream::Plain(s) => Pin::new(s).poll_shutdown(cx),
             NetStream::Tls(s) => Pin::new(s.as_mut()).poll_shutdown(cx),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_connection_tries_each_address_in_turn() {
+        let open = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        // A port that was free a moment ago, and is closed now.
+        let closed = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap();
+        let addrs = [closed, open.local_addr().unwrap()];
+        let stream = connect(&addrs, None).await.unwrap();
+        let NetStream::Plain(stream) = stream else {
+            panic!("no TLS was asked for")
+        };
+        assert_eq!(stream.peer_addr().unwrap(), addrs[1]);
+        assert!(connect(&addrs[..1], None).await.is_err());
     }
 }
