@@ -124,6 +124,7 @@ fn websocket_carries_many_calls_per_connection_in_any_order() {
     let report = run(&url, "concurrency = 64\nconnections = 2\nrequests = 3000");
     assert_eq!(report.summary.requests, 3000);
     assert_eq!(report.meta.transport, "websocket");
+    assert!(report.summary.http_statuses.is_empty(), "no HTTP, no statuses");
     assert_exact(&report, &server);
 }
 

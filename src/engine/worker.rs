@@ -327,6 +327,8 @@ async fn connection_loop(shared: Arc<Shared>, local: Rc<Local>, index: usize, sl
     let mut planned: Vec<Planned> = Vec::new();
     let mut backoff = BACKOFF_MIN;
     let open_model = matches!(shared.plan.pacing, Pacing::Open { .. });
+    // Only HTTP answers have a status worth counting.
+    let http = matches!(shared.target, Target::Http(_));
     let mix = &shared.mix;
 
     loop {
@@ -484,7 +486,9 @@ async fn connection_loop(shared: Arc<Shared>, local: Rc<Local>, index: usize, sl
         }
         if let Some((status, verdict, _)) = answered {
             recorder.extra_entries += verdict.extra_entries as u64;
-            recorder.record_status(status);
+            if http {
+                recorder.record_status(status);
+            }
         }
     }
 }

@@ -95,8 +95,8 @@ pub fn render_table(report: &RunReport) -> String {
         .iter()
         .map(|(s, n)| format!("{s}: {n}"))
         .collect();
-    // Only HTTP has statuses; other transports' replies carry none.
-    if report.meta.transport.starts_with("http") {
+    // Only HTTP has statuses.
+    if !summary.http_statuses.is_empty() {
         let _ = writeln!(
             out,
             "\nrequests sent: {} · HTTP statuses: {}",
