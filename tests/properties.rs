@@ -1,9 +1,13 @@
-//! Property tests: the answer judge and the scenario loader never panic on
-//! arbitrary input, and judge every call exactly once.
+//! Property tests: the answer judge, the scenario loader and the stream
+//! framings (LSP heads, MCP event streams) never panic on arbitrary input;
+//! every call is judged exactly once; a framed message is found whole
+//! however the bytes are cut.
 
 use proptest::prelude::*;
+use volley::rpc::wire::next_headed;
 use volley::rpc::{Entry, Judge};
 use volley::scenario::Scenario;
+use volley::transport::sse;
 
 fn entries(calls: usize, notifications: usize) -> Vec<Entry> {
     let mut out: Vec<Entry> = (0..calls as u64)
@@ -101,5 +105,48 @@ proptest! {
         let byte = text.char_indices().nth(at).map_or(text.len(), |(i, _)| i);
         text.insert(byte, noise);
         let _ = Scenario::parse(&text, "fuzz.toml", "fuzz", &|_| None);
+    }
+
+    #[test]
+    fn lsp_heads_take_any_bytes(input in prop::collection::vec(any::<u8>(), 0..300)) {
+        if let Ok(Some(body)) = next_headed(&input) {
+            prop_assert!(body.start <= body.end && body.end <= input.len());
+        }
+    }
+
+    #[test]
+    fn an_lsp_message_is_found_once_it_is_whole(body in "[ -~]{0,80}", extra in "[ -~]{0,20}", cut in 0usize..200) {
+        let framed = format!("Content-Length: {}\r\n\r\n{body}{extra}", body.len());
+        let bytes = framed.as_bytes();
+        let cut = cut.min(bytes.len());
+        let found = next_headed(&bytes[..cut]).unwrap();
+        let head = framed.len() - body.len() - extra.len();
+        if cut >= head + body.len() {
+            prop_assert_eq!(found.map(|r| &bytes[r]), Some(body.as_bytes()));
+        } else {
+            prop_assert_eq!(found, None);
+        }
+    }
+
+    #[test]
+    fn event_streams_take_any_bytes(input in prop::collection::vec(any::<u8>(), 0..400)) {
+        let _ = sse::decode(&input);
+    }
+
+    #[test]
+    fn the_answer_is_found_among_any_other_events(
+        before in prop::collection::vec("[a-z ]{0,12}", 0..4),
+        after in prop::collection::vec("[a-z ]{0,12}", 0..3),
+        id in 0u64..1000,
+        crlf in any::<bool>(),
+    ) {
+        let line_end = if crlf { "\r\n" } else { "\n" };
+        let event = |data: String| format!("event: message{line_end}data: {data}{line_end}{line_end}");
+        let note = |text: &String| event(format!(r#"{{"jsonrpc":"2.0","method":"notifications/message","params":{{"data":"{text}"}}}}"#));
+        let answer = format!(r#"{{"jsonrpc":"2.0","result":{{"n":{id}}},"id":{id}}}"#);
+        let stream: String = before.iter().map(note).chain([event(answer.clone())]).chain(after.iter().map(note)).collect();
+        let (body, others) = sse::decode(stream.as_bytes());
+        prop_assert_eq!(&body[..], answer.as_bytes());
+        prop_assert_eq!(others as usize, before.len() + after.len());
     }
 }

@@ -4,7 +4,7 @@
 
 mod h2;
 mod http;
-mod sse;
+pub mod sse;
 mod stream;
 pub mod tls;
 
