@@ -94,7 +94,7 @@ pub async fn execute(
         )),
         _ => Target::resolve(&url, &options).await?,
     };
-    target.check_reachable().await?;
+    let tls = target.check_reachable().await?;
 
     let load = LoadMeta {
         model: if matches!(plan.pacing, Pacing::Open { .. }) {
@@ -125,6 +125,7 @@ pub async fn execute(
             url.clone()
         },
         transport: target.transport_name(),
+        tls,
         load,
         seed: plan.seed,
         started_at: timestamp(SystemTime::now()),

@@ -112,6 +112,11 @@ fn https_over_http1_with_a_private_ca() {
     let setup = setup("h1", LOOPBACK_NAMES, false);
     let report = try_run(&scenario_text(&setup.server.url(), "", &cacert(&setup))).unwrap();
     assert_eq!(report.meta.transport, "http/1.1 (tls)");
+    let tls = report.meta.tls.as_deref().unwrap();
+    assert!(
+        tls.starts_with("TLSv1_3") && tls.ends_with("ALPN http/1.1"),
+        "{tls}"
+    );
     assert!(report.meta.warnings.iter().all(|w| !w.contains("INSECURE")));
     assert_eq!(ServerStats::get(&setup.server.stats.requests), 1500);
     assert_exact(&report, &setup.server);
@@ -123,6 +128,11 @@ fn https_negotiates_http2_by_alpn() {
     let url = format!("https://localhost:{}", setup.server.addr.port());
     let report = try_run(&scenario_text(&url, "http2 = true", &cacert(&setup))).unwrap();
     assert_eq!(report.meta.transport, "http/2 (tls)");
+    assert!(
+        report.meta.tls.as_deref().unwrap().ends_with("ALPN h2"),
+        "{:?}",
+        report.meta.tls
+    );
     assert_eq!(report.meta.load.connections, 2);
     assert_exact(&report, &setup.server);
 }

@@ -29,6 +29,8 @@ pub struct RunMeta {
     pub scenario_file: Option<String>,
     pub target: String,
     pub transport: &'static str,
+    /// What TLS agreed on: version, cipher suite, ALPN.
+    pub tls: Option<String>,
     pub load: LoadMeta,
     pub seed: u64,
     pub started_at: String,

@@ -33,6 +33,9 @@ pub fn render_table(report: &RunReport) -> String {
             ""
         }
     );
+    if let Some(tls) = &meta.tls {
+        let _ = writeln!(out, "tls: {tls}");
+    }
     let width = summary
         .methods
         .iter()

@@ -113,10 +113,14 @@ impl HttpTarget {
         self.max_response
     }
 
-    pub(super) async fn check_reachable(&self) -> Result<(), TransportError> {
+    /// Returns what TLS agreed on, if any.
+    pub(super) async fn check_reachable(&self) -> Result<Option<String>, TransportError> {
         let check = async {
             let mut stream = self.connect().await?;
-            tls::settle(&mut stream).await.map_err(|e| self.connect_error(e))
+            tls::settle(&mut stream)
+                .await
+                .map_err(|e| self.connect_error(e))?;
+            Ok(tls::describe(&stream))
         };
         match tokio::time::timeout(Duration::from_secs(5), check).await {
             Ok(result) => result,

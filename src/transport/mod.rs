@@ -181,7 +181,8 @@ impl Target {
 
     /// Opens and closes one connection, so an unreachable target is a clear
     /// error before the run instead of a run full of `connect` outcomes.
-    pub async fn check_reachable(&self) -> Result<(), TransportError> {
+    /// Returns what TLS agreed on (version, cipher suite, ALPN), if any.
+    pub async fn check_reachable(&self) -> Result<Option<String>, TransportError> {
         match self {
             Target::Http(t) => t.check_reachable().await,
             Target::Stream(t) => t.check_reachable().await,

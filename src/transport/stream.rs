@@ -148,11 +148,12 @@ impl StreamTarget {
         }
     }
 
-    pub(super) async fn check_reachable(&self) -> Result<(), TransportError> {
+    /// Returns what TLS agreed on, for `wss://`.
+    pub(super) async fn check_reachable(&self) -> Result<Option<String>, TransportError> {
         match &self.addr {
-            StreamAddr::Ws { .. } => self.connect_ws().await.map(drop),
-            StreamAddr::Stdio { .. } => self.spawn().map(drop),
-            _ => self.connect().await.map(drop),
+            StreamAddr::Ws { .. } => Ok(tls::describe(self.connect_ws().await?.get_ref())),
+            StreamAddr::Stdio { .. } => self.spawn().map(|_| None),
+            _ => self.connect().await.map(|_| None),
         }
     }
 

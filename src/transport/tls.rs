@@ -144,6 +144,26 @@ pub async fn settle(stream: &mut NetStream) -> io::Result<()> {
     Ok(())
 }
 
+/// What a TLS connection agreed on, for reports: `TLSv1_3 ·
+/// TLS13_AES_256_GCM_SHA384 · ALPN h2`. `None` without TLS.
+pub fn describe(stream: &NetStream) -> Option<String> {
+    let NetStream::Tls(stream) = stream else {
+        return None;
+    };
+    let (_, session) = stream.get_ref();
+    let mut parts = Vec::new();
+    if let Some(version) = session.protocol_version() {
+        parts.push(format!("{version:?}"));
+    }
+    if let Some(suite) = session.negotiated_cipher_suite() {
+        parts.push(format!("{:?}", suite.suite()));
+    }
+    if let Some(alpn) = session.alpn_protocol() {
+        parts.push(format!("ALPN {}", String::from_utf8_lossy(alpn)));
+    }
+    Some(parts.join(" · "))
+}
+
 /// Opens a connection to the first of `addrs` that takes it, over TLS when
 /// `tls` is given.
 pub async fn connect(addrs: &[SocketAddr], tls: Option<&ClientTls>) -> io::Result<NetStream> {
