@@ -624,41 +624,41 @@ async fn read_headed(
     hang_up(&connection);
 }
 
-/// A request the server sends to the client (LSP's
-/// `workspace/configuration`, `window/workDoneProgress/create`): answered
-/// as the scenario says (null by default) so the server does not stall.
-fn answer_server_request(connection: &Rc<MuxConnection>, message: &[u8]) -> bool {
-    let Ok(request) = serde_json::from_slice::<Message>(message) else {
-        return false;
-    };
-    let (Some(method), Some(id)) = (request.method, request.id) else {
-        return false;
-    };
-    let method = method.get().trim_matches('"');
-    let result = connection.server_answers.result_for(method);
-    let reply = format!(r#"{{"jsonrpc":"2.0","result":{result},"id":{}}}"#, id.get());
-    let connection = connection.clone();
-    tokio::task::spawn_local(async move {
-        let _ = connection.writer.lock().await.send(reply.as_bytes()).await;
-    });
-    true
-}
-
-/// A notification of a subscription opened on this connection (geth's
-/// `eth_subscription`, and the same shape elsewhere) goes to the listener.
-fn notify_subscriber(connection: &Rc<MuxConnection>, message: &[u8]) -> bool {
+/// A message from the server itself (it has a method): a request to the
+/// client (LSP's `workspace/configuration`, `window/workDoneProgress/create`),
+/// answered as the scenario says (null by default) so the server does not
+/// stall; or a notification of a subscription opened on this connection
+/// (geth's `eth_subscription`, and the same shape elsewhere), which goes to
+/// the listener. False for anything else (counted as unsolicited).
+fn from_the_server(connection: &Rc<MuxConnection>, message: &[u8]) -> bool {
     #[derive(serde::Deserialize)]
     struct Params<'a> {
         #[serde(borrow)]
         subscription: &'a RawValue,
     }
+    let Ok(message) = serde_json::from_slice::<Message>(message) else {
+        return false;
+    };
+    let Some(method) = message.method else {
+        return false;
+    };
+    if let Some(id) = message.id {
+        let result = connection
+            .server_answers
+            .result_for(method.get().trim_matches('"'));
+        let reply = format!(r#"{{"jsonrpc":"2.0","result":{result},"id":{}}}"#, id.get());
+        let connection = connection.clone();
+        tokio::task::spawn_local(async move {
+            let _ = connection.writer.lock().await.send(reply.as_bytes()).await;
+        });
+        return true;
+    }
     let subscriptions = connection.subscriptions.borrow();
     if subscriptions.is_empty() {
         return false;
     }
-    let Some(params) = serde_json::from_slice::<Message>(message)
-        .ok()
-        .and_then(|m| m.params)
+    let Some(params) = message
+        .params
         .and_then(|p| serde_json::from_str::<Params>(p.get()).ok())
     else {
         return false;
@@ -684,11 +684,9 @@ fn hang_up(connection: &std::rc::Weak<MuxConnection>) {
 
 /// Finds the request an answer belongs to by its (first) id.
 fn deliver(connection: &Rc<MuxConnection>, line: Bytes) {
-    // A message with a method is the server's: a request to answer, or a
-    // notification (counted below as unsolicited).
-    if line.windows(8).any(|w| w == b"\"method\"")
-        && (answer_server_request(connection, &line) || notify_subscriber(connection, &line))
-    {
+    // A message with a method is the server's own; one that is not a
+    // request or a subscription's is counted below as unsolicited.
+    if line.windows(8).any(|w| w == b"\"method\"") && from_the_server(connection, &line) {
         return;
     }
     let id = answer_id(&line);
