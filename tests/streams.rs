@@ -340,6 +340,28 @@ expect = {{ pointer = "/result/0/pythonPath", equals = "/usr/bin/python3" }}
     assert_eq!(report.summary.unsolicited_messages, 0);
 }
 
+/// Sends 200 calls, 4 in flight on one connection, to a server that hangs
+/// up on every connection after ten answers: every answer it sent must be
+/// counted ok and every other call io. Returns (ok, io).
+fn run_against_a_server_that_hangs_up(url: &str, answered: &std::sync::atomic::AtomicU64) -> (u64, u64) {
+    let text = format!(
+        "target = \"{url}\"\ntimeout = \"5s\"\n[load]\nconcurrency = 4\nconnections = 1\nrequests = 200\n[[calls]]\nmethod = \"eth_blockNumber\"\n"
+    );
+    let report = common::run(&common::scenario(&text));
+    let outcomes = common::outcomes(&report);
+    let (ok, io) = (
+        outcomes.get("ok").copied().unwrap_or(0),
+        outcomes.get("io").copied().unwrap_or(0),
+    );
+    assert_eq!(
+        ok,
+        answered.load(std::sync::atomic::Ordering::Relaxed),
+        "{outcomes:?}"
+    );
+    assert_eq!(ok + io, 200, "{outcomes:?}");
+    (ok, io)
+}
+
 #[test]
 fn a_closed_socket_is_reopened_and_the_calls_lost_with_it_are_counted() {
     use std::io::{BufRead, BufReader, Write};
@@ -380,25 +402,15 @@ fn a_closed_socket_is_reopened_and_the_calls_lost_with_it_are_counted() {
             }
         });
     }
-    let text = format!(
-        "target = \"tcp://{addr}\"\ntimeout = \"5s\"\n[load]\nconcurrency = 4\nconnections = 1\nrequests = 200\n[[calls]]\nmethod = \"eth_blockNumber\"\n"
-    );
-    let report = common::run(&common::scenario(&text));
-    let outcomes = common::outcomes(&report);
-    let (ok, io) = (
-        outcomes.get("ok").copied().unwrap_or(0),
-        outcomes.get("io").copied().unwrap_or(0),
-    );
+    let (ok, io) = run_against_a_server_that_hangs_up(&format!("tcp://{addr}"), &answered);
     let connections = accepted.load(Ordering::Relaxed);
-    assert_eq!(ok, answered.load(Ordering::Relaxed), "{outcomes:?}");
-    assert_eq!(ok + io, 200, "{outcomes:?}");
     assert!(
         connections >= 10,
         "reopened after each hang-up: {connections} connections"
     );
     assert!(
         io >= connections - 1,
-        "each hang-up lost at least one call: {outcomes:?}"
+        "each hang-up lost at least one call: {ok} ok, {io} io"
     );
 }
 
@@ -558,19 +570,9 @@ fn a_closed_websocket_is_reopened_and_the_calls_lost_with_it_are_counted() {
             }
         });
     });
-    let text = format!(
-        "target = \"ws://{addr}\"\ntimeout = \"5s\"\n[load]\nconcurrency = 4\nconnections = 1\nrequests = 200\n[[calls]]\nmethod = \"eth_blockNumber\"\n"
-    );
-    let report = common::run(&common::scenario(&text));
-    let outcomes = common::outcomes(&report);
-    let (ok, io) = (
-        outcomes.get("ok").copied().unwrap_or(0),
-        outcomes.get("io").copied().unwrap_or(0),
-    );
-    assert_eq!(ok, answered.load(Ordering::Relaxed), "{outcomes:?}");
-    assert_eq!(ok + io, 200, "{outcomes:?}");
+    let (ok, io) = run_against_a_server_that_hangs_up(&format!("ws://{addr}"), &answered);
     assert!(
         io >= (ok / 10).saturating_sub(1),
-        "each close lost at least one call: {outcomes:?}"
+        "each close lost at least one call: {ok} ok, {io} io"
     );
 }
