@@ -468,46 +468,35 @@ fn websocket_handshakes_carry_the_scenario_headers() {
     use std::sync::{Arc, Mutex};
     use tokio_tungstenite::tungstenite::handshake::server::{Request, Response};
 
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    listener.set_nonblocking(true).unwrap();
-    let addr = listener.local_addr().unwrap();
     let seen: Arc<Mutex<Vec<String>>> = Arc::default();
     let record = seen.clone();
-    std::thread::spawn(move || {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        runtime.block_on(async move {
-            use futures_util::{SinkExt, StreamExt};
-            let listener = tokio::net::TcpListener::from_std(listener).unwrap();
-            while let Ok((stream, _)) = listener.accept().await {
-                let record = record.clone();
-                let check = move |request: &Request, response: Response| {
-                    let value = request
-                        .headers()
-                        .get("x-api-key")
-                        .map(|v| v.to_str().unwrap().to_string());
-                    record.lock().unwrap().push(value.unwrap_or_default());
-                    Ok(response)
-                };
-                let Ok(mut socket) = tokio_tungstenite::accept_hdr_async(stream, check).await else {
-                    continue;
-                };
-                tokio::spawn(async move {
-                    while let Some(Ok(message)) = socket.next().await {
-                        let request: serde_json::Value =
-                            serde_json::from_str(message.to_text().unwrap()).unwrap();
-                        let answer =
-                            serde_json::json!({"jsonrpc": "2.0", "result": "0x1", "id": request["id"]});
-                        let text = answer.to_string();
-                        if socket.send(text.into()).await.is_err() {
-                            return;
-                        }
+    let addr = common::serve_on_a_thread(move |listener| async move {
+        use futures_util::{SinkExt, StreamExt};
+        while let Ok((stream, _)) = listener.accept().await {
+            let record = record.clone();
+            let check = move |request: &Request, response: Response| {
+                let value = request
+                    .headers()
+                    .get("x-api-key")
+                    .map(|v| v.to_str().unwrap().to_string());
+                record.lock().unwrap().push(value.unwrap_or_default());
+                Ok(response)
+            };
+            let Ok(mut socket) = tokio_tungstenite::accept_hdr_async(stream, check).await else {
+                continue;
+            };
+            tokio::spawn(async move {
+                while let Some(Ok(message)) = socket.next().await {
+                    let request: serde_json::Value =
+                        serde_json::from_str(message.to_text().unwrap()).unwrap();
+                    let answer = serde_json::json!({"jsonrpc": "2.0", "result": "0x1", "id": request["id"]});
+                    let text = answer.to_string();
+                    if socket.send(text.into()).await.is_err() {
+                        return;
                     }
-                });
-            }
-        });
+                }
+            });
+        }
     });
     let text = format!(
         "target = \"ws://{addr}/v3\"\n[headers]\nX-Api-Key = \"k-123\"\n[load]\nconcurrency = 4\nconnections = 2\nrequests = 100\n[[calls]]\nmethod = \"eth_chainId\"\n"
@@ -524,51 +513,41 @@ fn a_closed_websocket_is_reopened_and_the_calls_lost_with_it_are_counted() {
     use std::sync::Arc;
 
     // Answers ten messages a socket, then closes it with the others in flight.
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    listener.set_nonblocking(true).unwrap();
-    let addr = listener.local_addr().unwrap();
     let answered = Arc::new(AtomicU64::new(0));
     let counter = answered.clone();
-    std::thread::spawn(move || {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        runtime.block_on(async move {
-            use futures_util::{SinkExt, StreamExt};
-            let listener = tokio::net::TcpListener::from_std(listener).unwrap();
-            while let Ok((stream, _)) = listener.accept().await {
-                let counter = counter.clone();
-                tokio::spawn(async move {
-                    let Ok(mut socket) = tokio_tungstenite::accept_async(stream).await else {
-                        return;
-                    };
-                    let mut n = 0;
-                    while let Some(Ok(message)) = socket.next().await {
-                        if !message.is_text() {
-                            continue;
-                        }
-                        n += 1;
-                        if n > 10 {
-                            // Close, and read what still comes until the
-                            // client goes: dropping the socket with requests
-                            // unread would reset it, and could lose answers
-                            // already sent.
-                            let _ = socket.close(None).await;
-                            while let Some(Ok(_)) = socket.next().await {}
-                            return;
-                        }
-                        let request: serde_json::Value =
-                            serde_json::from_str(message.to_text().unwrap()).unwrap();
-                        let answer = serde_json::json!({"jsonrpc": "2.0", "result": n, "id": request["id"]});
-                        if socket.send(answer.to_string().into()).await.is_err() {
-                            return;
-                        }
-                        counter.fetch_add(1, Ordering::Relaxed);
+    let addr = common::serve_on_a_thread(move |listener| async move {
+        use futures_util::{SinkExt, StreamExt};
+        while let Ok((stream, _)) = listener.accept().await {
+            let counter = counter.clone();
+            tokio::spawn(async move {
+                let Ok(mut socket) = tokio_tungstenite::accept_async(stream).await else {
+                    return;
+                };
+                let mut n = 0;
+                while let Some(Ok(message)) = socket.next().await {
+                    if !message.is_text() {
+                        continue;
                     }
-                });
-            }
-        });
+                    n += 1;
+                    if n > 10 {
+                        // Close, and read what still comes until the
+                        // client goes: dropping the socket with requests
+                        // unread would reset it, and could lose answers
+                        // already sent.
+                        let _ = socket.close(None).await;
+                        while let Some(Ok(_)) = socket.next().await {}
+                        return;
+                    }
+                    let request: serde_json::Value =
+                        serde_json::from_str(message.to_text().unwrap()).unwrap();
+                    let answer = serde_json::json!({"jsonrpc": "2.0", "result": n, "id": request["id"]});
+                    if socket.send(answer.to_string().into()).await.is_err() {
+                        return;
+                    }
+                    counter.fetch_add(1, Ordering::Relaxed);
+                }
+            });
+        }
     });
     let (ok, io) = run_against_a_server_that_hangs_up(&format!("ws://{addr}"), &answered);
     assert!(

@@ -18,9 +18,13 @@ use volley::scenario::Scenario;
 /// What the crafted server sends back: status and body.
 pub type Craft = fn(&Value) -> (u16, String);
 
-/// Starts a server on 127.0.0.1:0 answering each request (parsed as JSON)
-/// with `craft`; it lives as long as the test process.
-pub fn crafted_server(craft: Craft) -> SocketAddr {
+/// Runs `serve` with a listener on 127.0.0.1:0, on a thread and runtime of
+/// its own that live as long as the test process; returns the address.
+pub fn serve_on_a_thread<F, Fut>(serve: F) -> SocketAddr
+where
+    F: FnOnce(tokio::net::TcpListener) -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = ()>,
+{
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     listener.set_nonblocking(true).unwrap();
     let addr = listener.local_addr().unwrap();
@@ -29,29 +33,33 @@ pub fn crafted_server(craft: Craft) -> SocketAddr {
             .enable_all()
             .build()
             .unwrap();
-        runtime.block_on(async move {
-            let listener = tokio::net::TcpListener::from_std(listener).unwrap();
-            loop {
-                let (stream, _) = listener.accept().await.unwrap();
-                tokio::spawn(async move {
-                    let service = hyper::service::service_fn(
-                        move |request: Request<hyper::body::Incoming>| async move {
-                            let body = request.into_body().collect().await.unwrap().to_bytes();
-                            let value: Value = serde_json::from_slice(&body).unwrap();
-                            let (status, answer) = craft(&value);
-                            let mut response = Response::new(Full::new(Bytes::from(answer)));
-                            *response.status_mut() = hyper::StatusCode::from_u16(status).unwrap();
-                            Ok::<_, Infallible>(response)
-                        },
-                    );
-                    let _ = hyper::server::conn::http1::Builder::new()
-                        .serve_connection(TokioIo::new(stream), service)
-                        .await;
-                });
-            }
-        });
+        runtime.block_on(async move { serve(tokio::net::TcpListener::from_std(listener).unwrap()).await });
     });
     addr
+}
+
+/// Starts a server on 127.0.0.1:0 answering each request (parsed as JSON)
+/// with `craft`; it lives as long as the test process.
+pub fn crafted_server(craft: Craft) -> SocketAddr {
+    serve_on_a_thread(move |listener| async move {
+        loop {
+            let (stream, _) = listener.accept().await.unwrap();
+            tokio::spawn(async move {
+                let service =
+                    hyper::service::service_fn(move |request: Request<hyper::body::Incoming>| async move {
+                        let body = request.into_body().collect().await.unwrap().to_bytes();
+                        let value: Value = serde_json::from_slice(&body).unwrap();
+                        let (status, answer) = craft(&value);
+                        let mut response = Response::new(Full::new(Bytes::from(answer)));
+                        *response.status_mut() = hyper::StatusCode::from_u16(status).unwrap();
+                        Ok::<_, Infallible>(response)
+                    });
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(TokioIo::new(stream), service)
+                    .await;
+            });
+        }
+    })
 }
 
 /// The outcomes of a run that happened at least once, by name.
