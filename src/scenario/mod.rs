@@ -7,6 +7,7 @@ mod data;
 mod error;
 mod expect;
 mod expr;
+mod load;
 mod poll;
 mod raw;
 mod replay;

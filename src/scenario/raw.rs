@@ -13,10 +13,10 @@ use super::expect::expectation;
 use super::expr::Scope;
 use super::replay::replay;
 use super::{
-    interpolate, parse_duration, parse_target, BatchSpec, CallSpec, Framing, Load, PollSpec, Polled,
-    Scenario, SetupCall, TargetSpec, Template, DEFAULT_TIMEOUT,
+    interpolate, parse_duration, parse_target, BatchSpec, CallSpec, Framing, PollSpec, Polled, Scenario,
+    SetupCall, TargetSpec, Template, DEFAULT_TIMEOUT,
 };
-use crate::engine::{BatchSize, Pacing, Stage};
+use crate::engine::BatchSize;
 use crate::transport::TlsOptions;
 
 const MAX_BATCH: i64 = 100_000;
@@ -40,7 +40,7 @@ struct RawScenario {
     #[serde(default)]
     headers: BTreeMap<String, Spanned<String>>,
     #[serde(default)]
-    load: RawLoad,
+    load: super::load::RawLoad,
     calls: Option<Spanned<Vec<RawCall>>>,
     batch: Option<RawBatchMix>,
     replay: Option<Spanned<RawReplay>>,
@@ -64,28 +64,6 @@ struct RawTls {
     insecure: bool,
     cert: Option<PathBuf>,
     key: Option<PathBuf>,
-}
-
-#[derive(Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-struct RawLoad {
-    concurrency: Option<Spanned<i64>>,
-    rate: Option<Spanned<f64>>,
-    duration: Option<Spanned<String>>,
-    requests: Option<Spanned<i64>>,
-    connections: Option<Spanned<i64>>,
-    warmup: Option<Spanned<String>>,
-    threads: Option<Spanned<i64>>,
-    max_in_flight: Option<Spanned<i64>>,
-    stages: Option<Spanned<Vec<RawStage>>>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawStage {
-    duration: Spanned<String>,
-    rate: Option<Spanned<f64>>,
-    concurrency: Option<Spanned<i64>>,
 }
 
 #[derive(Deserialize)]
@@ -216,14 +194,14 @@ fn with_suggestion(message: String) -> String {
     }
 }
 
-fn positive(at: &Locator, value: &Spanned<i64>, what: &str) -> Result<u64, ScenarioError> {
+pub(super) fn positive(at: &Locator, value: &Spanned<i64>, what: &str) -> Result<u64, ScenarioError> {
     match u64::try_from(*value.get_ref()) {
         Ok(n) if n > 0 => Ok(n),
         _ => Err(at.error(Some(value.span()), None, format!("{what} must be at least 1"))),
     }
 }
 
-fn duration(at: &Locator, value: &Spanned<String>) -> Result<std::time::Duration, ScenarioError> {
+pub(super) fn duration(at: &Locator, value: &Spanned<String>) -> Result<std::time::Duration, ScenarioError> {
     parse_duration(value.get_ref()).map_err(|m| at.error(Some(value.span()), None, m))
 }
 
@@ -337,37 +315,7 @@ impl RawScenario {
             }
             None => None,
         };
-        let setup = self
-            .setup
-            .iter()
-            .enumerate()
-            .map(|(i, s)| {
-                Ok(SetupCall {
-                    method: s.method.get_ref().clone(),
-                    params: fixed_params(at, s.params.as_ref(), &format!("setup[{i}].params"))?,
-                    notification: s.notification,
-                    subscribe: false,
-                })
-            })
-            .collect::<Result<Vec<_>, ScenarioError>>()?;
-        let mut setup = setup;
-        for (i, s) in self.subscribe.iter().enumerate() {
-            let pushes = matches!(&target, TargetSpec::Command { .. })
-                || matches!(&target, TargetSpec::Url(url) if ["ws://", "wss://", "tcp://", "unix://"].iter().any(|scheme| url.starts_with(scheme)));
-            if !pushes {
-                return Err(at.error(
-                    Some(s.method.span()),
-                    Some(&format!("subscribe[{i}]")),
-                    "subscriptions need a connection the server can write to at will: a ws://, wss://, tcp:// or unix:// target, or a command",
-                ));
-            }
-            setup.push(SetupCall {
-                method: s.method.get_ref().clone(),
-                params: fixed_params(at, s.params.as_ref(), &format!("subscribe[{i}].params"))?,
-                notification: false,
-                subscribe: true,
-            });
-        }
+        let setup = self.setup_calls(at, &target)?;
 
         Ok(Scenario {
             name: self.name.unwrap_or_else(|| default_name.to_string()),
@@ -377,27 +325,8 @@ impl RawScenario {
             timeout,
             max_response_bytes: crate::transport::DEFAULT_MAX_RESPONSE_BYTES,
             http2: self.http2,
-            tls: self
-                .tls
-                .map(|tls| TlsOptions {
-                    cacert: tls.cacert.map(|p| base_dir.join(p)),
-                    system_roots: tls.system_roots,
-                    insecure: tls.insecure,
-                    cert: tls.cert.map(|p| base_dir.join(p)),
-                    key: tls.key.map(|p| base_dir.join(p)),
-                })
-                .unwrap_or_default(),
-            server_answers: {
-                let mut answers = crate::transport::ServerAnswers::default();
-                for (method, result) in &self.server_requests {
-                    if method == "default" {
-                        answers.default = result.to_string();
-                    } else {
-                        answers.by_method.push((method.clone(), result.to_string()));
-                    }
-                }
-                answers
-            },
+            tls: self.tls.map(|tls| tls.options(base_dir)).unwrap_or_default(),
+            server_answers: server_answers(&self.server_requests),
             seed: self.seed,
             load,
             calls,
@@ -462,131 +391,67 @@ impl RawScenario {
     }
 }
 
-impl RawLoad {
-    fn validate(&self, at: &Locator) -> Result<Load, ScenarioError> {
-        let mut pacing = match (&self.rate, &self.concurrency) {
-            (Some(rate), Some(_)) => {
-                return Err(at.error(
-                    Some(rate.span()),
-                    None,
-                    "give either `rate` (open model) or `concurrency` (closed model), not both",
-                ))
-            }
-            (Some(rate), None) => Pacing::Open {
-                rate: positive_rate(at, rate)?,
-            },
-            (None, _) => Pacing::Closed,
+impl RawScenario {
+    /// The calls sent on every new connection: `[[setup]]`, then the
+    /// `[[subscribe]]` entries, which need a connection the server can
+    /// write to at will.
+    fn setup_calls(&self, at: &Locator, target: &TargetSpec) -> Result<Vec<SetupCall>, ScenarioError> {
+        let mut setup = Vec::new();
+        for (i, s) in self.setup.iter().enumerate() {
+            setup.push(SetupCall {
+                method: s.method.get_ref().clone(),
+                params: fixed_params(at, s.params.as_ref(), &format!("setup[{i}].params"))?,
+                notification: s.notification,
+                subscribe: false,
+            });
+        }
+        let pushes = match target {
+            TargetSpec::Command { .. } => true,
+            TargetSpec::Url(url) => crate::transport::is_multiplexed(url),
+            TargetSpec::Builtin => false,
         };
-        let mut stages = Vec::new();
-        if let Some(raw) = &self.stages {
-            if raw.get_ref().is_empty() {
-                return Err(at.error(Some(raw.span()), Some("load.stages"), "stages is empty"));
-            }
-            if let Some(d) = &self.duration {
+        for (i, s) in self.subscribe.iter().enumerate() {
+            if !pushes {
                 return Err(at.error(
-                    Some(d.span()),
-                    None,
-                    "with stages, the duration is the sum of the stages': remove `duration`",
+                    Some(s.method.span()),
+                    Some(&format!("subscribe[{i}]")),
+                    "subscriptions need a connection the server can write to at will: a ws://, wss://, tcp:// or unix:// target, or a command",
                 ));
             }
-            for (i, stage) in raw.get_ref().iter().enumerate() {
-                let key = format!("load.stages[{i}]");
-                let (open, target) = match (&stage.rate, &stage.concurrency) {
-                    (Some(rate), None) => (true, positive_rate(at, rate)?),
-                    (None, Some(c)) => (false, positive(at, c, "concurrency")? as f64),
-                    _ => {
-                        return Err(at.error(
-                            Some(stage.duration.span()),
-                            Some(&key),
-                            "each stage needs either `rate` or `concurrency`",
-                        ))
-                    }
-                };
-                let model_clash = match pacing {
-                    Pacing::Open { .. } => !open,
-                    Pacing::Closed => open && (i > 0 || self.concurrency.is_some()),
-                };
-                if model_clash {
-                    return Err(at.error(
-                        Some(stage.duration.span()),
-                        Some(&key),
-                        "all stages use the same model: `rate` or `concurrency`",
-                    ));
-                }
-                if open && i == 0 && self.rate.is_none() {
-                    pacing = Pacing::Open { rate: target };
-                }
-                let length = duration(at, &stage.duration)?;
-                if length.is_zero() {
-                    return Err(at.error(
-                        Some(stage.duration.span()),
-                        Some(&key),
-                        "a stage lasts more than zero",
-                    ));
-                }
-                stages.push(Stage {
-                    duration: length,
-                    target,
-                });
-            }
+            setup.push(SetupCall {
+                method: s.method.get_ref().clone(),
+                params: fixed_params(at, s.params.as_ref(), &format!("subscribe[{i}].params"))?,
+                notification: false,
+                subscribe: true,
+            });
         }
-        let load = Load {
-            pacing,
-            concurrency: self
-                .concurrency
-                .as_ref()
-                .map(|c| positive(at, c, "concurrency"))
-                .transpose()?,
-            connections: self
-                .connections
-                .as_ref()
-                .map(|c| positive(at, c, "connections"))
-                .transpose()?,
-            max_in_flight: self
-                .max_in_flight
-                .as_ref()
-                .map(|m| positive(at, m, "max_in_flight"))
-                .transpose()?,
-            duration: self.duration.as_ref().map(|d| duration(at, d)).transpose()?,
-            requests: self
-                .requests
-                .as_ref()
-                .map(|r| positive(at, r, "requests"))
-                .transpose()?,
-            warmup: self
-                .warmup
-                .as_ref()
-                .map(|w| duration(at, w))
-                .transpose()?
-                .unwrap_or_default(),
-            threads: self
-                .threads
-                .as_ref()
-                .map(|t| positive(at, t, "threads"))
-                .transpose()?,
-            stages,
-        };
-        if load.duration.is_some_and(|d| d.is_zero()) {
-            return Err(at.error(
-                self.duration.as_ref().map(|d| d.span()),
-                None,
-                "duration must be above zero",
-            ));
-        }
-        Ok(load)
+        Ok(setup)
     }
 }
 
-fn positive_rate(at: &Locator, rate: &Spanned<f64>) -> Result<f64, ScenarioError> {
-    let value = *rate.get_ref();
-    if !(value.is_finite() && value > 0.0) {
-        return Err(at.error(
-            Some(rate.span()),
-            None,
-            "rate must be above zero calls per second",
-        ));
+impl RawTls {
+    fn options(self, base_dir: &Path) -> TlsOptions {
+        TlsOptions {
+            cacert: self.cacert.map(|p| base_dir.join(p)),
+            system_roots: self.system_roots,
+            insecure: self.insecure,
+            cert: self.cert.map(|p| base_dir.join(p)),
+            key: self.key.map(|p| base_dir.join(p)),
+        }
     }
-    Ok(value)
+}
+
+/// `[server_requests]`: `default = result`, and `"method" = result`.
+fn server_answers(table: &BTreeMap<String, Value>) -> crate::transport::ServerAnswers {
+    let mut answers = crate::transport::ServerAnswers::default();
+    for (method, result) in table {
+        if method == "default" {
+            answers.default = result.to_string();
+        } else {
+            answers.by_method.push((method.clone(), result.to_string()));
+        }
+    }
+    answers
 }
 
 impl RawCall {

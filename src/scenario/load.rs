@@ -1,0 +1,158 @@
+//! The `[load]` table: models, sizes, durations and stages, checked.
+
+use serde::Deserialize;
+use toml::Spanned;
+
+use super::error::{Locator, ScenarioError};
+use super::raw::{duration, positive};
+use super::Load;
+use crate::engine::{Pacing, Stage};
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawLoad {
+    concurrency: Option<Spanned<i64>>,
+    rate: Option<Spanned<f64>>,
+    duration: Option<Spanned<String>>,
+    requests: Option<Spanned<i64>>,
+    connections: Option<Spanned<i64>>,
+    warmup: Option<Spanned<String>>,
+    threads: Option<Spanned<i64>>,
+    max_in_flight: Option<Spanned<i64>>,
+    stages: Option<Spanned<Vec<RawStage>>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawStage {
+    duration: Spanned<String>,
+    rate: Option<Spanned<f64>>,
+    concurrency: Option<Spanned<i64>>,
+}
+
+impl RawLoad {
+    pub(super) fn validate(&self, at: &Locator) -> Result<Load, ScenarioError> {
+        let mut pacing = match (&self.rate, &self.concurrency) {
+            (Some(rate), Some(_)) => {
+                return Err(at.error(
+                    Some(rate.span()),
+                    None,
+                    "give either `rate` (open model) or `concurrency` (closed model), not both",
+                ))
+            }
+            (Some(rate), None) => Pacing::Open {
+                rate: positive_rate(at, rate)?,
+            },
+            (None, _) => Pacing::Closed,
+        };
+        let mut stages = Vec::new();
+        if let Some(raw) = &self.stages {
+            if raw.get_ref().is_empty() {
+                return Err(at.error(Some(raw.span()), Some("load.stages"), "stages is empty"));
+            }
+            if let Some(d) = &self.duration {
+                return Err(at.error(
+                    Some(d.span()),
+                    None,
+                    "with stages, the duration is the sum of the stages': remove `duration`",
+                ));
+            }
+            for (i, stage) in raw.get_ref().iter().enumerate() {
+                let key = format!("load.stages[{i}]");
+                let (open, target) = match (&stage.rate, &stage.concurrency) {
+                    (Some(rate), None) => (true, positive_rate(at, rate)?),
+                    (None, Some(c)) => (false, positive(at, c, "concurrency")? as f64),
+                    _ => {
+                        return Err(at.error(
+                            Some(stage.duration.span()),
+                            Some(&key),
+                            "each stage needs either `rate` or `concurrency`",
+                        ))
+                    }
+                };
+                let model_clash = match pacing {
+                    Pacing::Open { .. } => !open,
+                    Pacing::Closed => open && (i > 0 || self.concurrency.is_some()),
+                };
+                if model_clash {
+                    return Err(at.error(
+                        Some(stage.duration.span()),
+                        Some(&key),
+                        "all stages use the same model: `rate` or `concurrency`",
+                    ));
+                }
+                if open && i == 0 && self.rate.is_none() {
+                    pacing = Pacing::Open { rate: target };
+                }
+                let length = duration(at, &stage.duration)?;
+                if length.is_zero() {
+                    return Err(at.error(
+                        Some(stage.duration.span()),
+                        Some(&key),
+                        "a stage lasts more than zero",
+                    ));
+                }
+                stages.push(Stage {
+                    duration: length,
+                    target,
+                });
+            }
+        }
+        let load = Load {
+            pacing,
+            concurrency: self
+                .concurrency
+                .as_ref()
+                .map(|c| positive(at, c, "concurrency"))
+                .transpose()?,
+            connections: self
+                .connections
+                .as_ref()
+                .map(|c| positive(at, c, "connections"))
+                .transpose()?,
+            max_in_flight: self
+                .max_in_flight
+                .as_ref()
+                .map(|m| positive(at, m, "max_in_flight"))
+                .transpose()?,
+            duration: self.duration.as_ref().map(|d| duration(at, d)).transpose()?,
+            requests: self
+                .requests
+                .as_ref()
+                .map(|r| positive(at, r, "requests"))
+                .transpose()?,
+            warmup: self
+                .warmup
+                .as_ref()
+                .map(|w| duration(at, w))
+                .transpose()?
+                .unwrap_or_default(),
+            threads: self
+                .threads
+                .as_ref()
+                .map(|t| positive(at, t, "threads"))
+                .transpose()?,
+            stages,
+        };
+        if load.duration.is_some_and(|d| d.is_zero()) {
+            return Err(at.error(
+                self.duration.as_ref().map(|d| d.span()),
+                None,
+                "duration must be above zero",
+            ));
+        }
+        Ok(load)
+    }
+}
+
+fn positive_rate(at: &Locator, rate: &Spanned<f64>) -> Result<f64, ScenarioError> {
+    let value = *rate.get_ref();
+    if !(value.is_finite() && value > 0.0) {
+        return Err(at.error(
+            Some(rate.span()),
+            None,
+            "rate must be above zero calls per second",
+        ));
+    }
+    Ok(value)
+}
