@@ -555,3 +555,50 @@ fn a_closed_websocket_is_reopened_and_the_calls_lost_with_it_are_counted() {
         "each close lost at least one call: {ok} ok, {io} io"
     );
 }
+
+#[test]
+fn an_idle_websocket_answers_the_servers_pings() {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::Arc;
+    use tokio_tungstenite::tungstenite::Message;
+
+    // Pings before each answer and answers only once the pong is back, so
+    // volley, with its one call in flight, has nothing to write meanwhile:
+    // the pong must leave on its own.
+    let pongs = Arc::new(AtomicU64::new(0));
+    let counter = pongs.clone();
+    let addr = common::serve_on_a_thread(move |listener| async move {
+        use futures_util::{SinkExt, StreamExt};
+        while let Ok((stream, _)) = listener.accept().await {
+            let counter = counter.clone();
+            tokio::spawn(async move {
+                let Ok(mut socket) = tokio_tungstenite::accept_async(stream).await else {
+                    return;
+                };
+                while let Some(Ok(message)) = socket.next().await {
+                    let Message::Text(text) = message else { continue };
+                    let request: serde_json::Value = serde_json::from_str(&text).unwrap();
+                    let payload = request["id"].to_string().into_bytes();
+                    if socket.send(Message::Ping(payload.clone())).await.is_err() {
+                        return;
+                    }
+                    let pong = tokio::time::timeout(std::time::Duration::from_secs(2), socket.next()).await;
+                    if !matches!(pong, Ok(Some(Ok(Message::Pong(p)))) if p == payload) {
+                        return;
+                    }
+                    counter.fetch_add(1, Ordering::Relaxed);
+                    let answer = serde_json::json!({"jsonrpc": "2.0", "result": "0x1", "id": request["id"]});
+                    if socket.send(answer.to_string().into()).await.is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    let text = format!(
+        "target = \"ws://{addr}\"\ntimeout = \"5s\"\n[load]\nconcurrency = 1\nrequests = 20\n[[calls]]\nmethod = \"eth_chainId\"\n"
+    );
+    let report = common::run(&common::scenario(&text));
+    assert_eq!(common::outcomes(&report), [("ok", 20)].into());
+    assert_eq!(pongs.load(Ordering::Relaxed), 20);
+}

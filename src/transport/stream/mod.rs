@@ -477,7 +477,8 @@ async fn read_frames(
             Ok(Frame::Text(text)) => deliver(&connection, Bytes::from(text)),
             Ok(Frame::Binary(data)) => deliver(&connection, Bytes::from(data)),
             Ok(Frame::Close(_)) | Err(_) => break,
-            // Pings are answered by the library on the next write.
+            // Pings: tungstenite queues the pong and sends it as the next
+            // read begins, so an idle socket answers too (tested).
             Ok(_) => {}
         }
     }
