@@ -268,6 +268,8 @@ struct Slot {
     /// A caller is opening the connection; the others wait for it, so the
     /// slot never holds more than one.
     opening: Cell<bool>,
+    /// Wakes the callers waiting for it when the opening ends, either way.
+    opened: tokio::sync::Notify,
 }
 
 impl Slot {
@@ -380,12 +382,13 @@ async fn connection_loop(shared: Arc<Shared>, local: Rc<Local>, index: usize, sl
             if slot.opening.get() {
                 // Another caller is opening the shared connection: wait for it.
                 set_up_now = !shared.setup.is_empty();
-                sleep(Duration::from_millis(2)).await;
+                slot.opened.notified().await;
                 continue;
             }
             slot.opening.set(true);
             let opened = open_and_set_up(&shared, &local, &mut rng).await;
             slot.opening.set(false);
+            slot.opened.notify_waiters();
             set_up_now = !shared.setup.is_empty();
             break opened.map(|conn| slot.install(conn));
         };
