@@ -4,6 +4,14 @@
 
 mod common;
 
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::{SinkExt, StreamExt};
+use tokio::net::TcpStream;
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::WebSocketStream;
 use volley::report::RunReport;
 use volley::serve::{self, ServeConfig, ServerHandle, ServerStats};
 
@@ -249,7 +257,7 @@ fn subscriptions_are_counted_with_their_gaps_and_never_taken_for_answers() {
             listen: "127.0.0.1:0".parse().unwrap(),
             tcp: Some("127.0.0.1:0".parse().unwrap()),
             ws: Some("127.0.0.1:0".parse().unwrap()),
-            heads_every: std::time::Duration::from_millis(50),
+            heads_every: Duration::from_millis(50),
             threads: 2,
             ..ServeConfig::default()
         })
@@ -365,8 +373,6 @@ fn run_against_a_server_that_hangs_up(url: &str, answered: &std::sync::atomic::A
 #[test]
 fn a_closed_socket_is_reopened_and_the_calls_lost_with_it_are_counted() {
     use std::io::{BufRead, BufReader, Write};
-    use std::sync::atomic::{AtomicU64, Ordering};
-    use std::sync::Arc;
 
     // Answers ten requests a connection, then hangs up on the eleventh
     // with the others still in flight.
@@ -471,7 +477,6 @@ fn websocket_handshakes_carry_the_scenario_headers() {
     let seen: Arc<Mutex<Vec<String>>> = Arc::default();
     let record = seen.clone();
     let addr = common::serve_on_a_thread(move |listener| async move {
-        use futures_util::{SinkExt, StreamExt};
         while let Ok((stream, _)) = listener.accept().await {
             let record = record.clone();
             let check = move |request: &Request, response: Response| {
@@ -507,46 +512,55 @@ fn websocket_handshakes_carry_the_scenario_headers() {
     assert_eq!(*seen.lock().unwrap(), vec!["k-123"; 3]);
 }
 
+/// A WebSocket server on a thread of its own that runs `handle` on each
+/// socket it accepts; returns its address.
+fn serve_websockets<F, Fut>(handle: F) -> std::net::SocketAddr
+where
+    F: Fn(WebSocketStream<TcpStream>) -> Fut + Send + Sync + 'static,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
+    let handle = std::sync::Arc::new(handle);
+    common::serve_on_a_thread(move |listener| async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            let handle = handle.clone();
+            tokio::spawn(async move {
+                if let Ok(socket) = tokio_tungstenite::accept_async(stream).await {
+                    handle(socket).await;
+                }
+            });
+        }
+    })
+}
+
 #[test]
 fn a_closed_websocket_is_reopened_and_the_calls_lost_with_it_are_counted() {
-    use std::sync::atomic::{AtomicU64, Ordering};
-    use std::sync::Arc;
-
     // Answers ten messages a socket, then closes it with the others in flight.
     let answered = Arc::new(AtomicU64::new(0));
     let counter = answered.clone();
-    let addr = common::serve_on_a_thread(move |listener| async move {
-        use futures_util::{SinkExt, StreamExt};
-        while let Ok((stream, _)) = listener.accept().await {
-            let counter = counter.clone();
-            tokio::spawn(async move {
-                let Ok(mut socket) = tokio_tungstenite::accept_async(stream).await else {
-                    return;
-                };
-                let mut n = 0;
-                while let Some(Ok(message)) = socket.next().await {
-                    if !message.is_text() {
-                        continue;
-                    }
-                    n += 1;
-                    if n > 10 {
-                        // Close, and read what still comes until the
-                        // client goes: dropping the socket with requests
-                        // unread would reset it, and could lose answers
-                        // already sent.
-                        let _ = socket.close(None).await;
-                        while let Some(Ok(_)) = socket.next().await {}
-                        return;
-                    }
-                    let request: serde_json::Value =
-                        serde_json::from_str(message.to_text().unwrap()).unwrap();
-                    let answer = serde_json::json!({"jsonrpc": "2.0", "result": n, "id": request["id"]});
-                    if socket.send(answer.to_string().into()).await.is_err() {
-                        return;
-                    }
-                    counter.fetch_add(1, Ordering::Relaxed);
+    let addr = serve_websockets(move |mut socket| {
+        let counter = counter.clone();
+        async move {
+            let mut n = 0;
+            while let Some(Ok(message)) = socket.next().await {
+                if !message.is_text() {
+                    continue;
                 }
-            });
+                n += 1;
+                if n > 10 {
+                    // Close, and read what still comes until the client
+                    // goes: dropping the socket with requests unread would
+                    // reset it, and could lose answers already sent.
+                    let _ = socket.close(None).await;
+                    while let Some(Ok(_)) = socket.next().await {}
+                    return;
+                }
+                let request: serde_json::Value = serde_json::from_str(message.to_text().unwrap()).unwrap();
+                let answer = serde_json::json!({"jsonrpc": "2.0", "result": n, "id": request["id"]});
+                if socket.send(answer.to_string().into()).await.is_err() {
+                    return;
+                }
+                counter.fetch_add(1, Ordering::Relaxed);
+            }
         }
     });
     let (ok, io) = run_against_a_server_that_hangs_up(&format!("ws://{addr}"), &answered);
@@ -558,41 +572,31 @@ fn a_closed_websocket_is_reopened_and_the_calls_lost_with_it_are_counted() {
 
 #[test]
 fn an_idle_websocket_answers_the_servers_pings() {
-    use std::sync::atomic::{AtomicU64, Ordering};
-    use std::sync::Arc;
-    use tokio_tungstenite::tungstenite::Message;
-
     // Pings before each answer and answers only once the pong is back, so
     // volley, with its one call in flight, has nothing to write meanwhile:
     // the pong must leave on its own.
     let pongs = Arc::new(AtomicU64::new(0));
     let counter = pongs.clone();
-    let addr = common::serve_on_a_thread(move |listener| async move {
-        use futures_util::{SinkExt, StreamExt};
-        while let Ok((stream, _)) = listener.accept().await {
-            let counter = counter.clone();
-            tokio::spawn(async move {
-                let Ok(mut socket) = tokio_tungstenite::accept_async(stream).await else {
+    let addr = serve_websockets(move |mut socket| {
+        let counter = counter.clone();
+        async move {
+            while let Some(Ok(message)) = socket.next().await {
+                let Message::Text(text) = message else { continue };
+                let request: serde_json::Value = serde_json::from_str(&text).unwrap();
+                let payload = request["id"].to_string().into_bytes();
+                if socket.send(Message::Ping(payload.clone())).await.is_err() {
                     return;
-                };
-                while let Some(Ok(message)) = socket.next().await {
-                    let Message::Text(text) = message else { continue };
-                    let request: serde_json::Value = serde_json::from_str(&text).unwrap();
-                    let payload = request["id"].to_string().into_bytes();
-                    if socket.send(Message::Ping(payload.clone())).await.is_err() {
-                        return;
-                    }
-                    let pong = tokio::time::timeout(std::time::Duration::from_secs(2), socket.next()).await;
-                    if !matches!(pong, Ok(Some(Ok(Message::Pong(p)))) if p == payload) {
-                        return;
-                    }
-                    counter.fetch_add(1, Ordering::Relaxed);
-                    let answer = serde_json::json!({"jsonrpc": "2.0", "result": "0x1", "id": request["id"]});
-                    if socket.send(answer.to_string().into()).await.is_err() {
-                        return;
-                    }
                 }
-            });
+                let pong = tokio::time::timeout(Duration::from_secs(2), socket.next()).await;
+                if !matches!(pong, Ok(Some(Ok(Message::Pong(p)))) if p == payload) {
+                    return;
+                }
+                counter.fetch_add(1, Ordering::Relaxed);
+                let answer = serde_json::json!({"jsonrpc": "2.0", "result": "0x1", "id": request["id"]});
+                if socket.send(answer.to_string().into()).await.is_err() {
+                    return;
+                }
+            }
         }
     });
     let text = format!(
