@@ -107,4 +107,18 @@ pub fn assert_kept_schedule(report: &RunReport) {
         schedule.late_calls <= 8 + calls / 50 && schedule.unsent <= 2,
         "the generator fell behind ({calls} calls): {schedule:?}"
     );
+    // A call that left before its intended time (its timer woke a tick
+    // early) is timed from when it left, so no call's latency is shorter
+    // than its service time, and neither is any percentile.
+    let (latency, service) = (&report.summary.total.latency, &report.summary.total.service);
+    let pairs = [
+        (latency.p50_ms, service.p50_ms),
+        (latency.p90_ms, service.p90_ms),
+        (latency.p99_ms, service.p99_ms),
+        (latency.max_ms, service.max_ms),
+    ];
+    assert!(
+        pairs.iter().all(|(l, s)| l >= s),
+        "latency under service time: {latency:?} vs {service:?}"
+    );
 }
