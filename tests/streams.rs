@@ -303,6 +303,58 @@ fn subscriptions_are_counted_with_their_gaps_and_never_taken_for_answers() {
 }
 
 #[test]
+fn the_open_model_opens_every_connection_at_the_start_and_keeps_it_to_the_end() {
+    // 21 calls due in the first second (then next to none) over 4 connections
+    // x 16 callers: all are claimed at the start, some connections get no
+    // call at all, and every caller is done claiming long before the end.
+    // Subscriptions must still run on all 4 connections for the whole 2 s.
+    let server = serve::spawn(ServeConfig {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        ws: Some("127.0.0.1:0".parse().unwrap()),
+        heads_every: Duration::from_millis(100),
+        threads: 2,
+        ..ServeConfig::default()
+    })
+    .unwrap();
+    let text = format!(
+        r#"
+target = "ws://{}"
+[load]
+rate = 20
+connections = 4
+max_in_flight = 16
+warmup = "0s"
+stages = [{{ duration = "1s", rate = 20 }}, {{ duration = "10ms", rate = 0.001 }}, {{ duration = "990ms", rate = 0.001 }}]
+[[subscribe]]
+method = "eth_subscribe"
+params = ["newHeads"]
+[[calls]]
+method = "eth_blockNumber"
+"#,
+        server.ws_addr.unwrap()
+    );
+    let report = common::run(&common::scenario(&text));
+    assert_eq!(common::outcomes(&report), [("ok", 21)].into());
+    assert!(
+        (report.summary.measured_seconds - 2.0).abs() < 0.05,
+        "the run lasts its stages: {} s",
+        report.summary.measured_seconds
+    );
+    let subs = report.summary.subscriptions.as_ref().unwrap();
+    assert_eq!(subs.opened, 4);
+    assert_eq!(ServerStats::get(&server.stats.subscriptions), 4);
+    // 4 subscriptions x 19 heads (at 0.1 s ... 1.9 s); a busy machine may
+    // open one a tick late.
+    assert!((72..=80).contains(&subs.notifications), "{subs:?}");
+    let sent = ServerStats::get(&server.stats.subscription_notifications);
+    assert!(
+        sent >= subs.notifications && sent <= subs.notifications + 8,
+        "sent {sent}, counted {}",
+        subs.notifications
+    );
+}
+
+#[test]
 fn subscriptions_over_http_are_refused_with_the_key() {
     let error = volley::scenario::Scenario::parse(
         "target = \"http://127.0.0.1:1\"\n[[subscribe]]\nmethod = \"eth_subscribe\"\n[[calls]]\nmethod = \"x\"\n",

@@ -259,6 +259,13 @@ impl Schedule {
         Some(Claim { intended })
     }
 
+    /// The run ends at its deadline, not when its requests are claimed: in
+    /// the open model the last requests are claimed seconds before they are
+    /// due, and connections (and their subscriptions) must stay till then.
+    pub fn ends_at_deadline(&self) -> bool {
+        self.deadline.is_some() && self.limit.is_none()
+    }
+
     /// Gives back a claimed request that a pause kept from being sent: it is
     /// no longer due.
     pub fn withdraw(&self) {

@@ -227,6 +227,11 @@ pub(super) fn thread_main(
                 shared.in_flight_at_end.fetch_add(local.in_flight.get(), Ordering::Relaxed);
             }
         }
+        if shared.schedule.ends_at_deadline() {
+            // Callers with nothing left to claim keep their connections open
+            // (subscriptions still count) until the run's end.
+            local.cancel.cancelled().await;
+        }
         hand_over.abort();
         polls.iter().for_each(|p| p.abort());
         let mut recorder = local.recorder.replace(Recorder::new(0));
@@ -303,6 +308,21 @@ impl Slot {
         }
     }
 
+    /// Opens the slot's connection and sends its setup calls, while the
+    /// slot's other callers wait; returns the caller's handle on it.
+    async fn open(
+        &self,
+        shared: &Shared,
+        local: &Rc<Local>,
+        rng: &mut SmallRng,
+    ) -> Result<Connection, Outcome> {
+        self.opening.set(true);
+        let opened = open_and_set_up(shared, local, rng).await;
+        self.opening.set(false);
+        self.opened.notify_waiters();
+        opened.map(|connection| self.install(connection))
+    }
+
     /// Keeps a newly opened connection, returning the caller's handle on it.
     fn install(&self, connection: Connection) -> Connection {
         match connection.share() {
@@ -334,6 +354,16 @@ async fn connection_loop(shared: Arc<Shared>, local: Rc<Local>, index: usize, sl
     // Only HTTP answers have a status worth counting.
     let http = matches!(shared.target, Target::Http(_));
     let mix = &shared.mix;
+    if open_model && index % shared.plan.per_connection.max(1) == 0 {
+        // The open model has a fixed number of connections: all open at the
+        // start, as oha's and wrk's do, so none waits for the first call it
+        // happens to be given (seconds, at a low rate over many callers)
+        // and every subscription counts from the start. A failure here is
+        // left to the first call, which retries and counts it.
+        if let Ok(connection) = slot.open(&shared, &local, &mut rng).await {
+            slot.checkin(connection);
+        }
+    }
 
     loop {
         if shared.control.is_paused() {
@@ -385,12 +415,8 @@ async fn connection_loop(shared: Arc<Shared>, local: Rc<Local>, index: usize, sl
                 slot.opened.notified().await;
                 continue;
             }
-            slot.opening.set(true);
-            let opened = open_and_set_up(&shared, &local, &mut rng).await;
-            slot.opening.set(false);
-            slot.opened.notify_waiters();
             set_up_now = !shared.setup.is_empty();
-            break opened.map(|conn| slot.install(conn));
+            break slot.open(&shared, &local, &mut rng).await;
         };
         let mut conn = match opened {
             Ok(conn) => {
