@@ -18,18 +18,6 @@ const MAX_SLEEP: Duration = Duration::from_secs(60);
 pub fn call(method: &str, params: Option<&RawValue>, started: Instant, hold: &mut Duration) -> MethodResult {
     match method {
         "echo" => Ok(params.map_or("null", RawValue::get).to_string()),
-        // LSP's lifecycle; `exit` ends a stdio server (see `serve_headed`).
-        "shutdown" => Ok("null".to_string()),
-        // Enough of MCP for a client's session to go through.
-        "initialize" => Ok(format!(
-            r#"{{"protocolVersion":"2025-06-18","capabilities":{{"tools":{{}}}},"serverInfo":{{"name":"volley-serve","version":"{}"}}}}"#,
-            env!("CARGO_PKG_VERSION")
-        )),
-        "ping" => Ok("{}".to_string()),
-        "tools/list" => Ok(
-            r#"{"tools":[{"name":"add","description":"Adds numbers","inputSchema":{"type":"object"}}]}"#
-                .to_string(),
-        ),
         "add" => add(parse(params)?),
         "sleep" => {
             let ms = first_number(&parse(params)?, "ms").ok_or(INVALID_PARAMS)?;
@@ -79,7 +67,8 @@ pub fn call(method: &str, params: Option<&RawValue>, started: Instant, hold: &mu
                 quantity(1_700_000_000 + number * 12),
             ))
         }
-        _ => Err(METHOD_NOT_FOUND),
+        // MCP's and LSP's methods, so the server stands in for either.
+        other => super::stand_in::call(other, &parse(params)?).unwrap_or(Err(METHOD_NOT_FOUND)),
     }
 }
 
@@ -99,7 +88,7 @@ fn first_number(params: &Value, name: &str) -> Option<u64> {
     }
 }
 
-fn add(params: Value) -> MethodResult {
+pub(super) fn add(params: Value) -> MethodResult {
     let numbers: Vec<&Value> = match &params {
         Value::Array(items) => items.iter().collect(),
         Value::Object(fields) => fields.values().collect(),

@@ -7,7 +7,9 @@ mod body;
 mod chaos;
 mod handler;
 mod latency;
+mod listeners;
 mod methods;
+mod stand_in;
 mod stream;
 mod subscribe;
 pub mod tls;
@@ -150,6 +152,9 @@ pub struct ServerHandle {
     tls: bool,
     stop: CancellationToken,
     thread: Option<std::thread::JoinHandle<()>>,
+    /// Removed when the server stops, so no socket file outlives it.
+    #[cfg(unix)]
+    socket_file: Option<listeners::SocketFile>,
 }
 
 impl ServerHandle {
@@ -172,6 +177,9 @@ impl ServerHandle {
         if let Some(thread) = self.thread.take() {
             let _ = thread.join();
         }
+        // Only once nothing listens on it any more.
+        #[cfg(unix)]
+        drop(self.socket_file.take());
     }
 }
 
@@ -215,33 +223,19 @@ pub fn serve_stdio(
     Ok((stats, end))
 }
 
-/// Binds `config.listen` (port 0 picks a free port) and serves on
-/// background threads until the handle is dropped.
+/// Binds `config.listen` (port 0 picks a free port) and the other
+/// listeners asked for, and serves on background threads until the handle
+/// is dropped. A listener that cannot be bound fails the whole start with
+/// an error naming its flag, address and reason.
 pub fn spawn(config: ServeConfig) -> std::io::Result<ServerHandle> {
-    let listener = std::net::TcpListener::bind(config.listen)?;
-    listener.set_nonblocking(true)?;
-    let addr = listener.local_addr()?;
-    let tcp = config.tcp.map(std::net::TcpListener::bind).transpose()?;
-    let tcp_addr = tcp.as_ref().map(|l| l.local_addr()).transpose()?;
-    if let Some(tcp) = &tcp {
-        tcp.set_nonblocking(true)?;
-    }
-    let ws = config.ws.map(std::net::TcpListener::bind).transpose()?;
-    let ws_addr = ws.as_ref().map(|l| l.local_addr()).transpose()?;
-    if let Some(ws) = &ws {
-        ws.set_nonblocking(true)?;
-    }
+    #[allow(unused_mut)] // The socket file is taken out on Unix only.
+    let mut bound = listeners::Bound::bind(&config)?;
+    let addr = bound.main.local_addr()?;
+    let tcp_addr = bound.tcp.as_ref().map(|l| l.local_addr()).transpose()?;
+    let ws_addr = bound.ws.as_ref().map(|l| l.local_addr()).transpose()?;
+    // The handle keeps the file, to remove it once the server has stopped.
     #[cfg(unix)]
-    let unix = match &config.unix {
-        Some(path) => {
-            // A socket file left by an earlier run would refuse the bind.
-            let _ = std::fs::remove_file(path);
-            let listener = std::os::unix::net::UnixListener::bind(path)?;
-            listener.set_nonblocking(true)?;
-            Some(listener)
-        }
-        None => None,
-    };
+    let socket_file = bound.socket_file.take();
     let unix_path = config.unix.clone();
     let tls_on = config.tls.is_some();
     let stats = Arc::new(ServerStats::default());
@@ -255,52 +249,7 @@ pub fn spawn(config: ServeConfig) -> std::io::Result<ServerHandle> {
         let (stats, stop) = (stats.clone(), stop.clone());
         std::thread::Builder::new()
             .name("volley-serve-main".into())
-            .spawn(move || {
-                runtime.block_on(async move {
-                    let config = Arc::new(config);
-                    let started = Instant::now();
-                    let serving = stream::Serving {
-                        config: config.clone(),
-                        stats: stats.clone(),
-                        started,
-                        stop: stop.clone(),
-                    };
-                    let listen = |std: std::net::TcpListener| {
-                        TcpListener::from_std(std).expect("a bound listener converts")
-                    };
-                    if let Some(tcp) = tcp {
-                        stream::accept_each(listen(tcp), serving.clone(), stream::serve_connection);
-                    }
-                    if let Some(ws) = ws {
-                        match config.tls.clone() {
-                            Some(tls) => {
-                                let acceptor = tokio_rustls::TlsAcceptor::from(tls);
-                                stream::accept_each(
-                                    listen(ws),
-                                    serving.clone(),
-                                    move |stream, serving, seed| {
-                                        let acceptor = acceptor.clone();
-                                        async move {
-                                            if let Some(stream) = handshake(&acceptor, stream).await {
-                                                stream::serve_websocket(stream, serving, seed).await;
-                                            }
-                                        }
-                                    },
-                                );
-                            }
-                            None => stream::accept_each(listen(ws), serving.clone(), stream::serve_websocket),
-                        }
-                    }
-                    #[cfg(unix)]
-                    if let Some(unix) = unix {
-                        let listener =
-                            tokio::net::UnixListener::from_std(unix).expect("a bound listener converts");
-                        stream::accept_each(listener, serving, stream::serve_connection);
-                    }
-                    let listener = TcpListener::from_std(listener).expect("a bound listener converts");
-                    serve(listener, config, stats, stop).await;
-                });
-            })?
+            .spawn(move || runtime.block_on(serve_all(bound, config, stats, stop)))?
     };
     Ok(ServerHandle {
         addr,
@@ -311,7 +260,52 @@ pub fn spawn(config: ServeConfig) -> std::io::Result<ServerHandle> {
         tls: tls_on,
         stop,
         thread: Some(thread),
+        #[cfg(unix)]
+        socket_file,
     })
+}
+
+/// Serves every listener until `stop`: the stream ones on tasks of their
+/// own, the main one here.
+async fn serve_all(
+    bound: listeners::Bound,
+    config: ServeConfig,
+    stats: Arc<ServerStats>,
+    stop: CancellationToken,
+) {
+    let config = Arc::new(config);
+    let serving = stream::Serving {
+        config: config.clone(),
+        stats: stats.clone(),
+        started: Instant::now(),
+        stop: stop.clone(),
+    };
+    let listen = |std: std::net::TcpListener| TcpListener::from_std(std).expect("a bound listener converts");
+    if let Some(tcp) = bound.tcp {
+        stream::accept_each(listen(tcp), serving.clone(), stream::serve_connection);
+    }
+    if let Some(ws) = bound.ws {
+        match config.tls.clone() {
+            Some(tls) => {
+                let acceptor = tokio_rustls::TlsAcceptor::from(tls);
+                stream::accept_each(listen(ws), serving.clone(), move |stream, serving, seed| {
+                    let acceptor = acceptor.clone();
+                    async move {
+                        if let Some(stream) = handshake(&acceptor, stream).await {
+                            stream::serve_websocket(stream, serving, seed).await;
+                        }
+                    }
+                });
+            }
+            None => stream::accept_each(listen(ws), serving.clone(), stream::serve_websocket),
+        }
+    }
+    #[cfg(unix)]
+    if let Some(unix) = bound.unix {
+        let listener = tokio::net::UnixListener::from_std(unix).expect("a bound listener converts");
+        stream::accept_each(listener, serving, stream::serve_connection);
+    }
+    serve(listen(bound.main), config, stats, stop).await;
 }
 
 async fn serve(

@@ -258,6 +258,10 @@ pub enum LspEnd {
     Abrupt,
 }
 
+/// The largest message taken with LSP's framing, as the HTTP listener's
+/// largest request: a client naming a larger one is cut off, not waited for.
+const MAX_HEADED_MESSAGE: usize = 16 * 1024 * 1024;
+
 /// Serves one connection with LSP's framing (a `Content-Length` header
 /// before each message, both ways) until `exit` or the end of the input.
 pub async fn serve_headed<S>(stream: S, serving: Serving, seed: u64) -> LspEnd
@@ -296,9 +300,11 @@ where
         // per read, not once per message.
         let mut taken = 0;
         loop {
-            let body = match crate::rpc::wire::next_headed(&input[taken..]) {
+            let body = match crate::rpc::wire::next_headed_within(&input[taken..], MAX_HEADED_MESSAGE) {
                 Ok(Some(body)) => body,
                 Ok(None) => break,
+                // A stream that cannot be followed (no length, a bad one,
+                // or one past the bound) ends the session.
                 Err(_) => break 'read,
             };
             let request = input[taken + body.start..taken + body.end].to_vec();
