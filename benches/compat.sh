@@ -51,7 +51,7 @@ ends = s["summary"].get("child_shutdown")
 if ends:
     extra += f"  children: {ends['clean']} clean, {ends['killed']} killed"
 print(f"{label:<16} {s['meta']['transport']:<12} calls {t['calls']:>7}  ok {t['ok']:>7}  protocol {t['outcomes']['protocol']}  "
-      f"{t['rps']:>8.1f}/s  p50 {t['latency']['p50_ms']:.2f} ms  other msgs {s['summary']['unsolicited_messages']}{extra}")
+      f"{t['calls_per_s']:>8.1f}/s  p50 {t['latency']['p50_ms']:.2f} ms  other msgs {s['summary']['unsolicited_messages']}{extra}")
 PY
 }
 

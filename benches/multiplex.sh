@@ -35,7 +35,7 @@ import json, sys
 name, path = sys.argv[1:]
 s = json.load(open(path))
 t = s["summary"]["total"]
-rate = t["rps"]
+rate = t["calls_per_s"]
 verdict = "" if name == "http1" else ("  PASS" if rate >= 15000 else "  FAIL")
 print(f"{name:<22} {s['meta']['transport']:<16} {rate:>9,.0f} calls/s  ok {t['ok']}/{t['calls']}  p50 {t['latency']['p50_ms']:.2f} ms{verdict}")
 PY

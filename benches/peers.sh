@@ -72,7 +72,7 @@ run() {
       python3 - "$WORK/volley-$mode-$conns-$round/summary.json" >"$WORK/calls" <<'PY'
 import json, sys
 s = json.load(open(sys.argv[1]))["summary"]
-print(s["total"]["rps"], s["total"]["calls"])
+print(s["total"]["calls_per_s"], s["total"]["calls"])
 PY
       ;;
     oha)

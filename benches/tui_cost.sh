@@ -13,7 +13,7 @@ command -v tmux >/dev/null || { apt-get update -qq && apt-get install -y -qq tmu
 cargo build --release --quiet
 WORK=$(mktemp -d)
 trap 'tmux kill-session -t volley-bench 2>/dev/null || true; rm -rf "$WORK"' EXIT
-rps() { python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['summary']['total']['rps'])" "$1/summary.json"; }
+rps() { python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['summary']['total']['calls_per_s'])" "$1/summary.json"; }
 # in_tmux OUT [FLAGS...]: one run in a fresh tmux pane, waiting for its end.
 in_tmux() {
   local out=$1

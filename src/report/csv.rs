@@ -1,5 +1,9 @@
 //! `summary.csv` (a row per method and a TOTAL row) and `timeseries.csv`
 //! (a row per second).
+//!
+//! Both end with a `partial` column, `true` on every row of a run stopped
+//! early: a CSV has no room for a note outside its rows, and a reader that
+//! loads one row, or one file without `summary.json`, must still see it.
 
 use super::RunReport;
 use crate::rpc::OutcomeKind;
@@ -13,7 +17,7 @@ pub fn summary(report: &RunReport) -> Vec<u8> {
         "ok",
         "errors",
         "error_rate",
-        "rps",
+        "calls_per_s",
         "mean_ms",
         "p50_ms",
         "p90_ms",
@@ -27,11 +31,14 @@ pub fn summary(report: &RunReport) -> Vec<u8> {
         "service_p99_ms",
         "answer_bytes_mean",
         "answer_bytes_max",
+        "partial",
     ]);
     out.write_record(&header).expect("writing to memory");
     let summary = &report.summary;
     for method in summary.methods.iter().chain(std::iter::once(&summary.total)) {
-        out.write_record(row(method)).expect("writing to memory");
+        let mut fields = row(method);
+        fields.push(summary.partial.to_string());
+        out.write_record(fields).expect("writing to memory");
     }
     out.into_inner().expect("writing to memory")
 }
@@ -68,9 +75,18 @@ fn ms(value: f64) -> String {
 pub fn timeseries(report: &RunReport) -> Vec<u8> {
     let mut out = csv::Writer::from_writer(Vec::new());
     out.write_record([
-        "second", "calls", "ok", "errors", "rps", "p50_ms", "p99_ms", "max_ms",
+        "second",
+        "calls",
+        "ok",
+        "errors",
+        "calls_per_s",
+        "p50_ms",
+        "p99_ms",
+        "max_ms",
+        "partial",
     ])
     .expect("writing to memory");
+    let partial = report.summary.partial.to_string();
     for s in &report.summary.timeseries {
         out.write_record([
             s.second.to_string(),
@@ -81,6 +97,7 @@ pub fn timeseries(report: &RunReport) -> Vec<u8> {
             ms(s.p50_ms),
             ms(s.p99_ms),
             ms(s.max_ms),
+            partial.clone(),
         ])
         .expect("writing to memory");
     }

@@ -4,13 +4,14 @@ mod csv;
 mod json;
 mod table;
 
-pub use table::{progress_line, render_table};
+pub use table::{count, progress_line, render_table};
 
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 use thiserror::Error;
 
+use crate::engine::{LoadPlan, Pacing};
 use crate::stats::RunSummary;
 
 /// A run's figures and what is needed to read them.
@@ -44,7 +45,11 @@ pub struct RunMeta {
 pub struct LoadMeta {
     /// "closed" or "open".
     pub model: &'static str,
+    /// Requests/s of a constant open-model load. A staged load has no one
+    /// rate: null, and each stage's figures are in `summary.stages`.
     pub rate: Option<f64>,
+    /// Calls in flight of a constant closed-model load (null otherwise).
+    pub concurrency: Option<usize>,
     pub connections: usize,
     pub duration_s: Option<f64>,
     pub requests: Option<u64>,
@@ -53,6 +58,36 @@ pub struct LoadMeta {
     pub threads: usize,
     /// Stages of a staged load (0: constant).
     pub stages: usize,
+}
+
+impl LoadMeta {
+    /// What `plan` runs, as reports state it.
+    pub fn new(plan: &LoadPlan) -> Self {
+        let open = matches!(plan.pacing, Pacing::Open { .. });
+        LoadMeta {
+            model: if open { "open" } else { "closed" },
+            // The plan's own rate is where a staged load starts, not what it
+            // ran: stating it as the run's rate misled.
+            rate: match plan.pacing {
+                Pacing::Open { rate } if plan.stages.is_empty() => Some(rate),
+                _ => None,
+            },
+            concurrency: match plan.pacing {
+                Pacing::Closed if plan.stages.is_empty() => Some(
+                    plan.initial_concurrency
+                        .min(plan.connections * plan.per_connection.max(1)),
+                ),
+                _ => None,
+            },
+            connections: plan.connections,
+            duration_s: plan.duration.map(|d| d.as_secs_f64()),
+            requests: plan.requests,
+            warmup_s: plan.warmup.as_secs_f64(),
+            timeout_s: plan.timeout.as_secs_f64(),
+            threads: plan.threads_used(),
+            stages: plan.stages.len(),
+        }
+    }
 }
 
 #[derive(Debug, Error)]

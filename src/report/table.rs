@@ -4,35 +4,12 @@ use std::fmt::Write;
 
 use super::RunReport;
 use crate::rpc::OutcomeKind;
-use crate::stats::{MethodSummary, SecondRow, LATE_THRESHOLD};
+use crate::stats::{MethodSummary, RunSummary, SecondRow, LATE_THRESHOLD};
 
 pub fn render_table(report: &RunReport) -> String {
     let (meta, summary) = (&report.meta, &report.summary);
     let mut out = String::new();
-    let staged = if meta.load.stages > 0 {
-        format!(" in {} stages", meta.load.stages)
-    } else {
-        String::new()
-    };
-    let load = match meta.load.rate {
-        Some(rate) => format!("open model, {rate} requests/s{staged}"),
-        None => format!("closed model{staged}"),
-    };
-    let _ = writeln!(
-        out,
-        "\n{} · {} ({}) · {}, {} connections · {:.2} s measured{}",
-        meta.scenario,
-        meta.target,
-        meta.transport,
-        load,
-        meta.load.connections,
-        summary.measured_seconds,
-        if summary.partial {
-            " · PARTIAL (stopped early)"
-        } else {
-            ""
-        }
-    );
+    headline(&mut out, report);
     if let Some(tls) = &meta.tls {
         let _ = writeln!(out, "tls: {tls}");
     }
@@ -51,60 +28,160 @@ pub fn render_table(report: &RunReport) -> String {
     for method in summary.methods.iter().chain(std::iter::once(&summary.total)) {
         let _ = writeln!(out, "{}", method_line(method, width));
     }
-
-    let total = &summary.total;
-    if total.errors > 0 || summary.extra_batch_entries > 0 {
-        let _ = writeln!(out, "\nerrors by outcome:");
-        for kind in OutcomeKind::ALL.iter().skip(1) {
-            let count = total.outcome(*kind);
-            if count == 0 {
-                continue;
-            }
-            let detail: Vec<String> = match kind {
-                OutcomeKind::RpcError => total
-                    .rpc_error_codes
-                    .iter()
-                    .map(|(c, n)| format!("{c}: {n}"))
-                    .collect(),
-                OutcomeKind::HttpStatus => total
-                    .http_statuses
-                    .iter()
-                    .map(|(s, n)| format!("{s}: {n}"))
-                    .collect(),
-                OutcomeKind::Protocol => total
-                    .protocol_errors
-                    .iter()
-                    .map(|(k, n)| format!("{k}: {n}"))
-                    .collect(),
-                _ => Vec::new(),
-            };
-            let detail = if detail.is_empty() {
-                String::new()
-            } else {
-                format!("  ({})", detail.join(", "))
-            };
-            let _ = writeln!(out, "  {:<13} {:>10}{}", kind.name(), count, detail);
-        }
-        if summary.extra_batch_entries > 0 {
-            let _ = writeln!(
-                out,
-                "  batch answer entries matching no call: {}",
-                summary.extra_batch_entries
-            );
-        }
+    errors(&mut out, summary);
+    examples(&mut out, &summary.total);
+    requests(&mut out, summary);
+    stages(&mut out, summary);
+    extras(&mut out, summary);
+    for warning in &meta.warnings {
+        let _ = writeln!(out, "warning: {warning}");
     }
-    let statuses: Vec<String> = summary
-        .http_statuses
-        .iter()
-        .map(|(s, n)| format!("{s}: {n}"))
-        .collect();
+    out
+}
+
+/// `1 connection`, `2 connections`, `3 batches`: a count and its noun,
+/// agreed, for every report that counts things in words.
+pub fn count(n: u64, noun: &str) -> String {
+    format!("{n} {}", noun_for(n == 1, noun))
+}
+
+/// The noun, or its regular English plural (every noun these reports use
+/// has one).
+fn noun_for(one: bool, noun: &str) -> String {
+    if one {
+        noun.to_string()
+    } else if ["s", "x", "ch", "sh"].iter().any(|end| noun.ends_with(end)) {
+        format!("{noun}es")
+    } else {
+        format!("{noun}s")
+    }
+}
+
+/// What was run against what, and whether it ran to its end.
+fn headline(out: &mut String, report: &RunReport) {
+    let (meta, summary) = (&report.meta, &report.summary);
+    let load = &meta.load;
+    let staged = if load.stages > 0 {
+        format!(" in {}", count(load.stages as u64, "stage"))
+    } else {
+        String::new()
+    };
+    // A staged load has no one rate: its stages say what ran.
+    let rate = match load.rate.filter(|_| load.stages == 0) {
+        Some(rate) => format!(", {rate} {}/s", noun_for(rate == 1.0, "request")),
+        None => String::new(),
+    };
+    let _ = writeln!(
+        out,
+        "\n{} · {} ({}) · {} model{rate}{staged}, {} · {:.2} s measured{}",
+        meta.scenario,
+        meta.target,
+        meta.transport,
+        load.model,
+        count(load.connections as u64, "connection"),
+        summary.measured_seconds,
+        if summary.partial {
+            " · PARTIAL (stopped early)"
+        } else {
+            ""
+        }
+    );
+}
+
+/// Errors by outcome, with their codes, statuses and protocol kinds.
+fn errors(out: &mut String, summary: &RunSummary) {
+    let total = &summary.total;
+    if total.errors == 0 && summary.extra_batch_entries == 0 {
+        return;
+    }
+    let _ = writeln!(out, "\nerrors by outcome:");
+    for kind in OutcomeKind::ALL.iter().skip(1) {
+        let n = total.outcome(*kind);
+        if n == 0 {
+            continue;
+        }
+        let detail: Vec<String> = match kind {
+            OutcomeKind::RpcError => pairs(&total.rpc_error_codes),
+            OutcomeKind::HttpStatus => pairs(&total.http_statuses),
+            OutcomeKind::Protocol => pairs(&total.protocol_errors),
+            _ => Vec::new(),
+        };
+        let detail = if detail.is_empty() {
+            String::new()
+        } else {
+            format!("  ({})", detail.join(", "))
+        };
+        let _ = writeln!(out, "  {:<13} {:>10}{}", kind.name(), n, detail);
+    }
+    if summary.extra_batch_entries > 0 {
+        let _ = writeln!(
+            out,
+            "  batch answer entries matching no call: {}",
+            summary.extra_batch_entries
+        );
+    }
+}
+
+fn pairs<K: std::fmt::Display>(map: &std::collections::BTreeMap<K, u64>) -> Vec<String> {
+    map.iter().map(|(k, n)| format!("{k}: {n}")).collect()
+}
+
+/// The first example of each error outcome, on one line each: enough to
+/// tell an HTML error page from a refused connection without opening a file.
+fn examples(out: &mut String, total: &MethodSummary) {
+    if total.error_examples.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "\nexamples (the first of each outcome; more in summary.json):"
+    );
+    for kind in OutcomeKind::ALL.iter().skip(1) {
+        let Some(first) = total.error_examples.get(kind.name()).and_then(|e| e.first()) else {
+            continue;
+        };
+        let answer = if matches!(
+            kind,
+            OutcomeKind::Timeout | OutcomeKind::Connect | OutcomeKind::Io
+        ) {
+            "no answer".to_string()
+        } else if first.answer.is_empty() {
+            "answer: (empty)".to_string()
+        } else {
+            let cut = if first.answer_bytes > first.answer.len() {
+                " …"
+            } else {
+                ""
+            };
+            format!("answer: {}{cut}", one_line(&first.answer))
+        };
+        let _ = writeln!(
+            out,
+            "  {:<13} {}: {} · {answer}",
+            kind.name(),
+            first.method,
+            one_line(&first.reason)
+        );
+    }
+}
+
+/// Text from the server on one line of the terminal: its line breaks and
+/// other control characters (an escape sequence, say) become spaces.
+fn one_line(text: &str) -> String {
+    text.chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect()
+}
+
+/// Requests sent, HTTP statuses, and how the schedule was kept.
+fn requests(out: &mut String, summary: &RunSummary) {
     // Only HTTP has statuses.
     if !summary.http_statuses.is_empty() {
         let _ = writeln!(
             out,
             "\nrequests sent: {} · HTTP statuses: {}",
             summary.requests,
-            statuses.join(", ")
+            pairs(&summary.http_statuses).join(", ")
         );
     } else {
         let _ = writeln!(out, "\nrequests sent: {}", summary.requests);
@@ -113,11 +190,11 @@ pub fn render_table(report: &RunReport) -> String {
         let d = &schedule.start_delay;
         let _ = writeln!(
             out,
-            "start delay (actual send − intended send): p50 {:.3} ms, p99 {:.3} ms, max {:.3} ms · {} calls late by more than {} ms · {} unsent",
+            "start delay (actual send − intended send): p50 {:.3} ms, p99 {:.3} ms, max {:.3} ms · {} late by more than {} ms · {} unsent",
             d.p50_ms,
             d.p99_ms,
             d.max_ms,
-            schedule.late_calls,
+            count(schedule.late_calls, "call"),
             LATE_THRESHOLD.as_millis(),
             schedule.unsent
         );
@@ -144,8 +221,8 @@ pub fn render_table(report: &RunReport) -> String {
     if let Some(setup) = &summary.setup {
         let _ = writeln!(
             out,
-            "setup: {} connections set up, {} failed{}",
-            setup.connections_ok,
+            "setup: {} set up, {} failed{}",
+            count(setup.connections_ok, "connection"),
             setup.connections_failed,
             setup
                 .first_error
@@ -154,33 +231,36 @@ pub fn render_table(report: &RunReport) -> String {
                 .unwrap_or_default()
         );
     }
-    if !summary.stages.is_empty() {
+}
+
+/// A line per stage, numbered from 1 as in `summary.json`.
+fn stages(out: &mut String, summary: &RunSummary) {
+    if summary.stages.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "\nstage     from      to      calls    calls/s    p50 ms    p99 ms  errors"
+    );
+    for stage in &summary.stages {
+        let t = &stage.total;
         let _ = writeln!(
             out,
-            "
-stage     from      to      calls    calls/s    p50 ms    p99 ms  errors"
+            "{:>5} {:>7.1}s {:>6.1}s {:>10} {:>10.1} {:>9.3} {:>9.3} {:>7}",
+            stage.number(),
+            stage.start_s,
+            stage.end_s,
+            t.calls,
+            t.rps,
+            t.latency.p50_ms,
+            t.latency.p99_ms,
+            t.errors
         );
-        for stage in &summary.stages {
-            let t = &stage.total;
-            let _ = writeln!(
-                out,
-                "{:>5} {:>7.1}s {:>6.1}s {:>10} {:>10.1} {:>9.3} {:>9.3} {:>7}",
-                stage.stage + 1,
-                stage.start_s,
-                stage.end_s,
-                t.calls,
-                t.rps,
-                t.latency.p50_ms,
-                t.latency.p99_ms,
-                t.errors
-            );
-        }
     }
-    for method in &summary.methods {
-        for example in &method.assertion_examples {
-            let _ = writeln!(out, "assertion failed in {}: {example}", method.method);
-        }
-    }
+}
+
+/// Children, unsolicited messages, subscriptions and calls left in flight.
+fn extras(out: &mut String, summary: &RunSummary) {
     if let Some(exit) = &summary.child_exit {
         let _ = writeln!(
             out,
@@ -198,9 +278,9 @@ stage     from      to      calls    calls/s    p50 ms    p99 ms  errors"
     if let Some(subs) = &summary.subscriptions {
         let _ = writeln!(
             out,
-            "subscriptions: {} opened, {} notifications ({:.1}/s, {:.2}/s each); gap between notifications p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms",
+            "subscriptions: {} opened, {} ({:.1}/s, {:.2}/s each); gap between notifications p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms",
             subs.opened,
-            subs.notifications,
+            count(subs.notifications, "notification"),
             subs.per_second,
             subs.per_subscription_per_second,
             subs.gap.p50_ms,
@@ -222,10 +302,6 @@ stage     from      to      calls    calls/s    p50 ms    p99 ms  errors"
             summary.in_flight_at_end
         );
     }
-    for warning in &meta.warnings {
-        let _ = writeln!(out, "warning: {warning}");
-    }
-    out
 }
 
 fn method_line(m: &MethodSummary, width: usize) -> String {
@@ -247,9 +323,11 @@ fn method_line(m: &MethodSummary, width: usize) -> String {
 /// One line per second while the run goes.
 pub fn progress_line(row: &SecondRow) -> String {
     format!(
-        "[{:>4}s] {:>8} calls {:>10.1}/s  ok {:>8}  errors {:>6}  p50 {:>8.3} ms  p99 {:>8.3} ms  max {:>8.3} ms",
+        // The noun padded to its plural's width keeps the columns in line.
+        "[{:>4}s] {:>8} {:<5} {:>10.1}/s  ok {:>8}  errors {:>6}  p50 {:>8.3} ms  p99 {:>8.3} ms  max {:>8.3} ms",
         row.second + 1,
         row.calls,
+        noun_for(row.calls == 1, "call"),
         row.rps,
         row.ok,
         row.errors,
@@ -257,4 +335,18 @@ pub fn progress_line(row: &SecondRow) -> String {
         row.p99_ms,
         row.max_ms
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::count;
+
+    #[test]
+    fn one_is_singular_and_the_rest_plural() {
+        assert_eq!(count(1, "connection"), "1 connection");
+        assert_eq!(count(0, "connection"), "0 connections");
+        assert_eq!(count(2, "call"), "2 calls");
+        assert_eq!(count(3, "batch"), "3 batches");
+        assert_eq!(count(1, "batch"), "1 batch");
+    }
 }

@@ -1,9 +1,11 @@
 //! Recording what happened: per-thread recorders handed over once a second,
 //! merged into run totals and per-second rows.
 
+mod examples;
 mod snapshot;
 mod summary;
 
+pub use examples::{Cause, ErrorExample, EXAMPLES_PER_OUTCOME, EXAMPLE_ANSWER_BYTES};
 pub use snapshot::{latency_buckets, Snapshot};
 pub use summary::{
     BatchSummary, ChildShutdown, LatencySummary, MethodSummary, RunSummary, ScheduleSummary, SecondRow,
@@ -46,6 +48,9 @@ pub struct MethodStats {
     pub http_statuses: Vec<(u16, u64)>,
     /// The first few answers that failed an expectation.
     pub examples: Vec<String>,
+    /// The first few failed calls of each outcome (indexed by
+    /// [`OutcomeKind`]; `ok` stays empty).
+    pub error_examples: [Vec<ErrorExample>; OutcomeKind::COUNT],
 }
 
 /// Examples of failed expectations kept per method, and their size.
@@ -63,6 +68,7 @@ impl Default for MethodStats {
             rpc_codes: Vec::new(),
             http_statuses: Vec::new(),
             examples: Vec::new(),
+            error_examples: Default::default(),
         }
     }
 }
@@ -105,6 +111,25 @@ impl MethodStats {
             .push(format!("expected {expected}; got {text}{cut}"));
     }
 
+    /// Keeps a failed call as an example while its outcome has room. The
+    /// room is checked first, so a flood of errors costs nothing once the
+    /// first few are kept (per hand-over: a recorder lives a quarter second).
+    pub fn keep_example<E: std::fmt::Display>(
+        &mut self,
+        method: &str,
+        outcome: Outcome,
+        cause: Cause<'_>,
+        expected: Option<&E>,
+        answer: &[u8],
+    ) {
+        let kept = &mut self.error_examples[outcome.kind() as usize];
+        if outcome == Outcome::Ok || kept.len() >= EXAMPLES_PER_OUTCOME {
+            return;
+        }
+        let expected = expected.map(|e| e as &dyn std::fmt::Display);
+        kept.push(ErrorExample::new(method, outcome, cause, expected, answer));
+    }
+
     pub fn ok(&self) -> u64 {
         self.outcomes[OutcomeKind::Ok as usize]
     }
@@ -127,6 +152,10 @@ impl MethodStats {
         }
         let room = MAX_EXAMPLES.saturating_sub(self.examples.len());
         self.examples.extend(other.examples.iter().take(room).cloned());
+        for (kept, more) in self.error_examples.iter_mut().zip(&other.error_examples) {
+            let room = EXAMPLES_PER_OUTCOME.saturating_sub(kept.len());
+            kept.extend(more.iter().take(room).cloned());
+        }
     }
 }
 
@@ -307,6 +336,33 @@ mod tests {
         assert_eq!(total.calls(), 5);
         assert_eq!(total.ok(), 1);
         assert_eq!(total.outcomes[OutcomeKind::RpcError as usize], 2);
+    }
+
+    #[test]
+    fn examples_are_kept_per_outcome_up_to_the_bound_and_merged_so() {
+        let error = "connection reset";
+        let mut a = MethodStats::default();
+        for _ in 0..10 {
+            a.keep_example::<&str>("m", Outcome::Io, Cause::Transport(&error), None, b"");
+            a.keep_example::<&str>("m", Outcome::Ok, Cause::Answer, None, b"{}");
+        }
+        a.keep_example::<&str>("m", Outcome::InvalidJson, Cause::Answer, None, b"<html>");
+        let io = &a.error_examples[OutcomeKind::Io as usize];
+        assert_eq!(io.len(), EXAMPLES_PER_OUTCOME);
+        assert_eq!(io[0].reason, error);
+        assert!(a.error_examples[OutcomeKind::Ok as usize].is_empty());
+        let mut b = MethodStats::default();
+        b.keep_example::<&str>("m", Outcome::InvalidJson, Cause::Answer, None, b"<p>");
+        b.merge(&a);
+        assert_eq!(
+            b.error_examples[OutcomeKind::Io as usize].len(),
+            EXAMPLES_PER_OUTCOME
+        );
+        let answers: Vec<&str> = b.error_examples[OutcomeKind::InvalidJson as usize]
+            .iter()
+            .map(|e| e.answer.as_str())
+            .collect();
+        assert_eq!(answers, ["<p>", "<html>"], "the first ones stay first");
     }
 
     #[test]

@@ -6,7 +6,7 @@ use std::time::Duration;
 use hdrhistogram::Histogram;
 use serde::Serialize;
 
-use super::{MethodStats, Recorder};
+use super::{ErrorExample, MethodStats, Recorder};
 use crate::rpc::{OutcomeKind, ProtocolKind};
 
 /// Latency percentiles in milliseconds.
@@ -45,6 +45,8 @@ pub struct MethodSummary {
     pub ok: u64,
     pub errors: u64,
     pub error_rate: f64,
+    /// Calls (not requests: a batch carries several) a second.
+    #[serde(rename = "calls_per_s")]
     pub rps: f64,
     /// From the intended send time: what a user of the server would see.
     pub latency: LatencySummary,
@@ -59,6 +61,9 @@ pub struct MethodSummary {
     /// The first few answers that failed an expectation.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub assertion_examples: Vec<String>,
+    /// The first few failed calls of each error outcome, by outcome.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub error_examples: BTreeMap<&'static str, Vec<ErrorExample>>,
 }
 
 impl MethodSummary {
@@ -101,6 +106,11 @@ impl MethodSummary {
             },
             answer_bytes_max: stats.answer_bytes.max(),
             assertion_examples: stats.examples.clone(),
+            error_examples: OutcomeKind::ALL
+                .iter()
+                .filter(|k| !stats.error_examples[**k as usize].is_empty())
+                .map(|k| (k.name(), stats.error_examples[*k as usize].clone()))
+                .collect(),
         }
     }
 
@@ -116,6 +126,8 @@ pub struct SecondRow {
     pub calls: u64,
     pub ok: u64,
     pub errors: u64,
+    /// Calls a second.
+    #[serde(rename = "calls_per_s")]
     pub rps: f64,
     pub p50_ms: f64,
     pub p99_ms: f64,
@@ -225,10 +237,24 @@ pub struct ChildShutdown {
 /// One stage of a staged load.
 #[derive(Clone, Debug, Serialize)]
 pub struct StageSummary {
+    /// Its index, from 0. People count stages from 1, and so does every
+    /// report (the table, `summary.json`): see [`StageSummary::number`].
+    #[serde(serialize_with = "number_from_one")]
     pub stage: usize,
     pub start_s: f64,
     pub end_s: f64,
     pub total: MethodSummary,
+}
+
+impl StageSummary {
+    /// The stage's number as reports show it: the first stage is 1.
+    pub fn number(&self) -> usize {
+        self.stage + 1
+    }
+}
+
+fn number_from_one<S: serde::Serializer>(index: &usize, to: S) -> Result<S::Ok, S::Error> {
+    to.serialize_u64(*index as u64 + 1)
 }
 
 /// A call leaving later than this after its intended time is late.
@@ -268,6 +294,7 @@ pub struct RunSummary {
     /// Connection tasks that panicked (a bug); their calls so far are counted.
     pub panicked_connections: u64,
     pub measured_seconds: f64,
-    /// The run was stopped early (Ctrl-C).
+    /// The run was stopped early (Ctrl-C, SIGTERM, `q`): the figures cover
+    /// only what ran. The CSVs say it too, in their `partial` column.
     pub partial: bool,
 }

@@ -1,0 +1,171 @@
+//! Examples of failed calls: the first few of each error outcome, each with
+//! the reason and how the answer began, so that a run full of errors says
+//! what they were in its files and on stdout, not only on the dashboard.
+//!
+//! Only what the server sent and what volley concluded is kept: never a
+//! request, so never a header value.
+
+use std::fmt::{self, Display};
+use std::time::Duration;
+
+use serde::Serialize;
+
+use crate::rpc::{Outcome, ProtocolKind};
+
+/// Examples kept per error outcome, per method (and in the total).
+pub const EXAMPLES_PER_OUTCOME: usize = 3;
+/// Bytes of an answer kept in an example: enough to recognise an error
+/// object or an HTML page, not enough to hold a big body in memory.
+pub const EXAMPLE_ANSWER_BYTES: usize = 200;
+
+/// One failed call, kept as an example.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct ErrorExample {
+    pub method: String,
+    /// The outcome in full: `rpc_error(-32000)`, `protocol(id_mismatch)`, `io`.
+    pub outcome: String,
+    /// Why the call failed, in words: the transport's own error, the rule
+    /// the answer broke, what the scenario expected.
+    pub reason: String,
+    /// The first bytes of the call's answer (its own entry in a batch), as
+    /// lossy UTF-8; empty when no answer came.
+    pub answer: String,
+    /// The answer's whole size: larger than `answer` when it was cut.
+    pub answer_bytes: usize,
+}
+
+/// What the engine knows of why a call failed, beyond its outcome. Borrowed,
+/// so that it costs nothing until an example is actually kept.
+#[derive(Clone, Copy)]
+pub enum Cause<'a> {
+    /// An answer came and was judged: the outcome says why.
+    Answer,
+    /// The transport failed, in its own words.
+    Transport(&'a dyn Display),
+    /// No answer within this long.
+    Timeout(Duration),
+}
+
+impl ErrorExample {
+    pub fn new(
+        method: &str,
+        outcome: Outcome,
+        cause: Cause<'_>,
+        expected: Option<&dyn Display>,
+        answer: &[u8],
+    ) -> Self {
+        let kept = &answer[..answer.len().min(EXAMPLE_ANSWER_BYTES)];
+        ErrorExample {
+            method: method.to_string(),
+            outcome: outcome.to_string(),
+            reason: Reason {
+                outcome,
+                cause,
+                expected,
+            }
+            .to_string(),
+            answer: String::from_utf8_lossy(kept).into_owned(),
+            answer_bytes: answer.len(),
+        }
+    }
+}
+
+/// The reason of an example, written out only when one is kept.
+struct Reason<'a> {
+    outcome: Outcome,
+    cause: Cause<'a>,
+    expected: Option<&'a dyn Display>,
+}
+
+impl Display for Reason<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match (self.cause, self.outcome) {
+            (Cause::Transport(error), _) => error.fmt(f),
+            (Cause::Timeout(after), _) => {
+                write!(f, "no answer within {}", humantime::format_duration(after))
+            }
+            (Cause::Answer, Outcome::RpcError(code)) => {
+                write!(f, "the server answered with JSON-RPC error {code}")
+            }
+            (Cause::Answer, Outcome::HttpStatus(status)) => {
+                write!(f, "HTTP status {status} with no JSON-RPC answer in the body")
+            }
+            (Cause::Answer, Outcome::InvalidJson) => f.write_str("the answer is not JSON"),
+            (Cause::Answer, Outcome::Protocol(kind)) => {
+                write!(f, "{}: {}", kind.name(), rule_broken(kind))
+            }
+            (Cause::Answer, Outcome::Assertion) => match self.expected {
+                Some(expected) => write!(f, "expected {expected}"),
+                None => f.write_str("not what the scenario expected"),
+            },
+            (Cause::Answer, other) => other.fmt(f),
+        }
+    }
+}
+
+/// The JSON-RPC 2.0 rule an answer broke, in words.
+fn rule_broken(kind: ProtocolKind) -> &'static str {
+    match kind {
+        ProtocolKind::WrongVersion => "`jsonrpc` is missing or not \"2.0\"",
+        ProtocolKind::IdMismatch => "the answer's id is not the call's",
+        ProtocolKind::IdWrongType => "the answer's id has another JSON type than the call's",
+        ProtocolKind::MissingEntry => "the batch answer has no entry for this call",
+        ProtocolKind::DuplicateEntry => "the batch answer answers this call more than once",
+        ProtocolKind::ResultAndError => "the answer has both `result` and `error`",
+        ProtocolKind::NoResultOrError => "the answer has neither `result` nor `error`",
+        ProtocolKind::BadErrorObject => "`error` lacks an integer `code` or a string `message`",
+        ProtocolKind::NotAResponse => "the JSON is not a response object (or array, for a batch)",
+        ProtocolKind::NoAnswer => "the call expected an answer and the body was empty",
+        ProtocolKind::AnswerToNotification => "a notification was answered",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_answer_is_cut_and_its_size_kept() {
+        let answer = vec![b'x'; 1000];
+        let example = ErrorExample::new("m", Outcome::InvalidJson, Cause::Answer, None, &answer);
+        assert_eq!(example.answer.len(), EXAMPLE_ANSWER_BYTES);
+        assert_eq!(example.answer_bytes, 1000);
+        assert_eq!(example.reason, "the answer is not JSON");
+    }
+
+    #[test]
+    fn a_cut_through_a_character_stays_valid_text() {
+        let answer = "é".repeat(EXAMPLE_ANSWER_BYTES);
+        let example = ErrorExample::new("m", Outcome::InvalidJson, Cause::Answer, None, answer.as_bytes());
+        assert!(example.answer.starts_with("éé"));
+    }
+
+    #[test]
+    fn each_cause_gives_its_reason() {
+        let error = "connection reset by peer";
+        let io = ErrorExample::new("m", Outcome::Io, Cause::Transport(&error), None, b"");
+        assert_eq!((io.outcome.as_str(), io.reason.as_str()), ("io", error));
+        let late = ErrorExample::new(
+            "m",
+            Outcome::Timeout,
+            Cause::Timeout(Duration::from_secs(2)),
+            None,
+            b"",
+        );
+        assert_eq!(late.reason, "no answer within 2s");
+        let rpc = ErrorExample::new("m", Outcome::RpcError(-32000), Cause::Answer, None, b"{}");
+        assert_eq!(rpc.outcome, "rpc_error(-32000)");
+        assert!(rpc.reason.contains("-32000"));
+        let wrong = ErrorExample::new(
+            "m",
+            Outcome::Protocol(ProtocolKind::IdMismatch),
+            Cause::Answer,
+            None,
+            b"{}",
+        );
+        assert!(wrong.reason.starts_with("id_mismatch: "), "{}", wrong.reason);
+        let expected = "a result of type string";
+        let assertion = ErrorExample::new("m", Outcome::Assertion, Cause::Answer, Some(&expected), b"{}");
+        assert_eq!(assertion.reason, "expected a result of type string");
+    }
+}
