@@ -4,12 +4,17 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use clap::{Args, Parser, Subcommand};
-use serde_json::Value;
-
-use crate::engine::Pacing;
-use crate::scenario::{interpolate, parse_duration, Scenario, ScenarioError, TargetSpec};
+use crate::scenario::{parse_duration, Overrides, Scenario, ScenarioError};
 use crate::serve::{Latency, ServeConfig};
+use clap::{Args, Parser, Subcommand};
+
+/// How flags meet a scenario file, shown under `volley run --help`.
+pub const FLAG_RULE: &str = "\
+Flags and a scenario file: a flag replaces what it names in the file; where a flag and the
+file's other settings cannot both hold, the error names both. --rate and --concurrency replace
+the load model and its stages; --duration and --requests replace the run's end (--duration
+with the file's stages is an error); --method replaces the mix with one call; --target replaces
+`target` or `command`; -H replaces the file's header of that name.";
 
 #[derive(Parser, Debug)]
 #[command(
@@ -25,6 +30,7 @@ pub struct Cli {
 #[derive(Subcommand, Debug)]
 pub enum Command {
     /// Run a load test from a scenario file, or a one-liner with --target and --method.
+    #[command(after_help = FLAG_RULE)]
     Run(Box<RunArgs>),
     /// Start the built-in JSON-RPC 2.0 server.
     Serve(Box<ServeArgs>),
@@ -49,9 +55,10 @@ pub struct InitArgs {
     /// Build the mix from an OpenRPC document (JSON), one call per method.
     #[arg(long, value_name = "FILE")]
     pub from_openrpc: Option<PathBuf>,
-    /// Target URL written into the scenario built from OpenRPC.
-    #[arg(long, default_value = "http://127.0.0.1:8545")]
-    pub target: String,
+    /// Target URL written into the scenario built from OpenRPC (default: the document's
+    /// servers[0].url, else http://127.0.0.1:8545).
+    #[arg(long)]
+    pub target: Option<String>,
     /// Overwrite the file if it exists.
     #[arg(long)]
     pub force: bool,
@@ -61,34 +68,38 @@ pub struct InitArgs {
 pub struct RunArgs {
     /// Scenario file (TOML). Without one, --target and --method describe the run.
     pub scenario: Option<PathBuf>,
-    /// Target URL, or "builtin" for the built-in server.
+    /// Target URL (http, https, ws, wss, tcp, unix), or "builtin" for the built-in server;
+    /// replaces the file's `target` or `command`.
     #[arg(long)]
     pub target: Option<String>,
-    /// Method of a one-liner run (no scenario file).
+    /// Method of a one-liner; with a file, replaces its mix with this one method.
     #[arg(long)]
     pub method: Option<String>,
-    /// Params of a one-liner run, as JSON: '["0xabc", "latest"]'.
+    /// Params as JSON, '["0xabc", "latest"]', with ${...} generators as in a file: of --method,
+    /// or of the file's one call.
     #[arg(long)]
     pub params: Option<String>,
-    /// Open model: requests per second on a fixed schedule.
+    /// Open model: requests per second on a fixed schedule; replaces the file's load model and stages.
     #[arg(long, conflicts_with = "concurrency")]
     pub rate: Option<f64>,
-    /// Closed model: calls in flight, each sent as soon as the previous one is answered.
+    /// Closed model: calls in flight, each sent as soon as the previous one is answered
+    /// (default 16); replaces the file's load model and stages.
     #[arg(short = 'c', long)]
     pub concurrency: Option<u64>,
-    /// Measured duration, e.g. 30s, 2m.
+    /// Measured duration, e.g. 30s, 2m (default 10s); replaces the file's end (duration or requests).
     #[arg(short = 'd', long, value_parser = parse_duration)]
     pub duration: Option<Duration>,
-    /// Requests to measure (a batch counts as one); a warmup sends more before them.
+    /// Requests to measure (a batch counts as one); replaces the file's end (duration or requests).
     #[arg(short = 'n', long)]
     pub requests: Option<u64>,
-    /// Connections to open (exactly this many).
+    /// Connections to open, exactly this many (default: one per call in flight over HTTP/1.1,
+    /// 64 in the open model, 1 on multiplexed transports).
     #[arg(long)]
     pub connections: Option<u64>,
-    /// Sent before the measured duration and left out of the figures.
+    /// Sent before the measured duration and left out of the figures (default 0s).
     #[arg(long, value_parser = parse_duration)]
     pub warmup: Option<Duration>,
-    /// Time a call may take before it counts as a timeout.
+    /// Time a call (or opening a connection) may take before it counts as a timeout (default 10s).
     #[arg(long, value_parser = parse_duration)]
     pub timeout: Option<Duration>,
     /// Engine threads (default: one per core).
@@ -112,16 +123,18 @@ pub struct RunArgs {
     /// The client certificate's private key (PEM).
     #[arg(long, value_name = "FILE", requires = "cert")]
     pub key: Option<PathBuf>,
-    /// Calls in flight per connection on a multiplexed transport (ws://, tcp://, unix://, --http2).
+    /// Calls in flight per connection on a multiplexed transport (ws://, tcp://, unix://, --http2;
+    /// default 64 in the open model).
     #[arg(long)]
     pub max_in_flight: Option<u64>,
-    /// Seed for every random choice of the run.
+    /// Seed for every random choice of the run (default: from the clock, printed in summary.json).
     #[arg(long)]
     pub seed: Option<u64>,
     /// Answers larger than this are cut off and counted as `io` (default 8MiB).
     #[arg(long, value_name = "SIZE", value_parser = crate::scenario::parse_size)]
     pub max_response_size: Option<usize>,
-    /// Extra HTTP header, 'Name: value' (repeatable; ${VAR} is replaced from the environment).
+    /// Extra HTTP header, 'Name: value' (repeatable; ${VAR} is replaced from the environment);
+    /// replaces the file's header of that name.
     #[arg(short = 'H', long = "header")]
     pub headers: Vec<String>,
     /// Directory for the result files (default: results/<UTC time>-<scenario>/).
@@ -235,139 +248,35 @@ impl ServeArgs {
 }
 
 impl RunArgs {
-    /// The scenario to run: the file's, or a one-liner's, with every flag
-    /// given here overriding the file.
+    /// The scenario to run: the file's, or a one-liner's, with the flags
+    /// applied by the rule in `volley run --help`.
     pub fn scenario(&self) -> Result<Scenario, ScenarioError> {
-        let flag = |flag, message: String| ScenarioError::Flag { flag, message };
-        let mut scenario = match (&self.scenario, &self.method) {
-            (Some(path), None) => Scenario::load(path)?,
-            (Some(_), Some(_)) => {
-                return Err(flag(
-                    "--method",
-                    "give either a scenario file or --method, not both".into(),
-                ))
-            }
-            (None, Some(method)) => {
-                let target = self
-                    .target
-                    .as_deref()
-                    .ok_or_else(|| flag("--target", "a one-liner needs --target URL".into()))?;
-                let params = match &self.params {
-                    Some(text) => {
-                        let value: Value = serde_json::from_str(text)
-                            .map_err(|e| flag("--params", format!("not JSON: {e}")))?;
-                        if !value.is_array() && !value.is_object() {
-                            return Err(flag("--params", "must be a JSON array or object".into()));
-                        }
-                        Some(value)
-                    }
-                    None => None,
-                };
-                Scenario::one_liner(target, method, params)
-            }
-            (None, None) => {
-                return Err(flag(
-                    "SCENARIO",
-                    "give a scenario file, or --target URL --method NAME for a one-liner".into(),
-                ))
-            }
-        };
-        if let Some(target) = &self.target {
-            scenario.target = if target == "builtin" {
-                TargetSpec::Builtin
-            } else {
-                TargetSpec::Url(target.clone())
-            };
-        }
-        let load = &mut scenario.load;
-        if let Some(rate) = self.rate {
-            if !(rate.is_finite() && rate > 0.0) {
-                return Err(flag("--rate", "must be above zero".into()));
-            }
-            load.pacing = Pacing::Open { rate };
-            load.concurrency = None;
-        }
-        if let Some(concurrency) = self.concurrency {
-            load.pacing = Pacing::Closed;
-            load.concurrency = Some(at_least_one(concurrency, "--concurrency")?);
-        }
-        if let Some(duration) = self.duration {
-            if duration.is_zero() {
-                return Err(flag("--duration", "must be above zero".into()));
-            }
-            load.duration = Some(duration);
-        }
-        if let Some(requests) = self.requests {
-            load.requests = Some(at_least_one(requests, "--requests")?);
-        }
-        if let Some(connections) = self.connections {
-            load.connections = Some(at_least_one(connections, "--connections")?);
-        }
-        if self.http2 {
-            scenario.http2 = true;
-        }
-        let tls = &mut scenario.tls;
-        if let Some(cacert) = &self.cacert {
-            tls.cacert = Some(cacert.clone());
-        }
-        tls.system_roots |= self.system_roots;
-        tls.insecure |= self.insecure;
-        if let (Some(cert), Some(key)) = (&self.cert, &self.key) {
-            tls.cert = Some(cert.clone());
-            tls.key = Some(key.clone());
-        }
-        if let Some(max) = self.max_in_flight {
-            load.max_in_flight = Some(at_least_one(max, "--max-in-flight")?);
-        }
-        if let Some(threads) = self.threads {
-            load.threads = Some(at_least_one(threads, "--threads")?);
-        }
-        if let Some(warmup) = self.warmup {
-            load.warmup = warmup;
-        }
-        if let Some(timeout) = self.timeout {
-            if timeout.is_zero() {
-                return Err(flag("--timeout", "must be above zero".into()));
-            }
-            scenario.timeout = timeout;
-        }
-        if self.seed.is_some() {
-            scenario.seed = self.seed;
-        }
-        if let Some(size) = self.max_response_size {
-            scenario.max_response_bytes = size;
-        }
-        for header in &self.headers {
-            let (name, value) = header.split_once(':').ok_or_else(|| {
-                flag(
-                    "--header",
-                    format!("`{}` is not 'Name: value'", redact_header(header)),
-                )
-            })?;
-            let value =
-                interpolate(value.trim(), &|n| std::env::var(n).ok()).map_err(|m| flag("--header", m))?;
-            let name = name.trim().to_string();
-            scenario.headers.retain(|(n, _)| !n.eq_ignore_ascii_case(&name));
-            scenario.headers.push((name, value));
-        }
-        Ok(scenario)
+        Scenario::with_flags(self.scenario.as_deref(), &self.overrides())
     }
-}
 
-fn at_least_one(value: u64, flag: &'static str) -> Result<u64, ScenarioError> {
-    if value == 0 {
-        return Err(ScenarioError::Flag {
-            flag,
-            message: "must be at least 1".into(),
-        });
-    }
-    Ok(value)
-}
-
-/// A header as it may be shown: its name only.
-fn redact_header(header: &str) -> String {
-    match header.split_once(':') {
-        Some((name, _)) => format!("{name}: <redacted>"),
-        None => "<redacted>".to_string(),
+    fn overrides(&self) -> Overrides {
+        Overrides {
+            target: self.target.clone(),
+            method: self.method.clone(),
+            params: self.params.clone(),
+            rate: self.rate,
+            concurrency: self.concurrency,
+            duration: self.duration,
+            requests: self.requests,
+            connections: self.connections,
+            warmup: self.warmup,
+            timeout: self.timeout,
+            threads: self.threads,
+            max_in_flight: self.max_in_flight,
+            seed: self.seed,
+            max_response_size: self.max_response_size,
+            http2: self.http2,
+            cacert: self.cacert.clone(),
+            system_roots: self.system_roots,
+            insecure: self.insecure,
+            cert: self.cert.clone(),
+            key: self.key.clone(),
+            headers: self.headers.clone(),
+        }
     }
 }

@@ -7,6 +7,7 @@ pub mod cli;
 pub mod engine;
 pub mod init;
 pub mod metrics;
+pub mod output;
 pub mod report;
 pub mod rpc;
 pub mod run;

@@ -2,7 +2,7 @@
 //! what is printed and written around it.
 
 use std::io::IsTerminal;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
@@ -13,12 +13,13 @@ use thiserror::Error;
 use tokio_util::sync::CancellationToken;
 
 use crate::cli::{InitArgs, RunArgs, ServeArgs, ValidateArgs};
-use crate::engine::{self, Control, Pacing, RunSpec};
+use crate::engine::{self, Control, RunSpec};
 use crate::metrics::{self, Metrics};
+use crate::output::ResultDir;
 use crate::report::{self, LoadMeta, RunMeta, RunReport};
 use crate::scenario::{Compiled, Scenario, TargetSpec};
 use crate::serve::{self, ServeConfig, ServerStats};
-use crate::stats::Snapshot;
+use crate::stats::{RunSummary, Snapshot};
 use crate::transport::{Target, TargetError, TransportError};
 use crate::tui::{Dashboard, Tui};
 
@@ -32,6 +33,9 @@ pub enum RunError {
     BuiltinServer(std::io::Error),
     #[error("{0}")]
     Poll(String),
+    /// With the exit code of the signal that stopped it.
+    #[error("stopped before the run began: nothing was sent, no result written")]
+    StoppedBeforeStart(u8),
 }
 
 const INSECURE: &str = "INSECURE: --insecure is on, the server's TLS certificate was not verified: these figures may come from a server other than the one named";
@@ -86,34 +90,29 @@ pub async fn execute(
         tls: scenario.tls.clone(),
         server_answers: scenario.server_answers.clone(),
     };
-    let target = match &scenario.target {
-        TargetSpec::Command { argv, framing } => Target::Stream(crate::transport::StreamTarget::command(
-            argv.clone(),
-            *framing == crate::scenario::Framing::ContentLength,
-            &options,
-        )),
-        _ => Target::resolve(&url, &options).await?,
+    // Nothing before the run may outlast a Ctrl-C: a target that accepts
+    // and never answers is bounded by the timeout, and a stop ends the wait.
+    let prepare = async {
+        let target = match &scenario.target {
+            TargetSpec::Command { argv, framing } => Target::Stream(crate::transport::StreamTarget::command(
+                argv.clone(),
+                *framing == crate::scenario::Framing::ContentLength,
+                &options,
+            )),
+            _ => Target::resolve(&url, &options).await?,
+        };
+        let tls = target.check_reachable(plan.timeout).await?;
+        for poll in &polls {
+            poll.first(&target, plan.timeout).await.map_err(RunError::Poll)?;
+        }
+        Ok::<_, RunError>((target, tls))
     };
-    let tls = target.check_reachable().await?;
+    let (target, tls) = tokio::select! {
+        prepared = prepare => prepared?,
+        _ = cancel.cancelled() => return Err(RunError::StoppedBeforeStart(EXIT_SIGINT)),
+    };
 
-    let load = LoadMeta {
-        model: if matches!(plan.pacing, Pacing::Open { .. }) {
-            "open"
-        } else {
-            "closed"
-        },
-        rate: match plan.pacing {
-            Pacing::Open { rate } => Some(rate),
-            Pacing::Closed => None,
-        },
-        connections: plan.connections,
-        duration_s: plan.duration.map(|d| d.as_secs_f64()),
-        requests: plan.requests,
-        warmup_s: plan.warmup.as_secs_f64(),
-        timeout_s: plan.timeout.as_secs_f64(),
-        threads: plan.threads_used(),
-        stages: plan.stages.len(),
-    };
+    let load = LoadMeta::new(&plan);
     let mut meta = RunMeta {
         tool: "volley",
         version: env!("CARGO_PKG_VERSION"),
@@ -133,9 +132,7 @@ pub async fn execute(
         header_names: scenario.headers.iter().map(|(name, _)| name.clone()).collect(),
         warnings,
     };
-    for poll in &polls {
-        poll.first(&target, plan.timeout).await.map_err(RunError::Poll)?;
-    }
+    let (capacity, timeout) = (plan.connections * plan.per_connection.max(1), plan.timeout);
     let summary = engine::run(
         RunSpec {
             plan,
@@ -152,21 +149,55 @@ pub async fn execute(
     meta.ended_at = timestamp(SystemTime::now());
     if summary.panicked_connections > 0 {
         meta.warnings.push(format!(
-            "{} connection tasks panicked (a bug in volley: please report it); the calls they made are counted",
-            summary.panicked_connections
+            "{} panicked (a bug in volley: please report it); the calls they made are counted",
+            crate::report::count(summary.panicked_connections, "connection task")
+        ));
+    }
+    meta.warnings.extend(run_warnings(&summary, capacity, timeout));
+    drop(server);
+    Ok(RunReport { meta, summary })
+}
+
+/// What a reader must know to trust the figures: calls left unanswered
+/// at the end, and a schedule that was not kept, said with its cause.
+fn run_warnings(summary: &RunSummary, capacity: usize, timeout: Duration) -> Vec<String> {
+    use crate::report::count;
+    let mut warnings = Vec::new();
+    let in_flight = summary.in_flight_at_end;
+    let run = Duration::from_secs_f64(summary.measured_seconds.max(0.0));
+    if in_flight > 0 && timeout > run {
+        let answered = match summary.total.calls {
+            0 => "the server answered no call".to_string(),
+            n => format!("{} answered", count(n, "call")),
+        };
+        warnings.push(format!(
+            "{answered}; {} still waiting for an answer when the run ended, in no figure: the timeout ({}) is longer than the run ({}), so none could count as a timeout. Give --timeout shorter than the run to count them",
+            count(in_flight, "call"),
+            humantime::format_duration(timeout),
+            humantime::format_duration(Duration::from_millis(run.as_millis() as u64)),
         ));
     }
     if let Some(schedule) = summary.schedule.as_ref().filter(|s| s.behind) {
-        meta.warnings.push(format!(
-            "the generator fell behind schedule: {} calls left more than {} ms late (start delay p99 {:.1} ms) and {} were never sent; the latency figures include this wait. Add connections or lower the rate to measure the server alone",
-            schedule.late_calls,
+        // Every connection busy at the end: requests waited for the server,
+        // not for volley.
+        let cause = if in_flight as usize >= capacity {
+            format!(
+                "every connection was waiting for an answer ({} in flight at the end): the server was too slow for this rate on {}",
+                count(in_flight, "call"),
+                count(capacity as u64, "connection")
+            )
+        } else {
+            "the generator fell behind schedule".to_string()
+        };
+        warnings.push(format!(
+            "{cause}: {} left more than {} ms late (start delay p99 {:.1} ms) and {} never sent; the latency figures include this wait. Add connections or lower the rate to measure the server alone",
+            count(schedule.late_calls, "call"),
             crate::stats::LATE_THRESHOLD.as_millis(),
             schedule.start_delay.p99_ms,
-            schedule.unsent
+            count(schedule.unsent, "request")
         ));
     }
-    drop(server);
-    Ok(RunReport { meta, summary })
+    warnings
 }
 
 fn timestamp(time: SystemTime) -> String {
@@ -183,19 +214,58 @@ const EXIT_BUG: u8 = 70;
 
 pub fn run_command(args: RunArgs) -> anyhow::Result<ExitCode> {
     let scenario = args.scenario()?;
-    let out_dir = result_dir(args.out.as_deref(), &scenario.name)?;
     ensure_descriptors(scenario.compile().plan.connections)?;
+    // Claimed before anything is sent: a directory in the way, unwritable
+    // or taken by another run is an error now, not after the run.
+    let out = ResultDir::claim(args.out.as_deref(), &dir_stamp(), &scenario.name)?;
+    let (report, signal) = match run_to_report(&args, &scenario) {
+        Ok(done) => done,
+        Err(error) => {
+            out.release();
+            if let Some(RunError::StoppedBeforeStart(signal)) = error.downcast_ref::<RunError>() {
+                eprintln!("volley: {error}");
+                return Ok(ExitCode::from(*signal));
+            }
+            return Err(error);
+        }
+    };
+    // Files first: a closed stdout (`| head`) must not lose the run.
+    let written = match report::write_files(&out.path, &report) {
+        Ok(written) => written,
+        Err(error) => return Ok(write_elsewhere(&report, &error)),
+    };
+    let printed = crate::output::print(&report::render_table(&report))
+        && crate::output::print(&format!("\nresults: {}\n", out.path.display()));
+    if printed && !args.quiet && std::io::stderr().is_terminal() {
+        for path in written {
+            eprintln!("  {}", path.display());
+        }
+    }
+    if report.summary.panicked_connections > 0 {
+        return Ok(ExitCode::from(EXIT_BUG));
+    }
+    Ok(ExitCode::from(signal))
+}
+
+/// Runs the scenario with the dashboard or progress lines, and returns
+/// its report and the exit code a stop asked for (0 when none).
+fn run_to_report(args: &RunArgs, scenario: &Scenario) -> anyhow::Result<(RunReport, u8)> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
-    let report = runtime.block_on(async {
+    // Caught from here on, before anything is sent.
+    let mut signals = {
+        let _runtime = runtime.enter();
+        Signals::listen().context("cannot listen for signals")?
+    };
+    runtime.block_on(async {
         let cancel = CancellationToken::new();
         let control = Arc::new(Control::new());
         let stopped_by = Arc::new(AtomicU8::new(0));
         let (stop, stopped) = (cancel.clone(), stopped_by.clone());
         tokio::spawn(async move {
-            stopped.store(wait_for_signal().await, Ordering::Relaxed);
+            stopped.store(signals.recv().await, Ordering::Relaxed);
             eprintln!("stopping: the results so far will be written, marked partial");
             stop.cancel();
         });
@@ -210,22 +280,12 @@ pub fn run_command(args: RunArgs) -> anyhow::Result<ExitCode> {
             }
             None => None,
         };
-        if is_insecure(&scenario) {
+        if is_insecure(scenario) {
             eprintln!("volley: {INSECURE}");
         }
-        let mut tui = if !args.quiet && !args.no_tui && std::io::stdout().is_terminal() {
-            let target = scenario.target.to_string();
-            let mut transport = crate::transport::transport_label(&target, scenario.http2).to_string();
-            if is_insecure(&scenario) {
-                transport.push_str(" · INSECURE: certificate not verified");
-            }
-            let dashboard = Dashboard::new(&scenario.name, &target, &transport);
-            Tui::start(dashboard, control.clone(), cancel.clone()).ok()
-        } else {
-            None
-        };
+        let mut tui = start_dashboard(args, scenario, &control, &cancel);
         let quiet = args.quiet;
-        let report = execute(&scenario, args.scenario.as_deref(), cancel, control, |snapshot| {
+        let report = execute(scenario, args.scenario.as_deref(), cancel, control, |snapshot| {
             if let Some(metrics) = &metrics {
                 metrics.publish(snapshot);
             }
@@ -240,43 +300,58 @@ pub fn run_command(args: RunArgs) -> anyhow::Result<ExitCode> {
             }
         })
         .await;
-        drop(tui);
-        anyhow::Ok(report.map(|r| (r, stopped_by.load(Ordering::Relaxed))))
-    });
-    let (report, signal) = report??;
-    print!("{}", report::render_table(&report));
-    let written = match report::write_files(&out_dir, &report) {
-        Ok(written) => written,
-        Err(error) => return Ok(write_elsewhere(&report, &error)),
-    };
-    println!("\nresults: {}", out_dir.display());
-    if !args.quiet && std::io::stderr().is_terminal() {
-        for path in written {
-            eprintln!("  {}", path.display());
+        // Ctrl-C in the dashboard is a key, not a signal, but means the same.
+        let interrupted = tui.take().is_some_and(|tui| tui.interrupted());
+        let signal = match stopped_by.load(Ordering::Relaxed) {
+            0 if interrupted => EXIT_SIGINT,
+            signal => signal,
+        };
+        match report {
+            Ok(report) => Ok((report, signal)),
+            Err(RunError::StoppedBeforeStart(_)) => Err(RunError::StoppedBeforeStart(signal).into()),
+            Err(error) => Err(error.into()),
         }
+    })
+}
+
+/// The live dashboard, when stdout is a terminal and it was not turned off.
+fn start_dashboard(
+    args: &RunArgs,
+    scenario: &Scenario,
+    control: &Arc<Control>,
+    cancel: &CancellationToken,
+) -> Option<Tui> {
+    if args.quiet || args.no_tui || !std::io::stdout().is_terminal() {
+        return None;
     }
-    if report.summary.panicked_connections > 0 {
-        return Ok(ExitCode::from(EXIT_BUG));
+    let target = scenario.target.to_string();
+    let mut transport = crate::transport::transport_label(&target, scenario.http2).to_string();
+    if is_insecure(scenario) {
+        transport.push_str(" · INSECURE: certificate not verified");
     }
-    Ok(ExitCode::from(signal))
+    let dashboard = Dashboard::new(&scenario.name, &target, &transport);
+    Tui::start(dashboard, control.clone(), cancel.clone()).ok()
 }
 
 /// The results could not be written where asked: they go to the temporary
-/// directory instead, or as JSON on stdout, and the error says which.
+/// directory instead, or as JSON on stdout (and nothing else there, so a
+/// reader gets one JSON document), and the error says which.
 fn write_elsewhere(report: &RunReport, error: &report::ReportError) -> ExitCode {
-    let stamp: String = timestamp(SystemTime::now())
-        .chars()
-        .filter(char::is_ascii_alphanumeric)
-        .collect();
-    let fallback = std::env::temp_dir().join(format!("volley-{stamp}-{}", std::process::id()));
+    let fallback = std::env::temp_dir().join(format!("volley-{}-{}", dir_stamp(), std::process::id()));
     match report::write_files(&fallback, report) {
-        Ok(_) => eprintln!(
-            "error: {error}\nthe results were written to {} instead",
-            fallback.display()
-        ),
+        Ok(_) => {
+            crate::output::print(&report::render_table(report));
+            eprintln!(
+                "error: {error}\nthe results were written to {} instead",
+                fallback.display()
+            )
+        }
         Err(second) => {
             eprintln!("error: {error}\nerror: {second}\nthe results follow on stdout as JSON");
-            println!("{}", serde_json::to_string_pretty(report).unwrap_or_default());
+            crate::output::print(&format!(
+                "{}\n",
+                serde_json::to_string_pretty(report).unwrap_or_default()
+            ));
         }
     }
     ExitCode::from(EXIT_RESULTS_ELSEWHERE)
@@ -286,7 +361,7 @@ fn write_elsewhere(report: &RunReport, error: &report::ReportError) -> ExitCode 
 /// the soft limit up to the hard one when needed.
 fn ensure_descriptors(connections: usize) -> anyhow::Result<()> {
     // A few for the runtime, the listener of an in-process server, files.
-    let needed = connections as u64 * 2 + 64;
+    let needed = (connections as u64).saturating_mul(2).saturating_add(64);
     let mut limit = libc::rlimit {
         rlim_cur: 0,
         rlim_max: 0,
@@ -300,72 +375,69 @@ fn ensure_descriptors(connections: usize) -> anyhow::Result<()> {
         rlim_max: limit.rlim_max,
     };
     // SAFETY: setrlimit reads the struct it is given.
-    unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) };
-    if raised.rlim_cur < needed {
+    let now = if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } == 0 {
+        raised.rlim_cur
+    } else {
+        // Refused (macOS caps the soft limit below an infinite hard one, a
+        // sandbox may forbid it): what holds is the limit as it was.
+        limit.rlim_cur
+    };
+    if now < needed {
         anyhow::bail!(
-            "{connections} connections need about {needed} open files, but the limit is {}: raise it with `ulimit -n {needed}`",
-            raised.rlim_cur
+            "{connections} connections need about {needed} open files, but the limit is {now}: raise it with `ulimit -n {needed}`"
         );
     }
     Ok(())
 }
 
-/// Waits for Ctrl-C or SIGTERM; returns the exit code that reports it.
-async fn wait_for_signal() -> u8 {
-    #[cfg(unix)]
-    let terminate = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut signal) => {
-                signal.recv().await;
-            }
-            Err(_) => std::future::pending().await,
+/// Ctrl-C and SIGTERM, caught from the moment `listen` returns: a signal
+/// sent just after a readiness line is handled, not fatal.
+#[cfg(unix)]
+struct Signals {
+    interrupt: tokio::signal::unix::Signal,
+    terminate: tokio::signal::unix::Signal,
+}
+
+#[cfg(unix)]
+impl Signals {
+    /// Must be called inside a tokio runtime.
+    fn listen() -> std::io::Result<Signals> {
+        use tokio::signal::unix::{signal, SignalKind};
+        Ok(Signals {
+            interrupt: signal(SignalKind::interrupt())?,
+            terminate: signal(SignalKind::terminate())?,
+        })
+    }
+
+    async fn recv(&mut self) -> u8 {
+        tokio::select! {
+            _ = self.interrupt.recv() => EXIT_SIGINT,
+            _ = self.terminate.recv() => EXIT_SIGTERM,
         }
-    };
-    #[cfg(not(unix))]
-    let terminate = std::future::pending::<()>();
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => EXIT_SIGINT,
-        _ = terminate => EXIT_SIGTERM,
     }
 }
 
-/// Where results go. A directory given with `--out` must be new or empty;
-/// the default one is made unique, so no result is ever overwritten.
-fn result_dir(out: Option<&Path>, scenario: &str) -> anyhow::Result<PathBuf> {
-    if let Some(dir) = out {
-        let occupied = std::fs::read_dir(dir)
-            .map(|mut d| d.next().is_some())
-            .unwrap_or(false);
-        if occupied {
-            anyhow::bail!(
-                "--out {}: the directory already holds files; choose a new one so no result is overwritten",
-                dir.display()
-            );
-        }
-        return Ok(dir.to_path_buf());
+#[cfg(not(unix))]
+struct Signals;
+
+#[cfg(not(unix))]
+impl Signals {
+    fn listen() -> std::io::Result<Signals> {
+        Ok(Signals)
     }
-    let stamp: String = timestamp(SystemTime::now())
+
+    async fn recv(&mut self) -> u8 {
+        let _ = tokio::signal::ctrl_c().await;
+        EXIT_SIGINT
+    }
+}
+
+/// The run's start as a directory name: `20261130T234501Z`.
+fn dir_stamp() -> String {
+    timestamp(SystemTime::now())
         .chars()
         .filter(|c| *c != ':' && *c != '-')
-        .collect();
-    let name: String = scenario
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect();
-    let base = PathBuf::from("results").join(format!("{stamp}-{name}"));
-    let mut dir = base.clone();
-    let mut n = 2;
-    while dir.exists() {
-        dir = PathBuf::from(format!("{}-{n}", base.display()));
-        n += 1;
-    }
-    Ok(dir)
+        .collect()
 }
 
 /// The server's TLS configuration, if asked for, and where the CA made for
@@ -421,64 +493,70 @@ pub fn serve_command(args: ServeArgs) -> anyhow::Result<ExitCode> {
     let mut config = args.into_config().map_err(anyhow::Error::msg)?;
     let ca_written = tls.as_ref().and_then(|(_, ca)| ca.clone());
     config.tls = tls.map(|(config, _)| config);
-    let listen = config.listen;
-    let server = serve::spawn(config.clone()).with_context(|| format!("cannot listen on {listen}"))?;
+    let server = serve::spawn(config.clone())?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    // Caught before the readiness lines: whoever reads them may stop us at once.
+    let mut signals = {
+        let _runtime = runtime.enter();
+        Signals::listen().context("cannot listen for signals")?
+    };
     let protocols = if config.tls.is_some() {
         "HTTP/2 or HTTP/1.1 over TLS (ALPN)"
     } else {
         "HTTP/1.1 (or h2c)"
     };
-    println!(
-        "volley serve: JSON-RPC 2.0 over {protocols} on {} (latency {}, error rate {}, seed {}, chaos {})",
+    crate::output::print(&format!(
+        "volley serve: JSON-RPC 2.0 over {protocols} on {} (latency {}, error rate {}, seed {}, chaos {})\n",
         server.url(),
         config.latency,
         config.error_rate,
         config.seed,
         config.chaos
-    );
+    ));
     if let Some(path) = ca_written {
-        println!(
-            "volley serve: certificate signed by a CA made at start; trust it with --cacert {}",
+        crate::output::print(&format!(
+            "volley serve: certificate signed by a CA made at start; trust it with --cacert {}\n",
             path.display()
-        );
+        ));
     }
     if let Some(tcp) = server.tcp_addr {
-        println!("volley serve: newline-delimited JSON-RPC on tcp://{tcp}");
+        crate::output::print(&format!(
+            "volley serve: newline-delimited JSON-RPC on tcp://{tcp}\n"
+        ));
     }
     if let Some(ws) = server.ws_url() {
-        println!("volley serve: JSON-RPC over WebSocket on {ws}");
+        crate::output::print(&format!("volley serve: JSON-RPC over WebSocket on {ws}\n"));
     }
     if let Some(path) = &server.unix_path {
-        println!(
-            "volley serve: newline-delimited JSON-RPC on unix://{}",
+        crate::output::print(&format!(
+            "volley serve: newline-delimited JSON-RPC on unix://{}\n",
             path.display()
-        );
+        ));
     }
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .context("cannot start the async runtime")?;
-    runtime.block_on(wait_for_signal());
+    runtime.block_on(signals.recv());
     let stats: &ServerStats = &server.stats;
     let get = ServerStats::get;
-    println!(
-        "served {} requests ({} batches): {} calls, {} notifications, {} error answers ({} injected)",
+    crate::output::print(&format!(
+        "served {} requests ({} batches): {} calls, {} notifications, {} error answers ({} injected)\n",
         get(&stats.requests),
         get(&stats.batches),
         get(&stats.calls),
         get(&stats.notifications),
         get(&stats.error_answers),
         get(&stats.injected_errors)
-    );
+    ));
     let faults = stats.chaos.summary();
     if !faults.is_empty() {
-        println!("chaos applied: {faults}");
+        crate::output::print(&format!("chaos applied: {faults}\n"));
     }
     if let Some(hold) = stats.median_hold() {
-        println!(
-            "median hold really applied: {:.3} ms",
+        crate::output::print(&format!(
+            "median hold really applied: {:.3} ms\n",
             hold.as_secs_f64() * 1000.0
-        );
+        ));
     }
     // Let the last answers leave before the runtime goes.
     std::thread::sleep(Duration::from_millis(10));
@@ -490,10 +568,12 @@ pub fn validate_command(args: ValidateArgs) -> anyhow::Result<ExitCode> {
     let mut failed = false;
     for path in &args.scenarios {
         match Scenario::load(path) {
-            Ok(scenario) => println!(
-                "{}",
-                crate::validate::describe(&scenario, &path.display().to_string())
-            ),
+            Ok(scenario) => {
+                let description = crate::validate::describe(&scenario, &path.display().to_string());
+                // A closed stdout (`| head -3`) has read all it wants; the
+                // files are still checked, so the exit code stays true.
+                crate::output::print(&format!("{description}\n"));
+            }
             Err(error) => {
                 eprintln!("error: {error}");
                 failed = true;
@@ -512,13 +592,13 @@ pub fn init_command(args: InitArgs) -> anyhow::Result<ExitCode> {
         Some(path) => {
             let document =
                 std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
-            crate::init::from_openrpc(&document, &args.target)
+            crate::init::from_openrpc_with(&document, args.target.as_deref())
                 .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?
         }
         None => crate::init::STARTER.to_string(),
     };
     if args.path.as_os_str() == "-" {
-        print!("{text}");
+        crate::output::print(&text);
         return Ok(ExitCode::SUCCESS);
     }
     if args.path.exists() && !args.force {
@@ -528,10 +608,10 @@ pub fn init_command(args: InitArgs) -> anyhow::Result<ExitCode> {
         );
     }
     std::fs::write(&args.path, text).with_context(|| format!("cannot write {}", args.path.display()))?;
-    println!(
-        "wrote {}; check it with `volley validate {}`",
+    crate::output::print(&format!(
+        "wrote {}; check it with `volley validate {}`\n",
         args.path.display(),
         args.path.display()
-    );
+    ));
     Ok(ExitCode::SUCCESS)
 }

@@ -68,8 +68,8 @@ pub fn describe(scenario: &Scenario, file: &str) -> String {
     };
     let _ = writeln!(
         out,
-        "load:        {model}, {} connections{}, {stop}",
-        plan.connections,
+        "load:        {model}, {}{}, {stop}",
+        crate::report::count(plan.connections as u64, "connection"),
         if plan.per_connection > 1 {
             format!(" ({} calls in flight each at most)", plan.per_connection)
         } else {

@@ -50,6 +50,21 @@ fn run_steered(text: &str, steer: impl FnOnce(&Control) + Send + 'static) -> (Ru
     (report, snapshots)
 }
 
+/// Waits until the run has started (its control knows the target), so that
+/// the steering's sleeps count from the run's start, not from before its
+/// reachability check.
+fn wait_for_the_start(control: &Control) {
+    while control.target_now() == 0.0 {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+// Which request is due when, under a raised rate or a pause, is asserted
+// exactly by the unit tests of `engine::control`. Here the whole engine runs
+// on a wall clock, beside other tests, on machines as small as two busy
+// cores: figures that scheduler noise moves get bounds it cannot reach, wide
+// of what the fault each test guards against would make of them.
+
 #[test]
 fn raising_the_rate_takes_effect_without_a_burst() {
     let server = server();
@@ -58,31 +73,57 @@ fn raising_the_rate_takes_effect_without_a_burst() {
         server.url()
     );
     let (report, snapshots) = run_steered(&text, |control| {
+        wait_for_the_start(control);
         std::thread::sleep(Duration::from_millis(1000));
         for _ in 0..5 {
             control.step(true);
         }
     });
-    let rows = &report.summary.timeseries;
-    assert_eq!(rows.len(), 3);
-    assert!((rows[0].calls as i64 - 200).abs() <= 4, "{rows:?}");
-    assert!(
-        (rows[2].calls as i64 - 322).abs() <= 6,
-        "the raised rate holds: {rows:?}"
-    );
-    assert!(
-        rows.iter().all(|r| r.calls <= 330),
-        "no burst when the rate changes: {rows:?}"
-    );
-    let events: Vec<&str> = report.summary.events.iter().map(|e| e.what.as_str()).collect();
-    assert_eq!(events.last(), Some(&"target set to 322 requests/s"));
-    assert_eq!(events.len(), 5);
+    let events = &report.summary.events;
+    let steps: Vec<&str> = events.iter().map(|e| e.what.as_str()).collect();
+    assert_eq!(steps.len(), 5, "{steps:?}");
+    assert_eq!(steps.last(), Some(&"target set to 322 requests/s"));
+    assert_eq!(snapshots.last().unwrap().target, 322.0);
     assert!(
         snapshots.len() >= 10,
         "about four snapshots a second, got {}",
         snapshots.len()
     );
-    assert_eq!(snapshots.last().unwrap().target, 322.0);
+    // When the rate went up, in seconds from the start (the five steps take
+    // microseconds). A second late would be no scheduler's noise.
+    let raised = events[0].at_s;
+    assert!((1.0..1.8).contains(&raised), "raised at {raised} s");
+
+    // A second's row holds the calls answered between two of the engine
+    // thread's hand-overs, which a busy machine delays by tens of ms: a row
+    // may gain or lose that much of its neighbours' calls. The fault, a burst
+    // of the requests the new rate "owes" since the start, adds over 300
+    // calls to a second; a rate change ignored leaves the last second at 200.
+    let rows = &report.summary.timeseries;
+    assert_eq!(rows.len(), 3);
+    assert!(
+        (170..=240).contains(&rows[0].calls),
+        "200/s before the change: {rows:?}"
+    );
+    assert!(
+        (260..=330).contains(&rows[2].calls),
+        "the raised rate holds: {rows:?}"
+    );
+    assert!(
+        rows.iter().all(|r| r.calls <= 322 + 80),
+        "no burst when the rate changes: {rows:?}"
+    );
+    // The whole run, which no hand-over can shift: 200/s until the requests
+    // already handed out when the rate went up (one per connection at most,
+    // 32 at 200/s: 0.16 s), then 322/s. What may be missing at the end is
+    // what a starved engine thread had not sent or not seen answered yet.
+    let calls = report.summary.total.calls as f64;
+    let none_ahead = 200.0 * raised + 322.0 * (3.0 - raised);
+    let all_ahead = none_ahead - 32.0 * (322.0 / 200.0 - 1.0);
+    assert!(
+        calls <= none_ahead + 20.0 && calls >= all_ahead - 40.0,
+        "{calls} calls, raised at {raised} s: {all_ahead:.0}..{none_ahead:.0} were due; {rows:?}"
+    );
     common::assert_kept_schedule(&report);
 }
 
@@ -94,18 +135,41 @@ fn a_pause_sends_nothing_and_owes_nothing() {
         server.url()
     );
     let (report, snapshots) = run_steered(&text, |control| {
+        wait_for_the_start(control);
         std::thread::sleep(Duration::from_millis(900));
         control.toggle_pause();
         std::thread::sleep(Duration::from_millis(1300));
         control.toggle_pause();
     });
-    let rows = &report.summary.timeseries;
-    assert!(rows[1].calls <= 10, "paused through most of second 1: {rows:?}");
-    let total = report.summary.total.calls as i64;
-    assert!((total - 170).abs() <= 15, "1.7 s of load at 100/s, got {total}");
-    common::assert_kept_schedule(&report);
+    let events = &report.summary.events;
+    let what: Vec<&str> = events.iter().map(|e| e.what.as_str()).collect();
+    assert_eq!(what, ["paused", "resumed"]);
     assert!(snapshots.iter().any(|s| s.paused));
-    assert_eq!(report.summary.events.len(), 2);
+    let (paused, resumed) = (events[0].at_s, events[1].at_s);
+    assert!(
+        paused >= 0.9 && resumed - paused >= 1.3,
+        "paused {paused}..{resumed} s"
+    );
+    // Second 1 lies in the pause (0.9..2.2 s, later on a busy machine):
+    // nothing is sent in it but what ran before the pause or after the
+    // resume. Not pausing sends 100.
+    let running_in_second_1 = (paused - 1.0).max(0.0) + (2.0 - resumed).max(0.0);
+    let rows = &report.summary.timeseries;
+    assert!(
+        rows[1].calls as f64 <= 100.0 * running_in_second_1 + 15.0,
+        "paused through second 1 ({paused}..{resumed} s): {rows:?}"
+    );
+    // 100/s for the 3 s less the pause, and nothing owed for the pause:
+    // owing it sends 130 more in a burst on resume. What may be missing at
+    // the end is what a starved engine thread had not sent or not seen
+    // answered yet.
+    let calls = report.summary.total.calls as f64;
+    let due = 100.0 * (3.0 - (resumed - paused));
+    assert!(
+        calls <= due + 3.0 && calls >= due - 15.0,
+        "{calls} calls for {due} due (paused {paused}..{resumed} s): {rows:?}"
+    );
+    common::assert_kept_schedule(&report);
 }
 
 #[test]

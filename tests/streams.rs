@@ -116,10 +116,13 @@ fn the_open_model_multiplexes_too() {
         &url,
         "rate = 1000\nconnections = 1\nmax_in_flight = 16\nduration = \"2s\"",
     );
-    let calls = report.summary.requests as f64;
+    // 2000 are due in 2 s, and no more can be sent. At the end some may be
+    // in flight (16 at most) or, on a starved engine thread, unsent; calls
+    // carried one at a time (at 0-3 ms a call) fall hundreds short.
+    let requests = report.summary.requests;
     assert!(
-        (calls - 2000.0).abs() < 40.0,
-        "{calls} requests at 1000/s for 2 s"
+        (1900..=2000).contains(&requests),
+        "{requests} requests at 1000/s for 2 s"
     );
     common::assert_kept_schedule(&report);
     assert_exact(&report, &server);
@@ -276,19 +279,28 @@ fn subscriptions_are_counted_with_their_gaps_and_never_taken_for_answers() {
         let subs = summary.subscriptions.as_ref().unwrap();
         assert_eq!(subs.opened, 2, "{scheme}");
         assert_eq!(ServerStats::get(&server.stats.subscriptions), 2, "{scheme}");
-        // 2 subscriptions x 1 s / 50 ms, less the first tick's wait.
+        // 2 subscriptions x 1 s / 50 ms, less the first tick's wait: at
+        // most 40. A busy machine may open one late.
         assert!(
             (20..=42).contains(&subs.notifications),
             "{scheme}: {}",
             subs.notifications
         );
+        // What the server sent after the run's last figures (until it saw
+        // the connection close) was not counted: a few ticks' worth at most.
         let sent = ServerStats::get(&server.stats.subscription_notifications);
         assert!(
-            sent >= subs.notifications && sent <= subs.notifications + 6,
-            "{scheme}: sent {sent}"
+            sent >= subs.notifications && sent <= subs.notifications + 10,
+            "{scheme}: sent {sent}, counted {}",
+            subs.notifications
         );
+        // The gaps average 50 ms (the server's ticks catch up when late), so
+        // no noise puts their median over 150 ms; a starved reader that gets
+        // them in pairs makes some short and the next long, rarely half of
+        // them under 25 ms. Gaps measured wrong (from the start, across
+        // subscriptions, in other units) land far outside.
         assert!(
-            (40.0..80.0).contains(&subs.gap.p50_ms),
+            (25.0..150.0).contains(&subs.gap.p50_ms),
             "{scheme}: {:?}",
             subs.gap
         );
@@ -343,12 +355,14 @@ method = "eth_blockNumber"
     let subs = report.summary.subscriptions.as_ref().unwrap();
     assert_eq!(subs.opened, 4);
     assert_eq!(ServerStats::get(&server.stats.subscriptions), 4);
-    // 4 subscriptions x 19 heads (at 0.1 s ... 1.9 s); a busy machine may
-    // open one a tick late.
-    assert!((72..=80).contains(&subs.notifications), "{subs:?}");
+    // 4 subscriptions x 19 heads (at 0.1 s ... 1.9 s after each opened),
+    // 20 at most. A busy machine may open one late or close the run before
+    // the last heads are read; connections closed when their callers run out
+    // of requests (about 1 s in) count about 40.
+    assert!((60..=80).contains(&subs.notifications), "{subs:?}");
     let sent = ServerStats::get(&server.stats.subscription_notifications);
     assert!(
-        sent >= subs.notifications && sent <= subs.notifications + 8,
+        sent >= subs.notifications && sent <= subs.notifications + 16,
         "sent {sent}, counted {}",
         subs.notifications
     );

@@ -230,3 +230,193 @@ impl Control {
             .copied()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    //! The open model's schedule under steering, wired as the engine wires it
+    //! (a `Schedule` and the `Control` that overrides it), with a start set in
+    //! the past so that "now" is known to lie well before or after the
+    //! requests claimed: which request is due when is asserted exactly.
+
+    use std::time::Duration;
+
+    use super::*;
+    use crate::engine::plan::{LoadPlan, Pacing, Schedule};
+
+    /// An open-model run of `rate` requests/s for `duration`, started `ago`.
+    fn open_run(rate: f64, ago: Duration, duration: Duration) -> (Arc<Control>, Schedule, Instant) {
+        let plan = LoadPlan {
+            pacing: Pacing::Open { rate },
+            connections: 1,
+            per_connection: 1,
+            duration: Some(duration),
+            requests: None,
+            warmup: Duration::ZERO,
+            timeout: Duration::from_secs(1),
+            threads: 1,
+            seed: 0,
+            stages: Vec::new(),
+            initial_concurrency: 1,
+        };
+        let start = Instant::now()
+            .checked_sub(ago)
+            .expect("the clock goes back that far");
+        let control = Arc::new(Control::new());
+        let schedule = Schedule::new(&plan, start, control.clone());
+        control.started(RunInfo {
+            start,
+            claimed: schedule.claimed.clone(),
+            profile: plan.profile(rate),
+            open: true,
+            connections: 1,
+        });
+        (control, schedule, start)
+    }
+
+    /// Claims `n` requests; their intended times in seconds from `start`.
+    fn claim(schedule: &Schedule, start: Instant, n: usize) -> Vec<f64> {
+        (0..n)
+            .map(|_| (schedule.claim().expect("a request is due").intended - start).as_secs_f64())
+            .collect()
+    }
+
+    /// Every claim left in the run.
+    fn claim_all(schedule: &Schedule, start: Instant) -> Vec<f64> {
+        std::iter::from_fn(|| schedule.claim())
+            .map(|c| (c.intended - start).as_secs_f64())
+            .collect()
+    }
+
+    fn assert_spaced(times: &[f64], from: f64, rate: f64) {
+        for (k, t) in times.iter().enumerate() {
+            let due = from + k as f64 / rate;
+            assert!((t - due).abs() < 1e-6, "request {k} due at {t} s, not {due} s");
+        }
+    }
+
+    fn seconds(start: Instant, s: f64) -> Instant {
+        start + Duration::from_secs_f64(s)
+    }
+
+    #[test]
+    fn a_raised_rate_starts_after_the_requests_already_handed_out() {
+        // 1 s into the run, callers have claimed 2000 requests at 200/s:
+        // the last is due at 9.995 s.
+        let (control, schedule, start) = open_run(200.0, Duration::from_secs(1), Duration::from_secs(11));
+        let before = claim(&schedule, start, 2000);
+        assert_spaced(&before, 0.0, 200.0);
+        for _ in 0..5 {
+            control.step(true);
+        }
+        // 200 → 220 → 242 → 266 → 293 → 322.
+        assert_eq!(control.manual_target(), Some(322.0));
+        assert_eq!(control.target_now(), 322.0);
+        let events = control.events();
+        let steps: Vec<&str> = events.iter().map(|e| e.what.as_str()).collect();
+        assert_eq!(
+            steps,
+            [
+                "target set to 220 requests/s",
+                "target set to 242 requests/s",
+                "target set to 266 requests/s",
+                "target set to 293 requests/s",
+                "target set to 322 requests/s",
+            ]
+        );
+        // The requests handed out keep their times; the new rate takes over
+        // where they end (10 s), not from now (1 s): no request is due twice
+        // as densely, nothing is owed. 322 fit in the last second.
+        let after = claim_all(&schedule, start);
+        assert_eq!(after.len(), 322);
+        assert_spaced(&after, 10.0, 322.0);
+        let all: Vec<f64> = before.iter().chain(&after).copied().collect();
+        let closest = all.windows(2).map(|w| w[1] - w[0]).fold(f64::INFINITY, f64::min);
+        assert!(
+            closest > 1.0 / 322.0 - 1e-6,
+            "a burst: two requests {closest} s apart"
+        );
+        // What the run counts as due agrees: 200/s to 10 s, then 322/s.
+        assert_eq!(schedule.due_before(seconds(start, 5.0025)), 1001);
+        assert_eq!(schedule.due_before(seconds(start, 10.5)), 2000 + 161);
+        assert_eq!(schedule.due_before(seconds(start, 11.0)), 2322);
+    }
+
+    #[test]
+    fn a_rate_raised_while_behind_starts_now_and_owes_nothing() {
+        // 5 s into the run at 200/s, only the first second's requests were
+        // claimed: the generator is 4 s behind.
+        let (control, schedule, start) = open_run(200.0, Duration::from_secs(5), Duration::from_secs(60));
+        let before = claim(&schedule, start, 200);
+        assert_spaced(&before, 0.0, 200.0);
+        let (earliest, latest) = (start.elapsed().as_secs_f64(), {
+            control.step(true);
+            start.elapsed().as_secs_f64()
+        });
+        assert_eq!(control.manual_target(), Some(220.0));
+        // The new schedule starts when the rate was set: the 800 requests
+        // the old one had due by then are not sent in a burst.
+        let after = claim(&schedule, start, 100);
+        let from = after[0];
+        assert!(
+            (earliest..=latest).contains(&from),
+            "the raised rate starts at {from} s, not when set ({earliest}..{latest} s)"
+        );
+        assert_spaced(&after, from, 220.0);
+        assert_eq!(schedule.due_before(seconds(start, from + 0.5025)), 200 + 111);
+    }
+
+    #[test]
+    fn a_pause_sends_nothing_and_owes_nothing() {
+        // 1 s into the run at 100/s: requests 0..=100 (to 1.0 s) were sent,
+        // and callers hold 101..=105 (to 1.05 s), not yet due.
+        let (control, schedule, start) = open_run(100.0, Duration::from_secs(1), Duration::from_secs(60));
+        assert_spaced(&claim(&schedule, start, 106), 0.0, 100.0);
+        control.toggle_pause();
+        assert!(control.is_paused());
+        // The callers holding requests wake in the pause and give them back
+        // (the worker's `withdraw`); a caller that claims in the pause is
+        // told "now", finds the run paused, and gives it back too.
+        for _ in 101..=105 {
+            schedule.withdraw();
+        }
+        let now = start.elapsed();
+        let in_pause = schedule.claim().unwrap().intended - start;
+        assert!(in_pause >= now, "a claim in a pause is due now, not {in_pause:?}");
+        schedule.withdraw();
+        // Paused for at least 50 ms (five requests' worth at 100/s).
+        std::thread::sleep(Duration::from_millis(50));
+        let earliest = start.elapsed().as_secs_f64();
+        control.toggle_pause();
+        let latest = start.elapsed().as_secs_f64();
+        assert!(!control.is_paused());
+        // On resume the schedule restarts from the resume: nothing falls due
+        // for the paused time, so nothing is sent in a burst.
+        let after = claim(&schedule, start, 100);
+        let from = after[0];
+        assert!(
+            (earliest..=latest).contains(&from),
+            "the load resumes at {from} s, not when resumed ({earliest}..{latest} s)"
+        );
+        assert_spaced(&after, from, 100.0);
+        // Due: the 101 requests before the pause and 51 in the first 0.505 s
+        // after it; the ones given back are not.
+        assert_eq!(schedule.due_before(seconds(start, from + 0.505)), 101 + 51);
+        let events: Vec<String> = control.events().into_iter().map(|e| e.what).collect();
+        assert_eq!(events, ["paused", "resumed"]);
+    }
+
+    #[test]
+    fn a_rate_set_while_paused_takes_effect_on_resume() {
+        let (control, schedule, start) = open_run(100.0, Duration::from_secs(1), Duration::from_secs(60));
+        claim(&schedule, start, 101);
+        control.toggle_pause();
+        control.step(true);
+        assert_eq!(control.target_now(), 110.0);
+        let earliest = start.elapsed().as_secs_f64();
+        control.toggle_pause();
+        let latest = start.elapsed().as_secs_f64();
+        let after = claim(&schedule, start, 50);
+        assert!((earliest..=latest).contains(&after[0]), "{} s", after[0]);
+        assert_spaced(&after, after[0], 110.0);
+    }
+}

@@ -70,8 +70,9 @@ impl PartialEq for BatchSize {
 /// One kind of call.
 #[derive(Clone, Debug)]
 pub struct MixCall {
-    /// Index into [`Mix::methods`].
-    pub method: u16,
+    /// Index into [`Mix::methods`]. Indexes are 32 bits wide: a replay file
+    /// decides how many calls there are, and 16 bits wrapped past 65,536.
+    pub method: u32,
     pub template: CallTemplate,
     /// `Some`: sent as a batch of this many such calls.
     pub batch: Option<BatchSize>,
@@ -82,7 +83,7 @@ pub struct MixCall {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Planned {
     /// Index into [`Mix::calls`].
-    pub call: u16,
+    pub call: u32,
     pub notification: bool,
 }
 
@@ -157,10 +158,11 @@ impl Mix {
         }
     }
 
-    /// One call drawn by weight.
-    pub fn pick<R: Rng>(&self, rng: &mut R) -> u16 {
+    /// One call drawn by weight. Lossless: an index below `calls.len()`,
+    /// which the scenario's compiler checked fits 32 bits.
+    pub fn pick<R: Rng>(&self, rng: &mut R) -> u32 {
         match &self.weights {
-            Some(weights) => weights.sample(rng) as u16,
+            Some(weights) => weights.sample(rng) as u32,
             None => 0,
         }
     }
@@ -234,7 +236,7 @@ mod tests {
     use rand::rngs::SmallRng;
     use rand::SeedableRng;
 
-    fn call(method: u16) -> MixCall {
+    fn call(method: u32) -> MixCall {
         MixCall {
             method,
             template: CallTemplate::new("m", None),

@@ -61,7 +61,9 @@ impl Poll {
         let local = tokio::task::LocalSet::new();
         local
             .run_until(async {
-                let mut connection = Connection::open(target).await.map_err(|e| e.to_string())?;
+                let mut connection = Connection::open(target, timeout)
+                    .await
+                    .map_err(|e| e.to_string())?;
                 self.refresh(&mut connection, timeout).await
             })
             .await
@@ -82,7 +84,7 @@ pub(super) async fn keep_polling(shared: Arc<Shared>, index: usize) {
             _ = shared.cancel.cancelled() => return,
         }
         if connection.as_ref().is_none_or(Connection::is_closed) {
-            connection = Connection::open(&shared.target).await.ok();
+            connection = Connection::open(&shared.target, shared.plan.timeout).await.ok();
         }
         if let Some(conn) = connection.as_mut() {
             if poll.refresh(conn, shared.plan.timeout).await.is_err() {

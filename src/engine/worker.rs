@@ -57,8 +57,14 @@ impl Shared {
             setup,
             polls,
         } = spec;
+        // Callers come in equal numbers per connection, so there may be more
+        // than the calls asked for (10 over 4 connections: 12); the profile
+        // keeps the extra ones idle, as it does between stages.
+        let callers = plan.connections * plan.per_connection.max(1);
         let concurrency = match plan.pacing {
-            Pacing::Closed if !plan.stages.is_empty() => Some(plan.profile(plan.initial_concurrency as f64)),
+            Pacing::Closed if !plan.stages.is_empty() || callers > plan.initial_concurrency => {
+                Some(plan.profile(plan.initial_concurrency as f64))
+            }
             _ => None,
         };
         let schedule = Schedule::new(&plan, start, control.clone());
@@ -315,7 +321,7 @@ impl Slot {
         shared: &Shared,
         local: &Rc<Local>,
         rng: &mut SmallRng,
-    ) -> Result<Connection, Outcome> {
+    ) -> Result<Connection, OpenFailure> {
         self.opening.set(true);
         let opened = open_and_set_up(shared, local, rng).await;
         self.opening.set(false);
@@ -354,7 +360,7 @@ async fn connection_loop(shared: Arc<Shared>, local: Rc<Local>, index: usize, sl
     // Only HTTP answers have a status worth counting.
     let http = matches!(shared.target, Target::Http(_));
     let mix = &shared.mix;
-    if open_model && index % shared.plan.per_connection.max(1) == 0 {
+    if open_model && index.is_multiple_of(shared.plan.per_connection.max(1)) {
         // The open model has a fixed number of connections: all open at the
         // start, as oha's and wrk's do, so none waits for the first call it
         // happens to be given (seconds, at a low rate over many callers)
@@ -428,13 +434,12 @@ async fn connection_loop(shared: Arc<Shared>, local: Rc<Local>, index: usize, sl
                 if measured {
                     let mut recorder = local.recorder.borrow_mut();
                     let entries = builder.entries();
-                    Judge::fail_all(entries, failure, |i, outcome, _| {
-                        recorder.methods[entries[i].method as usize].record(
-                            outcome,
-                            Duration::ZERO,
-                            Duration::ZERO,
-                            0,
-                        )
+                    let cause = crate::stats::Cause::Transport(&failure.reason);
+                    Judge::fail_all(entries, failure.outcome, |i, outcome, _| {
+                        let method = entries[i].method as usize;
+                        let stats = &mut recorder.methods[method];
+                        stats.record(outcome, Duration::ZERO, Duration::ZERO, 0);
+                        stats.keep_example::<&str>(&mix.methods[method], outcome, cause, None, &[]);
                     });
                 }
                 sleep(backoff).await;
@@ -487,20 +492,36 @@ async fn connection_loop(shared: Arc<Shared>, local: Rc<Local>, index: usize, sl
         let entries = builder.entries();
         let mut failed: Option<(usize, Outcome)> = None;
         let methods = &mut recorder.methods;
+        // Why a call failed beyond its outcome (the transport's own words),
+        // for the examples kept: borrowed, so it costs nothing until one is.
+        let cause = match &result {
+            Ok(Ok(_)) => crate::stats::Cause::Answer,
+            Ok(Err(error)) => crate::stats::Cause::Transport(error),
+            Err(_) => crate::stats::Cause::Timeout(shared.plan.timeout),
+        };
         let mut record = |i: usize, outcome: Outcome, answer: &[u8]| {
             let entry = entries[i];
             let stats = &mut methods[entry.method as usize];
             stats.record(outcome, latency, service, answer.len());
-            if outcome != Outcome::Ok && failed.is_none() {
+            if outcome == Outcome::Ok {
+                return;
+            }
+            if failed.is_none() {
                 failed = Some((i, outcome));
             }
-            if outcome == Outcome::Assertion {
-                if let Some(expected) = &mix.expectations[entry.call as usize] {
-                    stats.add_example(expected, answer);
-                }
+            let expected = mix.expectations[entry.call as usize].as_ref();
+            stats.keep_example(
+                &mix.methods[entry.method as usize],
+                outcome,
+                cause,
+                expected,
+                answer,
+            );
+            if let (Outcome::Assertion, Some(expected)) = (outcome, expected) {
+                stats.add_example(expected, answer);
             }
         };
-        let answered = match (result, failure) {
+        let answered = match (&result, failure) {
             (Ok(Ok(reply)), _) => {
                 let verdict = judge.judge(
                     reply.status,
@@ -510,7 +531,7 @@ async fn connection_loop(shared: Arc<Shared>, local: Rc<Local>, index: usize, sl
                     &mix.expectations,
                     &mut record,
                 );
-                Some((reply.status, verdict, reply.body))
+                Some((reply.status, verdict, &reply.body))
             }
             (_, Some(outcome)) => {
                 Judge::fail_all(entries, outcome, &mut record);
@@ -568,16 +589,26 @@ fn subscribe(
     Ok(())
 }
 
+/// Why a connection could not be opened (or set up), in the transport's
+/// own words, for the examples a report keeps.
+struct OpenFailure {
+    outcome: Outcome,
+    reason: String,
+}
+
 /// Opens a connection and sends the scenario's setup calls on it. Setup
 /// calls stay out of the load's figures; a failure is counted and kept.
 async fn open_and_set_up(
     shared: &Shared,
     local: &Rc<Local>,
     rng: &mut SmallRng,
-) -> Result<Connection, Outcome> {
-    let mut connection = Connection::open(&shared.target)
+) -> Result<Connection, OpenFailure> {
+    let mut connection = Connection::open(&shared.target, shared.plan.timeout)
         .await
-        .map_err(|_| Outcome::Connect)?;
+        .map_err(|error| OpenFailure {
+            outcome: Outcome::Connect,
+            reason: error.to_string(),
+        })?;
     if shared.setup.is_empty() {
         return Ok(connection);
     }
@@ -622,12 +653,16 @@ async fn open_and_set_up(
             Err(_) => Some(format!("no answer within {:?}", shared.plan.timeout)),
         };
         if let Some(failure) = failure {
+            let reason = format!("setup call `{}` failed: {failure}", setup.method);
             let mut recorder = local.recorder.borrow_mut();
             recorder.setup_failed += 1;
             if recorder.setup_error.is_none() {
-                recorder.setup_error = Some(format!("setup call `{}` failed: {failure}", setup.method));
+                recorder.setup_error = Some(reason.clone());
             }
-            return Err(Outcome::Connect);
+            return Err(OpenFailure {
+                outcome: Outcome::Connect,
+                reason,
+            });
         }
     }
     local.recorder.borrow_mut().setup_ok += 1;

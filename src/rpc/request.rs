@@ -72,9 +72,9 @@ impl CallTemplate {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Entry {
     /// Index of the method in the run's method table.
-    pub method: u16,
+    pub method: u32,
     /// Index of the call in the run's mix (for its expectation).
-    pub call: u16,
+    pub call: u32,
     /// `None` for a notification.
     pub id: Option<u64>,
 }

@@ -83,7 +83,16 @@ impl Scenario {
             warnings.push("--max-in-flight applies to multiplexed transports (ws://, tcp://, unix://, --http2); HTTP/1.1 carries one call per connection".into());
         }
         let staged = load.stages.iter().map(|s| s.duration).sum();
-        let duration = match (load.duration, load.requests, load.stages.is_empty()) {
+        // A replay that stops at the end of its file ends the run there, as a
+        // request limit would: nothing is left to send or to owe.
+        let requests = match &self.replay {
+            Some(replay) if !replay.looping => {
+                let lines = replay.requests.len() as u64;
+                Some(load.requests.map_or(lines, |n| n.min(lines)))
+            }
+            _ => load.requests,
+        };
+        let duration = match (load.duration, requests, load.stages.is_empty()) {
             (_, _, false) => Some(staged),
             (None, None, true) => Some(DEFAULT_DURATION),
             (duration, _, true) => duration,
@@ -94,17 +103,18 @@ impl Scenario {
                 .map_or(0, |d| d.as_nanos() as u64)
         });
         // A staged closed model starts from `concurrency` when given, else
-        // from the first stage's own value.
+        // from the first stage's own value; a constant one keeps exactly its
+        // concurrency busy, however its callers divide over connections.
         let initial_concurrency = load
             .concurrency
             .or_else(|| load.stages.first().map(|s| s.target.round() as u64))
-            .unwrap_or(connections) as usize;
+            .unwrap_or(connections * per_connection) as usize;
         LoadPlan {
             pacing: load.pacing,
             connections: connections as usize,
             per_connection: per_connection as usize,
             duration,
-            requests: load.requests,
+            requests,
             warmup: load.warmup,
             timeout: self.timeout,
             threads: load.threads.map_or_else(
@@ -118,12 +128,20 @@ impl Scenario {
     }
 
     fn mix(&self) -> Mix {
+        /// An index into the mix's tables, whose length a file decides (a
+        /// replay file has a call per recorded call), as the 32 bits the
+        /// engine keeps. Checked, never wrapped: past 2^32 calls the tables
+        /// alone would take hundreds of GiB, so a file that large cannot
+        /// have been read, and this stops it before a call is sent as another.
+        fn table_index(index: usize) -> u32 {
+            u32::try_from(index).expect("a scenario holds fewer than 2^32 calls")
+        }
         let mut methods: Vec<String> = Vec::new();
         let mut method_index = |name: &str| match methods.iter().position(|m| m == name) {
-            Some(index) => index as u16,
+            Some(index) => table_index(index),
             None => {
                 methods.push(name.to_string());
-                (methods.len() - 1) as u16
+                table_index(methods.len() - 1)
             }
         };
         if let Some(replay) = &self.replay {
@@ -147,7 +165,7 @@ impl Scenario {
                                 notification: call.notification,
                             });
                             Planned {
-                                call: (calls.len() - 1) as u16,
+                                call: table_index(calls.len() - 1),
                                 notification: call.notification,
                             }
                         })
@@ -174,7 +192,9 @@ impl Scenario {
                 };
                 (mix_call, call.weight, call.expect.clone())
             })
-            .collect();
+            .collect::<Vec<_>>();
+        // `Mix::pick` draws indexes below this, as 32 bits.
+        table_index(calls.len());
         let batch = self.batch.as_ref().map(|b| MixBatch {
             size: b.size.clone(),
             notifications: b.notifications,

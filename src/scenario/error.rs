@@ -8,8 +8,9 @@ use thiserror::Error;
 
 #[derive(Debug, Error)]
 pub enum ScenarioError {
-    #[error("cannot read scenario {path}: {source}")]
-    Read { path: PathBuf, source: std::io::Error },
+    // Not a `source`: the reason is in the message, and `{:#}` would say it twice.
+    #[error("cannot read scenario {path}: {reason}")]
+    Read { path: PathBuf, reason: std::io::Error },
     #[error("{0}")]
     Invalid(Located),
     /// A command-line value, named by its flag.

@@ -1,5 +1,7 @@
 //! The `[load]` table: models, sizes, durations and stages, checked.
 
+use std::time::Duration;
+
 use serde::Deserialize;
 use toml::Spanned;
 
@@ -146,13 +148,36 @@ impl RawLoad {
 }
 
 fn positive_rate(at: &Locator, rate: &Spanned<f64>) -> Result<f64, ScenarioError> {
-    let value = *rate.get_ref();
-    if !(value.is_finite() && value > 0.0) {
-        return Err(at.error(
-            Some(rate.span()),
-            None,
-            "rate must be above zero calls per second",
+    check_rate(*rate.get_ref()).map_err(|m| at.error(Some(rate.span()), None, m))
+}
+
+/// More than one machine's worth: past this a rate is a typo (`1e12`), and
+/// its schedule's arithmetic would lose precision.
+pub(super) const MAX_RATE: f64 = 10_000_000.0;
+
+/// A rate in requests per second, from a file or `--rate`.
+pub(super) fn check_rate(rate: f64) -> Result<f64, String> {
+    if !(rate.is_finite() && rate > 0.0) {
+        return Err("rate must be above zero requests per second".into());
+    }
+    if rate > MAX_RATE {
+        return Err(format!(
+            "rate {rate} is more than one machine can send (at most {MAX_RATE} requests per second)"
         ));
     }
-    Ok(value)
+    Ok(rate)
+}
+
+/// tokio's timer ticks in milliseconds: a shorter timeout cannot be kept.
+pub(super) const MIN_TIMEOUT: Duration = Duration::from_millis(1);
+
+/// A call's timeout, from a file or `--timeout`.
+pub(super) fn check_timeout(timeout: Duration) -> Result<Duration, String> {
+    if timeout < MIN_TIMEOUT {
+        return Err(format!(
+            "timeout must be at least 1ms (the timer's resolution), not {}",
+            humantime::format_duration(timeout)
+        ));
+    }
+    Ok(timeout)
 }

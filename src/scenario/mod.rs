@@ -8,6 +8,7 @@ mod error;
 mod expect;
 mod expr;
 mod load;
+mod overrides;
 mod poll;
 mod raw;
 mod replay;
@@ -15,6 +16,7 @@ mod template;
 
 pub use compile::Compiled;
 pub use error::{Located, ScenarioError};
+pub use overrides::Overrides;
 pub use poll::{PollSpec, Polled};
 pub use template::Template;
 
@@ -33,6 +35,8 @@ use error::Locator;
 #[derive(Clone, Debug)]
 pub struct Scenario {
     pub name: String,
+    /// The file it was read from; `None` for a one-liner.
+    pub file: Option<PathBuf>,
     pub description: Option<String>,
     pub target: TargetSpec,
     /// Header names and values, `${VAR}` already replaced.
@@ -166,14 +170,27 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
 
 impl Scenario {
     pub fn load(path: &Path) -> Result<Scenario, ScenarioError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ScenarioError::Read {
+        Scenario::load_targeting(path, None)
+    }
+
+    /// Reads a file, with `target` (from `--target`) in place of the
+    /// file's `target` or `command`, so a file may leave it out.
+    pub fn load_targeting(path: &Path, target: Option<&str>) -> Result<Scenario, ScenarioError> {
+        let text = std::fs::read_to_string(path).map_err(|reason| ScenarioError::Read {
             path: path.to_path_buf(),
-            source,
+            reason,
         })?;
         let default_name = path.file_stem().and_then(|s| s.to_str()).unwrap_or("scenario");
-        Scenario::parse(&text, &path.display().to_string(), default_name, &|name| {
-            std::env::var(name).ok()
-        })
+        let file = path.display().to_string();
+        let base_dir = path.parent().unwrap_or(Path::new("."));
+        let env = |name: &str| std::env::var(name).ok();
+        let at = Locator {
+            file: &file,
+            text: &text,
+        };
+        let mut scenario = raw::parse(&at, base_dir, default_name, &env, target)?;
+        scenario.file = Some(path.to_path_buf());
+        Ok(scenario)
     }
 
     /// Parses scenario `text`; `file` names it in errors, `env` looks up
@@ -185,15 +202,16 @@ impl Scenario {
         env: &dyn Fn(&str) -> Option<String>,
     ) -> Result<Scenario, ScenarioError> {
         let base_dir = Path::new(file).parent().unwrap_or(Path::new("."));
-        raw::parse(&Locator { file, text }, base_dir, default_name, env)
+        raw::parse(&Locator { file, text }, base_dir, default_name, env, None)
     }
 
     /// A scenario with one method and no file, for quick runs.
     pub fn one_liner(target: &str, method: &str, params: Option<Value>) -> Scenario {
         Scenario {
             name: method.to_string(),
+            file: None,
             description: None,
-            target: parse_target(target),
+            target: TargetSpec::parse(target),
             headers: Vec::new(),
             timeout: DEFAULT_TIMEOUT,
             max_response_bytes: crate::transport::DEFAULT_MAX_RESPONSE_BYTES,
@@ -230,12 +248,42 @@ impl Scenario {
     }
 }
 
-pub fn parse_target(target: &str) -> TargetSpec {
-    if target == "builtin" {
-        TargetSpec::Builtin
-    } else {
-        TargetSpec::Url(target.to_string())
+/// A header volley can send: a valid name (an RFC 9110 token) that is not
+/// one volley writes itself, and a value without control characters.
+pub fn check_header(name: &str, value: &str) -> Result<(), String> {
+    let token = |c: char| c.is_ascii_alphanumeric() || "!#$%&'*+-.^_`|~".contains(c);
+    if name.is_empty() || !name.chars().all(token) {
+        return Err(format!(
+            "`{name}` is not a valid header name (letters, digits and !#$%&'*+-.^_`|~ only, no spaces)"
+        ));
     }
+    const OWN: [&str; 5] = [
+        "content-length",
+        "transfer-encoding",
+        "host",
+        "connection",
+        "upgrade",
+    ];
+    if OWN.iter().any(|own| name.eq_ignore_ascii_case(own)) {
+        return Err(format!(
+            "`{name}` is set by volley itself (from the target and each body); a second one would break every request"
+        ));
+    }
+    if value.chars().any(|c| c.is_control() && c != '\t') {
+        return Err(format!(
+            "the value of `{name}` holds a control character (not shown)"
+        ));
+    }
+    Ok(())
+}
+
+/// TLS files exist and are readable before anything is sent; their
+/// contents are checked when the target is resolved.
+pub fn check_tls_files(tls: &crate::transport::TlsOptions) -> Result<(), String> {
+    for path in [&tls.cacert, &tls.cert, &tls.key].into_iter().flatten() {
+        std::fs::File::open(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    }
+    Ok(())
 }
 
 /// `8MiB`, `512KB`, `1048576`: a size in bytes.

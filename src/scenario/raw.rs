@@ -13,8 +13,8 @@ use super::expect::expectation;
 use super::expr::Scope;
 use super::replay::replay;
 use super::{
-    interpolate, parse_duration, parse_target, BatchSpec, CallSpec, Framing, PollSpec, Polled, Scenario,
-    SetupCall, TargetSpec, Template, DEFAULT_TIMEOUT,
+    interpolate, parse_duration, BatchSpec, CallSpec, Framing, PollSpec, Polled, Scenario, SetupCall,
+    TargetSpec, Template, DEFAULT_TIMEOUT,
 };
 use crate::engine::BatchSize;
 use crate::transport::TlsOptions;
@@ -162,15 +162,34 @@ pub(super) fn parse(
     base_dir: &Path,
     default_name: &str,
     env: &dyn Fn(&str) -> Option<String>,
+    target: Option<&str>,
 ) -> Result<Scenario, ScenarioError> {
-    let raw: RawScenario = toml::from_str(at.text).map_err(|e| {
+    let mut raw: RawScenario = toml::from_str(at.text).map_err(|e| {
         let mut message = e.message().to_string();
         if let Some((_, better)) = SHAPES.iter().find(|(name, _)| message.contains(name)) {
             message = better.to_string();
         }
         at.error(e.span(), None, with_suggestion(message))
     })?;
+    if let Some(target) = target {
+        // `--target` replaces the file's target or command, and the framing
+        // that goes with a command.
+        raw.target = Some(Spanned::new(0..0, target.to_string()));
+        raw.command = None;
+        raw.framing = None;
+    }
     raw.validate(at, base_dir, default_name, env)
+}
+
+/// Whether `program` can be started: a path to a file, or a name found in
+/// one of PATH's directories.
+fn is_installed(program: &str) -> bool {
+    let path = Path::new(program);
+    if path.components().count() > 1 {
+        return path.is_file();
+    }
+    std::env::var_os("PATH")
+        .is_some_and(|dirs| std::env::split_paths(&dirs).any(|dir| dir.join(program).is_file()))
 }
 
 /// Adds "did you mean" to serde's "unknown field `x`, expected one of ...".
@@ -207,7 +226,7 @@ pub(super) fn duration(at: &Locator, value: &Spanned<String>) -> Result<std::tim
 
 impl RawScenario {
     fn validate(
-        self,
+        mut self,
         at: &Locator,
         base_dir: &Path,
         default_name: &str,
@@ -220,19 +239,22 @@ impl RawScenario {
             .map(|t| duration(at, t))
             .transpose()?
             .unwrap_or(DEFAULT_TIMEOUT);
-        if timeout.is_zero() {
-            return Err(at.error(
-                self.timeout.as_ref().map(|t| t.span()),
-                None,
-                "timeout must be above zero",
-            ));
-        }
+        super::load::check_timeout(timeout)
+            .map_err(|m| at.error(self.timeout.as_ref().map(|t| t.span()), None, m))?;
         let mut headers = Vec::new();
         for (name, value) in &self.headers {
+            let key = format!("headers.{name}");
             let resolved = interpolate(value.get_ref(), env)
-                .map_err(|m| at.error(Some(value.span()), Some(&format!("headers.{name}")), m))?;
+                .and_then(|resolved| super::check_header(name, &resolved).map(|()| resolved))
+                .map_err(|m| at.error(Some(value.span()), Some(&key), m))?;
             headers.push((name.clone(), resolved));
         }
+        let tls = self
+            .tls
+            .take()
+            .map(|tls| tls.options(base_dir))
+            .unwrap_or_default();
+        super::check_tls_files(&tls).map_err(|m| at.error(None, Some("tls"), m))?;
         let load = self.load.validate(at)?;
 
         let polled = Arc::new(Polled::new(self.poll.keys().cloned().collect()));
@@ -288,12 +310,16 @@ impl RawScenario {
             (Some(calls), None) if calls.get_ref().is_empty() => {
                 return Err(at.error(Some(calls.span()), Some("calls"), "at least one call is needed"))
             }
-            (Some(calls), None) => calls
-                .get_ref()
-                .iter()
-                .enumerate()
-                .map(|(i, c)| c.validate(at, i, &scope))
-                .collect::<Result<_, _>>()?,
+            (Some(calls), None) => {
+                let specs: Vec<CallSpec> = calls
+                    .get_ref()
+                    .iter()
+                    .enumerate()
+                    .map(|(i, c)| c.validate(at, i, &scope))
+                    .collect::<Result<_, _>>()?;
+                check_weight_sum(at, calls.get_ref(), &specs)?;
+                specs
+            }
         };
         let batch = match &self.batch {
             Some(batch) => {
@@ -319,13 +345,14 @@ impl RawScenario {
 
         Ok(Scenario {
             name: self.name.unwrap_or_else(|| default_name.to_string()),
+            file: None,
             description: self.description,
             target,
             headers,
             timeout,
             max_response_bytes: crate::transport::DEFAULT_MAX_RESPONSE_BYTES,
             http2: self.http2,
-            tls: self.tls.map(|tls| tls.options(base_dir)).unwrap_or_default(),
+            tls,
             server_answers: server_answers(&self.server_requests),
             seed: self.seed,
             load,
@@ -355,11 +382,18 @@ impl RawScenario {
                         "target is empty: give a URL or \"builtin\"",
                     ));
                 }
-                Ok(parse_target(target.get_ref().trim()))
+                Ok(TargetSpec::parse(target.get_ref().trim()))
             }
             (None, Some(command)) => {
-                if command.get_ref().is_empty() {
+                let Some(program) = command.get_ref().first() else {
                     return Err(at.error(Some(command.span()), None, "command is empty"));
+                };
+                if !is_installed(program) {
+                    return Err(at.error(
+                        Some(command.span()),
+                        Some("command"),
+                        format!("`{program}` is not installed: no such program on PATH (install it, or point `command` at another server)"),
+                    ));
                 }
                 let framing = match self.framing.as_ref().map(|f| (f.get_ref().as_str(), f.span())) {
                     Some(("content-length", _)) => Framing::ContentLength,
@@ -467,7 +501,10 @@ impl RawCall {
                     return Err(at.error(
                         Some(w.span()),
                         Some(&key("weight")),
-                        "weight must be a whole number of at least 1",
+                        format!(
+                            "weight must be a whole number of at least 1 (and at most {})",
+                            u32::MAX
+                        ),
                     ))
                 }
             },
@@ -516,6 +553,28 @@ impl RawCall {
             expect,
         })
     }
+}
+
+/// The mix draws from its weights' sum in 32 bits: a sum past u32::MAX is
+/// refused, naming the call whose weight passes it, instead of wrapping
+/// (which starved some calls of their share while `validate` showed
+/// shares adding up to more than 100%).
+fn check_weight_sum(at: &Locator, raw: &[RawCall], calls: &[CallSpec]) -> Result<(), ScenarioError> {
+    let mut sum: u32 = 0;
+    for (index, (raw, call)) in raw.iter().zip(calls).enumerate() {
+        sum = sum.checked_add(call.weight).ok_or_else(|| {
+            let span = raw.weight.as_ref().map_or_else(|| raw.method.span(), |w| w.span());
+            at.error(
+                Some(span),
+                Some(&format!("calls[{index}].weight")),
+                format!(
+                    "the weights of calls[0] to calls[{index}] add up to more than {}, the most the mix can draw from; scale them down (only their ratios matter)",
+                    u32::MAX
+                ),
+            )
+        })?;
+    }
+    Ok(())
 }
 
 fn batch_size(at: &Locator, raw: &Spanned<RawBatchSize>, key: &str) -> Result<BatchSize, ScenarioError> {

@@ -400,6 +400,7 @@ mod tests {
         assert!(error(json!(["${file('missing.txt')}"])).contains("missing.txt"));
         assert!(error(json!(["${file('empty.txt')}"])).contains("is empty"));
         assert!(error(json!(["${file('b.csv', column = 'nope')}"])).contains("no column `nope`"));
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

@@ -90,6 +90,9 @@ impl H2Connection {
             .headers()
             .get(CONTENT_TYPE)
             .is_some_and(|t| t.as_bytes().starts_with(b"text/event-stream"));
+        // The body is held to the answer limit here; every other size a
+        // server names over HTTP/2 is held by hyper (frames to the 16 KiB
+        // volley advertises, a head to its 16 KiB header-list limit).
         let body = Limited::new(response.into_body(), self.limit)
             .collect()
             .await

@@ -10,6 +10,7 @@ pub mod tls;
 
 use std::io;
 use std::rc::Rc;
+use std::time::Duration;
 
 use bytes::Bytes;
 use thiserror::Error;
@@ -120,6 +121,39 @@ async fn resolve_host(
     Ok(addrs)
 }
 
+/// The host and port of a URL's `authority` (`host:port`, `[::1]:port`,
+/// or a bare host when the scheme has a `default_port`). A port that is
+/// not a number from 1 to 65535 is an error naming the URL, never a quiet
+/// fall back to the scheme's default.
+fn host_and_port<'a>(
+    url: &str,
+    authority: &'a str,
+    default_port: Option<u16>,
+) -> Result<(&'a str, u16), TargetError> {
+    let bad = |reason: String| TargetError::BadUrl {
+        url: url.to_string(),
+        reason,
+    };
+    // The port follows the last colon, unless that colon is inside an IPv6 literal.
+    let (host, port) = match authority.rsplit_once(':') {
+        Some((host, port)) if !port.contains(']') => (host, Some(port)),
+        _ => (authority, None),
+    };
+    if host.is_empty() {
+        return Err(bad("no host".into()));
+    }
+    let port = match (port, default_port) {
+        (Some(port), _) => port
+            .parse::<u16>()
+            .ok()
+            .filter(|p| *p > 0)
+            .ok_or_else(|| bad(format!("port `{port}` is not a number from 1 to 65535")))?,
+        (None, Some(default)) => default,
+        (None, None) => return Err(bad("no port: expected HOST:PORT".into())),
+    };
+    Ok((host, port))
+}
+
 /// Whether a target URL names a transport that carries many calls at once
 /// on one connection.
 pub fn is_multiplexed(url: &str) -> bool {
@@ -181,11 +215,31 @@ impl Target {
 
     /// Opens and closes one connection, so an unreachable target is a clear
     /// error before the run instead of a run full of `connect` outcomes.
+    /// A server that accepts but never completes the opening (TLS or the
+    /// WebSocket handshake) fails it after `within`, never hangs it.
     /// Returns what TLS agreed on (version, cipher suite, ALPN), if any.
-    pub async fn check_reachable(&self) -> Result<Option<String>, TransportError> {
-        match self {
-            Target::Http(t) => t.check_reachable().await,
-            Target::Stream(t) => t.check_reachable().await,
+    pub async fn check_reachable(&self, within: Duration) -> Result<Option<String>, TransportError> {
+        let check = async {
+            match self {
+                Target::Http(t) => t.check_reachable().await,
+                Target::Stream(t) => t.check_reachable().await,
+            }
+        };
+        tokio::time::timeout(within, check)
+            .await
+            .unwrap_or_else(|_| Err(self.not_opened_within(within)))
+    }
+
+    fn not_opened_within(&self, within: Duration) -> TransportError {
+        TransportError::Connect {
+            url: self.url().to_string(),
+            reason: io::Error::new(
+                io::ErrorKind::TimedOut,
+                format!(
+                    "the connection was not ready within {} (the timeout): the server accepted but did not complete the opening",
+                    humantime::format_duration(within)
+                ),
+            ),
         }
     }
 }
@@ -222,12 +276,20 @@ pub enum Connection {
 }
 
 impl Connection {
-    pub async fn open(target: &Target) -> Result<Connection, TransportError> {
-        match target {
-            Target::Http(t) if t.http2 => Ok(Connection::Http2(H2Connection::open(t).await?)),
-            Target::Http(t) => Ok(Connection::Http(HttpConnection::open(t).await?)),
-            Target::Stream(t) => Ok(Connection::Stream(MuxConnection::open(t).await?)),
-        }
+    /// Opens a connection (TCP, TLS, the WebSocket handshake, a child), or
+    /// fails after `within`: a server that accepts and stays silent must
+    /// not hold a caller forever.
+    pub async fn open(target: &Target, within: Duration) -> Result<Connection, TransportError> {
+        let open = async {
+            match target {
+                Target::Http(t) if t.http2 => Ok(Connection::Http2(H2Connection::open(t).await?)),
+                Target::Http(t) => Ok(Connection::Http(HttpConnection::open(t).await?)),
+                Target::Stream(t) => Ok(Connection::Stream(MuxConnection::open(t).await?)),
+            }
+        };
+        tokio::time::timeout(within, open)
+            .await
+            .unwrap_or_else(|_| Err(target.not_opened_within(within)))
     }
 
     /// Sends a request whose calls have the ids `first_id..first_id + calls`.

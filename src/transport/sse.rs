@@ -10,6 +10,8 @@ use crate::rpc::wire::{self, Message};
 /// The answer carried by an event stream, and how many other messages
 /// came with it. Several answers (to a batch) are joined into an array; an
 /// event stream without one gives an empty body, judged as no answer.
+/// No event can be larger than the answer limit: the stream is the body
+/// the transport read, which it held to that limit.
 pub fn decode(stream: &[u8]) -> (Bytes, u64) {
     let mut answers: Vec<Vec<u8>> = Vec::new();
     let mut others = 0;

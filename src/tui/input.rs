@@ -6,6 +6,9 @@ use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 pub enum Action {
     /// Stop the run; the results are still written.
     Quit,
+    /// Ctrl-C: stop as `q` does, but exit as a Ctrl-C outside the dashboard
+    /// would (130), since raw mode turns the signal into a key.
+    Interrupt,
     TogglePause,
     Raise,
     Lower,
@@ -19,7 +22,7 @@ pub fn action(key: KeyEvent) -> Option<Action> {
     }
     match key.code {
         KeyCode::Char('q') | KeyCode::Esc => Some(Action::Quit),
-        KeyCode::Char('c') if key.modifiers.contains(KeyModifiers::CONTROL) => Some(Action::Quit),
+        KeyCode::Char('c') if key.modifiers.contains(KeyModifiers::CONTROL) => Some(Action::Interrupt),
         KeyCode::Char('p') | KeyCode::Char(' ') => Some(Action::TogglePause),
         KeyCode::Char('+') | KeyCode::Char('=') | KeyCode::Up => Some(Action::Raise),
         KeyCode::Char('-') | KeyCode::Down => Some(Action::Lower),
@@ -38,7 +41,7 @@ mod tests {
         assert_eq!(action(key(KeyCode::Char('q'))), Some(Action::Quit));
         assert_eq!(
             action(KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL)),
-            Some(Action::Quit)
+            Some(Action::Interrupt)
         );
         assert_eq!(action(key(KeyCode::Char('c'))), None);
         assert_eq!(action(key(KeyCode::Char('+'))), Some(Action::Raise));

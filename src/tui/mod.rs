@@ -32,6 +32,8 @@ pub struct Tui {
     dashboard: Dashboard,
     cumulative: Arc<AtomicBool>,
     done: Arc<AtomicBool>,
+    /// Ctrl-C was pressed (not `q`).
+    interrupted: Arc<AtomicBool>,
     keys: Option<JoinHandle<()>>,
 }
 
@@ -47,8 +49,9 @@ impl Tui {
         let terminal = Terminal::new(CrosstermBackend::new(stdout))?;
         let cumulative = Arc::new(AtomicBool::new(false));
         let done = Arc::new(AtomicBool::new(false));
+        let interrupted = Arc::new(AtomicBool::new(false));
         let keys = {
-            let (cumulative, done) = (cumulative.clone(), done.clone());
+            let (cumulative, done, interrupted) = (cumulative.clone(), done.clone(), interrupted.clone());
             std::thread::Builder::new()
                 .name("volley-keys".into())
                 .spawn(move || {
@@ -61,6 +64,10 @@ impl Tui {
                         };
                         match action(key) {
                             Some(Action::Quit) => cancel.cancel(),
+                            Some(Action::Interrupt) => {
+                                interrupted.store(true, Ordering::Relaxed);
+                                cancel.cancel();
+                            }
                             Some(Action::TogglePause) => control.toggle_pause(),
                             Some(Action::Raise) => control.step(true),
                             Some(Action::Lower) => control.step(false),
@@ -77,8 +84,15 @@ impl Tui {
             dashboard,
             cumulative,
             done,
+            interrupted,
             keys: Some(keys),
         })
+    }
+
+    /// Whether the run was stopped with Ctrl-C, which exits 130 as the
+    /// signal would have; `q` exits 0.
+    pub fn interrupted(&self) -> bool {
+        self.interrupted.load(Ordering::Relaxed)
     }
 
     /// Takes a snapshot and redraws.

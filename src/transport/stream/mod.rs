@@ -82,17 +82,10 @@ impl StreamTarget {
             .map(|rest| (rest, false))
             .or_else(|| url.strip_prefix("wss://").map(|rest| (rest, true)));
         let addr = if let Some((rest, secure)) = ws {
-            let authority = rest.split('/').next().unwrap_or("");
-            let host = match authority.rsplit_once(':') {
-                Some((host, port)) if !port.contains(']') => host,
-                _ => authority,
-            };
-            let authority = if authority == host {
-                format!("{authority}:{}", if secure { 443 } else { 80 })
-            } else {
-                authority.to_string()
-            };
-            let addrs = super::resolve_host(url, authority.as_str()).await?;
+            let authority = rest.split(['/', '?']).next().unwrap_or("");
+            let (host, port) = super::host_and_port(url, authority, Some(if secure { 443 } else { 80 }))?;
+            let lookup_host = host.trim_start_matches('[').trim_end_matches(']');
+            let addrs = super::resolve_host(url, (lookup_host, port)).await?;
             let tls = secure
                 .then(|| ClientTls::new(url, host, &options.tls, ALPN_HTTP1))
                 .transpose()?;
@@ -113,8 +106,9 @@ impl StreamTarget {
             let rest = url
                 .strip_prefix("tcp://")
                 .ok_or_else(|| bad("expected tcp://HOST:PORT"))?;
-            let authority = rest.trim_end_matches('/');
-            StreamAddr::Tcp(super::resolve_host(url, authority).await?)
+            let (host, port) = super::host_and_port(url, rest.trim_end_matches('/'), None)?;
+            let lookup_host = host.trim_start_matches('[').trim_end_matches(']');
+            StreamAddr::Tcp(super::resolve_host(url, (lookup_host, port)).await?)
         };
         Ok(StreamTarget {
             url: url.to_string(),
@@ -170,8 +164,11 @@ impl StreamTarget {
         let stream = tls::connect(addrs, tls.as_ref())
             .await
             .map_err(|e| self.connect_error(e))?;
+        // A frame, like a message, is held to the answer limit: a length
+        // a server names past it ends the connection instead of being read.
         let config = WebSocketConfig {
             max_message_size: Some(self.max_response),
+            max_frame_size: Some(self.max_response),
             ..WebSocketConfig::default()
         };
         use tokio_tungstenite::tungstenite::client::IntoClientRequest;
@@ -286,6 +283,10 @@ pub struct MuxConnection {
     /// First id of each request in flight.
     waiting: RefCell<BTreeMap<u64, Waiting>>,
     closed: Cell<bool>,
+    /// Why the connection closed, for the calls that fail with it.
+    closed_because: RefCell<Option<String>>,
+    /// Its reader died of a panic (a bug in volley, never a server's doing).
+    reader_panicked: Cell<bool>,
     /// Messages that answered no request in flight.
     unsolicited: Cell<u64>,
     /// Ids of the subscriptions opened on this connection.
@@ -296,21 +297,25 @@ pub struct MuxConnection {
 }
 
 impl MuxConnection {
+    fn new(writer: Writer, server_answers: std::sync::Arc<ServerAnswers>) -> Rc<Self> {
+        Rc::new(MuxConnection {
+            writer: tokio::sync::Mutex::new(writer),
+            child: RefCell::new(None),
+            stderr_tail: RefCell::new(Vec::new()),
+            waiting: RefCell::new(BTreeMap::new()),
+            closed: Cell::new(false),
+            closed_because: RefCell::new(None),
+            reader_panicked: Cell::new(false),
+            unsolicited: Cell::new(0),
+            subscriptions: RefCell::new(Vec::new()),
+            listener: RefCell::new(None),
+            server_answers,
+        })
+    }
+
     /// Opens a connection and starts its reader. Must run inside a `LocalSet`.
     pub async fn open(target: &StreamTarget) -> Result<Rc<Self>, TransportError> {
-        let new = |writer| {
-            Rc::new(MuxConnection {
-                writer: tokio::sync::Mutex::new(writer),
-                child: RefCell::new(None),
-                stderr_tail: RefCell::new(Vec::new()),
-                waiting: RefCell::new(BTreeMap::new()),
-                closed: Cell::new(false),
-                unsolicited: Cell::new(0),
-                subscriptions: RefCell::new(Vec::new()),
-                listener: RefCell::new(None),
-                server_answers: target.server_answers.clone(),
-            })
-        };
+        let new = |writer| MuxConnection::new(writer, target.server_answers.clone());
         if let StreamAddr::Stdio { content_length, .. } = target.addr {
             let mut child = target.spawn()?;
             let stdin = child.stdin.take().expect("piped");
@@ -352,6 +357,20 @@ impl MuxConnection {
         self.closed.get()
     }
 
+    /// Whether the connection's reader died of a panic: a bug in volley,
+    /// which the engine may count as such. Its calls failed as `io`.
+    pub fn reader_panicked(&self) -> bool {
+        self.reader_panicked.get()
+    }
+
+    /// Why the connection closed, in words, for the calls that fail on it.
+    fn closed_because(&self) -> String {
+        self.closed_because
+            .borrow()
+            .clone()
+            .unwrap_or_else(|| "the connection closed".into())
+    }
+
     /// Notifications for subscription `id` (the result of the call that
     /// opened it) go to `listener` with the subscription's index, instead
     /// of being counted as unsolicited.
@@ -371,7 +390,10 @@ impl MuxConnection {
     /// gets no answer and returns an empty reply once written.
     pub async fn exchange(&self, body: Bytes, first_id: u64, calls: u64) -> Result<Reply, TransportError> {
         if self.closed.get() {
-            return Err(TransportError::Io("the connection is closed".into()));
+            return Err(TransportError::Io(format!(
+                "the connection had already closed when this call was made: {}",
+                self.closed_because()
+            )));
         }
         let answer = if calls > 0 {
             let (sender, receiver) = oneshot::channel();
@@ -395,8 +417,12 @@ impl MuxConnection {
             first_id,
         });
         if let Err(e) = self.writer.lock().await.send(&body).await {
+            let reason = format!("sending the request: {e}");
             self.closed.set(true);
-            return Err(TransportError::Io(format!("sending the request: {e}")));
+            self.closed_because
+                .borrow_mut()
+                .get_or_insert_with(|| reason.clone());
+            return Err(TransportError::Io(reason));
         }
         match answer {
             None => Ok(Reply {
@@ -410,9 +436,10 @@ impl MuxConnection {
                     body,
                     others: 0,
                 }),
-                Err(_) => Err(TransportError::Io(
-                    "the connection closed before the answer came".into(),
-                )),
+                Err(_) => Err(TransportError::Io(format!(
+                    "the connection closed before the answer came: {}",
+                    self.closed_because()
+                ))),
             },
         }
     }
@@ -429,12 +456,55 @@ impl Drop for Forget<'_> {
     }
 }
 
+/// Hangs the connection up however its reader ends: at the end of the
+/// stream, past a bound, or in a panic (a bug), so that no call waits on a
+/// reader that is gone and the engine reopens the connection.
+struct HangUpOnExit {
+    connection: std::rc::Weak<MuxConnection>,
+    /// Why the reader stopped, when it chose to.
+    reason: Option<String>,
+}
+
+impl HangUpOnExit {
+    fn new(connection: &std::rc::Weak<MuxConnection>) -> Self {
+        HangUpOnExit {
+            connection: connection.clone(),
+            reason: None,
+        }
+    }
+}
+
+impl Drop for HangUpOnExit {
+    fn drop(&mut self) {
+        let panicked = std::thread::panicking();
+        let reason = self.reason.take().unwrap_or_else(|| {
+            let why = if panicked {
+                "volley's reader of this connection panicked (a bug in volley; the panic is on stderr)"
+            } else {
+                "volley stopped reading this connection"
+            };
+            why.to_string()
+        });
+        hang_up(&self.connection, reason, panicked);
+    }
+}
+
+/// Why a byte stream's reader stopped, from what its last read gave.
+fn read_ended(read: std::io::Result<usize>) -> Option<String> {
+    match read {
+        Ok(0) => Some("the server closed the connection".into()),
+        Ok(_) => None,
+        Err(e) => Some(format!("reading from the server: {e}")),
+    }
+}
+
 /// Reads answers line by line and hands each to the request it answers.
 async fn read_answers(
     connection: std::rc::Weak<MuxConnection>,
     mut reader: Box<dyn AsyncRead + Unpin>,
     limit: usize,
 ) {
+    let mut exit = HangUpOnExit::new(&connection);
     let mut input = BytesMut::with_capacity(64 * 1024);
     let mut scanned = 0;
     loop {
@@ -451,17 +521,19 @@ async fn read_answers(
         }
         scanned = input.len();
         if input.len() > limit {
-            // An answer larger than the limit: drop the connection rather
-            // than hold it; the requests waiting on it fail as `io`.
-            break;
+            // An answer larger than the limit: the connection is dropped
+            // rather than held; the requests waiting on it fail as `io`.
+            exit.reason = Some(format!(
+                "a message larger than the limit of {limit} bytes (no end of line within it)"
+            ));
+            return;
         }
         input.reserve(16 * 1024);
-        match reader.read_buf(&mut input).await {
-            Ok(0) | Err(_) => break,
-            Ok(_) => {}
+        if let Some(reason) = read_ended(reader.read_buf(&mut input).await) {
+            exit.reason = Some(reason);
+            return;
         }
     }
-    hang_up(&connection);
 }
 
 /// Reads WebSocket frames and hands each to the request it answers.
@@ -469,6 +541,8 @@ async fn read_frames(
     connection: std::rc::Weak<MuxConnection>,
     mut frames: SplitStream<WebSocketStream<NetStream>>,
 ) {
+    let mut exit = HangUpOnExit::new(&connection);
+    exit.reason = Some("the server closed the connection".into());
     while let Some(frame) = frames.next().await {
         let Some(connection) = connection.upgrade() else {
             return;
@@ -476,30 +550,42 @@ async fn read_frames(
         match frame {
             Ok(Frame::Text(text)) => deliver(&connection, Bytes::from(text)),
             Ok(Frame::Binary(data)) => deliver(&connection, Bytes::from(data)),
-            Ok(Frame::Close(_)) | Err(_) => break,
+            Ok(Frame::Close(_)) => {
+                exit.reason = Some("the server closed the WebSocket".into());
+                return;
+            }
+            // Past the size limit among them: tungstenite checks a frame's
+            // length against it before reading the frame.
+            Err(e) => {
+                exit.reason = Some(format!("the WebSocket failed: {e}"));
+                return;
+            }
             // Pings: tungstenite queues the pong and sends it as the next
             // read begins, so an idle socket answers too (tested).
             Ok(_) => {}
         }
     }
-    hang_up(&connection);
 }
 
-/// Reads messages framed by `Content-Length` headers (LSP).
+/// Reads messages framed by `Content-Length` headers (LSP). Every size the
+/// server names is checked by `wire::next_headed_within` before it is used.
 async fn read_headed(
     connection: std::rc::Weak<MuxConnection>,
     mut reader: Box<dyn AsyncRead + Unpin>,
     limit: usize,
 ) {
+    let mut exit = HangUpOnExit::new(&connection);
     let mut input = BytesMut::with_capacity(64 * 1024);
-    'read: loop {
+    loop {
         // Every complete message in the buffer first.
         loop {
-            let body = match wire::next_headed(&input) {
+            let body = match wire::next_headed_within(&input, limit) {
                 Ok(Some(body)) => body,
-                Ok(None) if input.len() > limit => break 'read,
                 Ok(None) => break,
-                Err(_) => break 'read,
+                Err(e) => {
+                    exit.reason = Some(format!("the server sent {e}"));
+                    return;
+                }
             };
             let message = input.split_to(body.end).freeze().slice(body.start..);
             let Some(connection) = connection.upgrade() else {
@@ -508,12 +594,11 @@ async fn read_headed(
             deliver(&connection, message);
         }
         input.reserve(16 * 1024);
-        match reader.read_buf(&mut input).await {
-            Ok(0) | Err(_) => break,
-            Ok(_) => {}
+        if let Some(reason) = read_ended(reader.read_buf(&mut input).await) {
+            exit.reason = Some(reason);
+            return;
         }
     }
-    hang_up(&connection);
 }
 
 /// A message from the server itself (it has a method): a request to the
@@ -565,13 +650,30 @@ fn from_the_server(connection: &Rc<MuxConnection>, message: &[u8]) -> bool {
     true
 }
 
-/// Marks a connection whose reader ended as closed; the requests waiting
-/// on it fail as `io`.
-fn hang_up(connection: &std::rc::Weak<MuxConnection>) {
-    if let Some(connection) = connection.upgrade() {
-        connection.closed.set(true);
-        connection.waiting.borrow_mut().clear();
+/// Marks a connection whose reader ended as closed, saying why: the calls
+/// waiting on it fail as `io`, and its writer is closed (a child sees the
+/// end of its input and may exit). Borrows are tried, never forced: this
+/// may run while a panic unwinds.
+fn hang_up(connection: &std::rc::Weak<MuxConnection>, reason: String, panicked: bool) {
+    let Some(connection) = connection.upgrade() else {
+        return;
+    };
+    connection.closed.set(true);
+    connection
+        .reader_panicked
+        .set(connection.reader_panicked.get() || panicked);
+    if let Ok(mut because) = connection.closed_because.try_borrow_mut() {
+        because.get_or_insert(reason);
     }
+    // Dropped outside the borrow: each drop wakes a caller.
+    let waiting = connection
+        .waiting
+        .try_borrow_mut()
+        .map(|mut waiting| std::mem::take(&mut *waiting));
+    drop(waiting);
+    if let Ok(mut writer) = connection.writer.try_lock() {
+        *writer = Writer::Closed;
+    };
 }
 
 /// Finds the request an answer belongs to by its (first) id.
@@ -617,6 +719,64 @@ fn answer_id(line: &[u8]) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A stream whose first read panics, as a bug in a reader would.
+    struct PanicsOnRead;
+
+    impl AsyncRead for PanicsOnRead {
+        fn poll_read(
+            self: std::pin::Pin<&mut Self>,
+            _: &mut std::task::Context<'_>,
+            _: &mut tokio::io::ReadBuf<'_>,
+        ) -> std::task::Poll<std::io::Result<()>> {
+            panic!("a bug in a reader (on purpose, in a test)")
+        }
+    }
+
+    #[tokio::test]
+    async fn a_reader_that_panics_hangs_its_connection_up_and_fails_its_calls() {
+        let local = tokio::task::LocalSet::new();
+        local
+            .run_until(async {
+                let connection = MuxConnection::new(Writer::Closed, Default::default());
+                let (answer, in_flight) = oneshot::channel();
+                connection
+                    .waiting
+                    .borrow_mut()
+                    .insert(1, Waiting { calls: 1, answer });
+                let weak = Rc::downgrade(&connection);
+                let reader = tokio::task::spawn_local(read_answers(weak, Box::new(PanicsOnRead), 1024));
+                assert!(reader.await.unwrap_err().is_panic());
+                assert!(connection.is_closed() && connection.reader_panicked());
+                assert!(in_flight.await.is_err(), "the call in flight fails");
+                let later = connection.exchange(Bytes::from_static(b"{}"), 2, 1).await;
+                let error = later.unwrap_err().to_string();
+                assert!(error.contains("panicked"), "{error}");
+            })
+            .await;
+    }
+
+    #[tokio::test]
+    async fn a_reader_past_a_bound_says_which() {
+        let local = tokio::task::LocalSet::new();
+        local
+            .run_until(async {
+                let connection = MuxConnection::new(Writer::Closed, Default::default());
+                let lsp: &[u8] = b"Content-Length: 18446744073709551615\r\n\r\n";
+                read_headed(Rc::downgrade(&connection), Box::new(lsp), 1024).await;
+                let error = connection.closed_because();
+                assert!(
+                    error.contains("18446744073709551615") && error.contains("1024"),
+                    "{error}"
+                );
+                let connection = MuxConnection::new(Writer::Closed, Default::default());
+                let line: &[u8] = &[b'x'; 2000];
+                read_answers(Rc::downgrade(&connection), Box::new(line), 1024).await;
+                let error = connection.closed_because();
+                assert!(error.contains("larger than the limit of 1024"), "{error}");
+            })
+            .await;
+    }
 
     #[test]
     fn answers_are_found_by_any_id_of_their_request() {

@@ -1,0 +1,314 @@
+//! Command-line flags applied to a scenario file, by one rule (stated in
+//! `volley run --help` and the README): **a flag replaces what it names in
+//! the file; where a flag and the file's other settings cannot both hold,
+//! the error names both.** `--rate` and `--concurrency` replace the load
+//! model with its stages; `--duration` and `--requests` replace the run's
+//! end; `--method` replaces the mix with one call; `--target` replaces
+//! `target` or `command`.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::Value;
+
+use super::expr::Scope;
+use super::{load, CallSpec, Scenario, ScenarioError, TargetSpec, Template};
+use crate::engine::Pacing;
+
+/// The flags of `volley run` that change a scenario, as given.
+#[derive(Clone, Debug, Default)]
+pub struct Overrides {
+    pub target: Option<String>,
+    pub method: Option<String>,
+    /// JSON text, `${...}` generators allowed as in a file.
+    pub params: Option<String>,
+    pub rate: Option<f64>,
+    pub concurrency: Option<u64>,
+    pub duration: Option<Duration>,
+    pub requests: Option<u64>,
+    pub connections: Option<u64>,
+    pub warmup: Option<Duration>,
+    pub timeout: Option<Duration>,
+    pub threads: Option<u64>,
+    pub max_in_flight: Option<u64>,
+    pub seed: Option<u64>,
+    pub max_response_size: Option<usize>,
+    pub http2: bool,
+    pub cacert: Option<PathBuf>,
+    pub system_roots: bool,
+    pub insecure: bool,
+    pub cert: Option<PathBuf>,
+    pub key: Option<PathBuf>,
+    /// `Name: value`, `${VAR}` read from the environment.
+    pub headers: Vec<String>,
+}
+
+fn flag(flag: &'static str, message: impl Into<String>) -> ScenarioError {
+    ScenarioError::Flag {
+        flag,
+        message: message.into(),
+    }
+}
+
+impl Scenario {
+    /// The scenario to run: the file's (or a one-liner's when there is no
+    /// file), with every flag given applied by the rule above.
+    pub fn with_flags(file: Option<&Path>, flags: &Overrides) -> Result<Scenario, ScenarioError> {
+        let mut scenario = match (file, &flags.method) {
+            (Some(path), _) => Scenario::load_targeting(path, flags.target.as_deref())?,
+            (None, Some(method)) => {
+                let target = flags
+                    .target
+                    .as_deref()
+                    .ok_or_else(|| flag("--target", "a one-liner needs --target URL"))?;
+                Scenario::one_liner(target, method, None)
+            }
+            (None, None) => {
+                return Err(flag(
+                    "SCENARIO",
+                    "give a scenario file, or --target URL --method NAME for a one-liner",
+                ))
+            }
+        };
+        if let (Some(method), Some(_)) = (&flags.method, file) {
+            scenario.replace_mix(method);
+        }
+        if let Some(text) = &flags.params {
+            scenario.replace_params(text)?;
+        }
+        flags.apply_load(&mut scenario)?;
+        flags.apply_connection(&mut scenario)?;
+        scenario.check_connections(flags)?;
+        Ok(scenario)
+    }
+
+    /// `--method` with a file: the file's mix, replay or batch mix gives way
+    /// to one call; everything else (target, headers, setup, load) stays.
+    fn replace_mix(&mut self, method: &str) {
+        self.calls = vec![CallSpec {
+            method: method.to_string(),
+            weight: 1,
+            params: None,
+            template: None,
+            batch: None,
+            notification: false,
+            expect: None,
+        }];
+        self.replay = None;
+        self.batch = None;
+    }
+
+    /// `--params`: the params of the one call in the mix, compiled as a
+    /// file's are (generators, data files relative to the working
+    /// directory, the file's polled values).
+    fn replace_params(&mut self, text: &str) -> Result<(), ScenarioError> {
+        let value: Value =
+            serde_json::from_str(text).map_err(|e| flag("--params", format!("not JSON: {e}")))?;
+        if !value.is_array() && !value.is_object() {
+            return Err(flag("--params", "must be a JSON array or object"));
+        }
+        if self.replay.is_some() {
+            return Err(flag(
+                "--params",
+                "the scenario replays recorded requests, which carry their own params; give --method too",
+            ));
+        }
+        if self.calls.len() != 1 {
+            let methods: Vec<&str> = self.calls.iter().map(|c| c.method.as_str()).collect();
+            return Err(flag(
+                "--params",
+                format!(
+                    "the scenario's mix has {} calls ({}): say which with --method",
+                    methods.len(),
+                    methods.join(", ")
+                ),
+            ));
+        }
+        let scope = Scope {
+            base_dir: Path::new("."),
+            polled: &self.polled,
+        };
+        let template = Template::compile(&value, &scope).map_err(|m| flag("--params", m))?;
+        let call = &mut self.calls[0];
+        call.params = Some(value);
+        call.template = Some(Arc::new(template));
+        Ok(())
+    }
+}
+
+impl Overrides {
+    /// The load model, its stages and the run's end.
+    fn apply_load(&self, scenario: &mut Scenario) -> Result<(), ScenarioError> {
+        let load = &mut scenario.load;
+        if let Some(rate) = self.rate {
+            load::check_rate(rate).map_err(|m| flag("--rate", m))?;
+            load.pacing = Pacing::Open { rate };
+            load.concurrency = None;
+            load.stages.clear();
+        }
+        if let Some(concurrency) = self.concurrency {
+            load.pacing = Pacing::Closed;
+            load.concurrency = Some(at_least_one(concurrency, "--concurrency")?);
+            load.stages.clear();
+        }
+        if let Some(duration) = self.duration {
+            if duration.is_zero() {
+                return Err(flag("--duration", "must be above zero"));
+            }
+            if !load.stages.is_empty() {
+                return Err(flag(
+                    "--duration",
+                    format!(
+                        "the scenario's `load.stages` ({}) set the run's length: drop --duration, or replace the stages with --rate or --concurrency",
+                        scenario.origin()
+                    ),
+                ));
+            }
+            load.duration = Some(duration);
+            if self.requests.is_none() {
+                load.requests = None;
+            }
+        }
+        if let Some(requests) = self.requests {
+            load.requests = Some(at_least_one(requests, "--requests")?);
+            if self.duration.is_none() {
+                load.duration = None;
+            }
+        }
+        if let Some(warmup) = self.warmup {
+            load.warmup = warmup;
+        }
+        if let Some(threads) = self.threads {
+            load.threads = Some(at_least_one(threads, "--threads")?);
+        }
+        Ok(())
+    }
+
+    /// Where the load goes and how: target, connections, TLS, headers.
+    fn apply_connection(&self, scenario: &mut Scenario) -> Result<(), ScenarioError> {
+        if let Some(connections) = self.connections {
+            scenario.load.connections = Some(at_least_one(connections, "--connections")?);
+        }
+        if let Some(max) = self.max_in_flight {
+            scenario.load.max_in_flight = Some(at_least_one(max, "--max-in-flight")?);
+        }
+        if let Some(timeout) = self.timeout {
+            load::check_timeout(timeout).map_err(|m| flag("--timeout", m))?;
+            scenario.timeout = timeout;
+        }
+        if self.seed.is_some() {
+            scenario.seed = self.seed;
+        }
+        if let Some(size) = self.max_response_size {
+            scenario.max_response_bytes = size;
+        }
+        scenario.http2 |= self.http2;
+        let tls = &mut scenario.tls;
+        if let Some(cacert) = &self.cacert {
+            tls.cacert = Some(cacert.clone());
+        }
+        tls.system_roots |= self.system_roots;
+        tls.insecure |= self.insecure;
+        if let (Some(cert), Some(key)) = (&self.cert, &self.key) {
+            tls.cert = Some(cert.clone());
+            tls.key = Some(key.clone());
+        }
+        super::check_tls_files(tls).map_err(|m| flag("--cacert/--cert/--key", m))?;
+        for header in &self.headers {
+            let (name, value) = parse_header(header)?;
+            scenario.headers.retain(|(n, _)| !n.eq_ignore_ascii_case(&name));
+            scenario.headers.push((name, value));
+        }
+        Ok(())
+    }
+}
+
+/// `Name: value` from `-H`, its `${VAR}` read from the environment. The
+/// text is never shown in an error: it may hold a secret.
+fn parse_header(header: &str) -> Result<(String, String), ScenarioError> {
+    let (name, value) = header.split_once(':').ok_or_else(|| {
+        flag(
+            "--header",
+            "a header is not 'Name: value' (no colon); its text is not shown, as it may hold a secret",
+        )
+    })?;
+    let name = name.trim().to_string();
+    let value = super::interpolate(value.trim(), &|n| std::env::var(n).ok())
+        .map_err(|m| flag("--header", format!("`{name}`: {m}")))?;
+    super::check_header(&name, &value).map_err(|m| flag("--header", m))?;
+    Ok((name, value))
+}
+
+fn at_least_one(value: u64, name: &'static str) -> Result<u64, ScenarioError> {
+    match value {
+        0 => Err(flag(name, "must be at least 1")),
+        n => Ok(n),
+    }
+}
+
+impl Scenario {
+    /// Where this scenario came from, for errors that name the file's side
+    /// of a conflict.
+    fn origin(&self) -> String {
+        self.file
+            .as_ref()
+            .map_or_else(|| "the one-liner".to_string(), |f| f.display().to_string())
+    }
+
+    /// In the closed model every connection carries at least one of the
+    /// calls in flight: more connections than calls would leave some idle,
+    /// or (over HTTP/1.1) put more calls in flight than asked.
+    fn check_connections(&self, flags: &Overrides) -> Result<(), ScenarioError> {
+        let load = &self.load;
+        if !matches!(load.pacing, Pacing::Closed) {
+            return Ok(());
+        }
+        let staged = load.stages.iter().map(|s| s.target.ceil() as u64).max();
+        let (Some(concurrency), Some(connections)) = (staged.or(load.concurrency), load.connections) else {
+            return Ok(());
+        };
+        if connections <= concurrency {
+            return Ok(());
+        }
+        let named = |given: bool, flag: &str, key: &str, value: u64| match given {
+            true => format!("{flag} {value}"),
+            false => format!("`{key} = {value}` in {}", self.origin()),
+        };
+        let calls = match staged {
+            Some(_) => named(false, "", "load.stages (at most)", concurrency),
+            None => named(
+                flags.concurrency.is_some(),
+                "--concurrency",
+                "load.concurrency",
+                concurrency,
+            ),
+        };
+        let conns = named(
+            flags.connections.is_some(),
+            "--connections",
+            "load.connections",
+            connections,
+        );
+        Err(flag(
+            if flags.connections.is_some() { "--connections" } else { "--concurrency" },
+            format!(
+                "{conns} is more than the calls in flight ({calls}): every connection carries at least one call, so give at most {concurrency} connections, or more concurrency"
+            ),
+        ))
+    }
+}
+
+impl TargetSpec {
+    /// `--target` (or a file's `target`): `builtin`, or a URL whose scheme is
+    /// read case-insensitively (`HTTP://` is `http://`).
+    pub fn parse(target: &str) -> TargetSpec {
+        if target == "builtin" {
+            return TargetSpec::Builtin;
+        }
+        match target.split_once("://") {
+            Some((scheme, rest)) => TargetSpec::Url(format!("{}://{rest}", scheme.to_ascii_lowercase())),
+            None => TargetSpec::Url(target.to_string()),
+        }
+    }
+}

@@ -1,0 +1,716 @@
+//! What a new user met first: a target that never answers, a closed pipe,
+//! a mistyped port, flags against a file, two runs at once, a replay that
+//! stops, a server that stalls, and `validate` agreeing with `run`.
+
+mod common;
+
+use std::io::Read;
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use rand::SeedableRng;
+use serde_json::Value;
+use volley::engine::Pacing;
+use volley::scenario::{Overrides, Scenario, ScenarioError, TargetSpec};
+
+fn volley() -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_volley"));
+    command.current_dir(env!("CARGO_MANIFEST_DIR"));
+    command
+}
+
+fn temp_dir(name: &str) -> PathBuf {
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("volley-test-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    dir
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+fn summary_json(dir: &Path) -> Value {
+    serde_json::from_slice(&std::fs::read(dir.join("summary.json")).unwrap()).unwrap()
+}
+
+/// A hang guard, not a timing assertion: a broken build hangs forever.
+fn wait_or_kill(mut child: Child, limit: Duration) -> Output {
+    let start = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if start.elapsed() > limit {
+            child.kill().unwrap();
+            panic!("volley did not end within {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.wait_with_output().unwrap()
+}
+
+/// A listener that accepts and never says a word; each accept is reported.
+/// With `handshakes`, the first connections get a WebSocket handshake and
+/// then silence.
+fn silent_server(handshakes: usize) -> (SocketAddr, mpsc::Receiver<()>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (accepted, accepts) = mpsc::channel();
+    std::thread::spawn(move || {
+        let mut held: Vec<TcpStream> = Vec::new();
+        for (n, stream) in listener.incoming().enumerate() {
+            let Ok(stream) = stream else { continue };
+            if n < handshakes {
+                if let Ok(socket) = volley_tungstenite_accept(stream.try_clone().unwrap()) {
+                    std::mem::forget(socket);
+                }
+            }
+            held.push(stream);
+            let _ = accepted.send(());
+        }
+    });
+    (addr, accepts)
+}
+
+fn volley_tungstenite_accept(
+    stream: TcpStream,
+) -> Result<tokio_tungstenite::tungstenite::WebSocket<TcpStream>, String> {
+    tokio_tungstenite::tungstenite::accept(stream).map_err(|e| e.to_string())
+}
+
+#[test]
+fn a_websocket_target_that_never_completes_its_handshake_fails_within_the_timeout() {
+    let (addr, _accepts) = silent_server(0);
+    let out = temp_dir("silent-ws");
+    for scheme in ["ws", "wss"] {
+        let child = volley()
+            .args([
+                "run",
+                "--target",
+                &format!("{scheme}://{addr}"),
+                "--method",
+                "eth_chainId",
+            ])
+            .args(["-d", "2s", "--timeout", "300ms", "--no-tui", "--out"])
+            .arg(&out)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let output = wait_or_kill(child, Duration::from_secs(30));
+        assert_eq!(
+            output.status.code(),
+            Some(1),
+            "{scheme}: {}",
+            text(&output.stderr)
+        );
+        let stderr = text(&output.stderr);
+        assert!(stderr.contains("not ready within 300ms"), "{scheme}: {stderr}");
+        assert!(!out.exists(), "a run that never began leaves no directory");
+    }
+}
+
+#[test]
+fn ctrl_c_before_the_run_begins_stops_volley() {
+    let (addr, accepts) = silent_server(0);
+    let child = volley()
+        .args([
+            "run",
+            "--target",
+            &format!("ws://{addr}"),
+            "--method",
+            "eth_chainId",
+        ])
+        .args(["-d", "2s", "--no-tui"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Accepted: volley is waiting for a handshake that will never come.
+    accepts
+        .recv_timeout(Duration::from_secs(30))
+        .expect("volley connects");
+    let status = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let output = wait_or_kill(child, Duration::from_secs(30));
+    assert_eq!(output.status.code(), Some(130), "{}", text(&output.stderr));
+    assert!(text(&output.stderr).contains("stopped before the run began"));
+}
+
+#[test]
+fn a_websocket_server_that_stalls_after_the_first_handshake_is_counted_not_silent() {
+    let (addr, _accepts) = silent_server(1);
+    let out = temp_dir("stall-ws");
+    let child = volley()
+        .args([
+            "run",
+            "--target",
+            &format!("ws://{addr}"),
+            "--method",
+            "eth_chainId",
+        ])
+        .args([
+            "-d",
+            "1s",
+            "--timeout",
+            "200ms",
+            "-c",
+            "1",
+            "--no-tui",
+            "-q",
+            "--out",
+        ])
+        .arg(&out)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let output = wait_or_kill(child, Duration::from_secs(30));
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
+    let total = &summary_json(&out)["summary"]["total"];
+    let connect = total["outcomes"]["connect"].as_u64().unwrap_or(0);
+    assert!(connect >= 1, "the stalled openings are counted: {total}");
+    assert_eq!(total["calls"].as_u64(), Some(connect), "{total}");
+}
+
+/// A stdout whose reader has gone, as after `| head -c 100` or `| true`.
+fn closed_stdout() -> Stdio {
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    Stdio::from(writer)
+}
+
+#[test]
+fn a_closed_stdout_loses_nothing() {
+    let out = temp_dir("closed-stdout");
+    let output = volley()
+        .args(["run", "scenarios/demo.toml", "-n", "50", "--no-tui", "--out"])
+        .arg(&out)
+        .stdout(closed_stdout())
+        .output()
+        .unwrap();
+    let stderr = text(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert_eq!(summary_json(&out)["summary"]["requests"], 50);
+    let output = volley()
+        .args([
+            "validate",
+            "scenarios/demo.toml",
+            "scenarios/replay.toml",
+            "scenarios/ethereum-read.toml",
+        ])
+        .stdout(closed_stdout())
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
+    assert!(!text(&output.stderr).contains("panicked"));
+}
+
+#[test]
+fn a_port_that_is_no_port_is_refused_not_replaced() {
+    for url in [
+        "http://127.0.0.1:99999",
+        "http://127.0.0.1:21545x",
+        "https://127.0.0.1:99999",
+        "ws://127.0.0.1:70000",
+        "tcp://127.0.0.1:8x",
+    ] {
+        let output = volley()
+            .args(["run", "--target", url, "--method", "m", "-n", "1", "--no-tui"])
+            .output()
+            .unwrap();
+        assert_eq!(output.status.code(), Some(1), "{url}");
+        let stderr = text(&output.stderr);
+        assert!(
+            stderr.contains("is not a number from 1 to 65535"),
+            "{url}: {stderr}"
+        );
+    }
+}
+
+#[test]
+fn an_upper_case_scheme_is_a_scheme() {
+    assert_eq!(
+        TargetSpec::parse("HTTP://127.0.0.1:8545/rpc"),
+        TargetSpec::Url("http://127.0.0.1:8545/rpc".into())
+    );
+    let scenario = flags(None, |f| {
+        f.target = Some("WS://127.0.0.1:1".into());
+        f.method = Some("m".into());
+    })
+    .unwrap();
+    assert_eq!(scenario.target, TargetSpec::Url("ws://127.0.0.1:1".into()));
+}
+
+fn flags(file: Option<&str>, set: impl FnOnce(&mut Overrides)) -> Result<Scenario, ScenarioError> {
+    let mut overrides = Overrides::default();
+    set(&mut overrides);
+    let path = file.map(|f| Path::new(env!("CARGO_MANIFEST_DIR")).join(f));
+    Scenario::with_flags(path.as_deref(), &overrides)
+}
+
+fn flag_error(result: Result<Scenario, ScenarioError>) -> String {
+    result.expect_err("the flags are refused").to_string()
+}
+
+#[test]
+fn duration_against_a_staged_file_is_a_conflict_that_names_both() {
+    let error = flag_error(flags(Some("scenarios/ethereum-batch.toml"), |f| {
+        f.duration = Some(Duration::from_secs(8))
+    }));
+    assert!(error.starts_with("--duration"), "{error}");
+    assert!(
+        error.contains("load.stages") && error.contains("ethereum-batch.toml"),
+        "{error}"
+    );
+    // With the stages replaced, the duration holds.
+    let scenario = flags(Some("scenarios/ethereum-batch.toml"), |f| {
+        f.duration = Some(Duration::from_secs(8));
+        f.rate = Some(50.0);
+    })
+    .unwrap();
+    let plan = scenario.compile().plan;
+    assert_eq!(plan.duration, Some(Duration::from_secs(8)));
+    assert!(plan.stages.is_empty());
+}
+
+#[test]
+fn concurrency_replaces_a_staged_rate_instead_of_reading_its_rates_as_concurrency() {
+    // The file's 32 connections cannot carry 4 calls: the rule names both.
+    let error = flag_error(flags(Some("scenarios/ethereum-batch.toml"), |f| {
+        f.concurrency = Some(4)
+    }));
+    assert!(
+        error.contains("--concurrency 4") && error.contains("load.connections = 32"),
+        "{error}"
+    );
+    let scenario = flags(Some("scenarios/ethereum-batch.toml"), |f| {
+        f.concurrency = Some(4);
+        f.connections = Some(4);
+    })
+    .unwrap();
+    let plan = scenario.compile().plan;
+    assert_eq!(plan.pacing, Pacing::Closed);
+    assert!(plan.stages.is_empty(), "{:?}", plan.stages);
+    assert_eq!(plan.connections * plan.per_connection, 4);
+}
+
+#[test]
+fn requests_replace_the_files_duration_and_duration_its_requests() {
+    let plan = flags(Some("scenarios/demo.toml"), |f| f.requests = Some(2000))
+        .unwrap()
+        .compile()
+        .plan;
+    assert_eq!((plan.requests, plan.duration), (Some(2000), None));
+    let dir = temp_dir("requests-file");
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("n.toml");
+    std::fs::write(
+        &file,
+        "target = \"builtin\"\n[load]\nrequests = 10\n[[calls]]\nmethod = \"m\"\n",
+    )
+    .unwrap();
+    let overrides = Overrides {
+        duration: Some(Duration::from_secs(3)),
+        ..Overrides::default()
+    };
+    let plan = Scenario::with_flags(Some(&file), &overrides)
+        .unwrap()
+        .compile()
+        .plan;
+    assert_eq!(
+        (plan.requests, plan.duration),
+        (None, Some(Duration::from_secs(3)))
+    );
+}
+
+#[test]
+fn params_with_a_file_are_checked_and_applied_or_refused_by_name() {
+    let error = flag_error(flags(Some("scenarios/demo.toml"), |f| {
+        f.params = Some("not json".into())
+    }));
+    assert!(error.starts_with("--params: not JSON"), "{error}");
+    let error = flag_error(flags(Some("scenarios/demo.toml"), |f| {
+        f.params = Some("[1]".into())
+    }));
+    assert!(error.contains("say which with --method"), "{error}");
+    let scenario = flags(Some("scenarios/demo.toml"), |f| {
+        f.method = Some("add".into());
+        f.params = Some("[40, 2]".into());
+    })
+    .unwrap();
+    assert_eq!(scenario.calls.len(), 1);
+    assert_eq!(
+        first_body(&scenario),
+        r#"{"jsonrpc":"2.0","method":"add","params":[40,2],"id":1}"#
+    );
+}
+
+#[test]
+fn a_file_without_a_target_takes_the_target_flag() {
+    let dir = temp_dir("no-target");
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("t.toml");
+    std::fs::write(&file, "[[calls]]\nmethod = \"eth_chainId\"\n").unwrap();
+    let error = Scenario::with_flags(Some(&file), &Overrides::default())
+        .unwrap_err()
+        .to_string();
+    assert!(error.contains("a target is needed"), "{error}");
+    let overrides = Overrides {
+        target: Some("http://127.0.0.1:8545".into()),
+        ..Overrides::default()
+    };
+    let scenario = Scenario::with_flags(Some(&file), &overrides).unwrap();
+    assert_eq!(scenario.target, TargetSpec::Url("http://127.0.0.1:8545".into()));
+}
+
+#[test]
+fn more_connections_than_calls_in_flight_is_a_conflict_that_names_both() {
+    let error = flag_error(flags(None, |f| {
+        f.target = Some("http://127.0.0.1:1".into());
+        f.method = Some("m".into());
+        f.concurrency = Some(2);
+        f.connections = Some(8);
+    }));
+    assert!(
+        error.contains("--connections 8") && error.contains("--concurrency 2"),
+        "{error}"
+    );
+    let error = flag_error(flags(Some("scenarios/demo.toml"), |f| f.connections = Some(500)));
+    assert!(
+        error.contains("--connections 500") && error.contains("load.concurrency = 32"),
+        "{error}"
+    );
+}
+
+/// The first request the scenario would send, as bytes.
+fn first_body(scenario: &Scenario) -> String {
+    let compiled = scenario.compile();
+    let mut rng = rand::rngs::SmallRng::seed_from_u64(1);
+    let mut planned = Vec::new();
+    let batch = compiled.mix.next_request(&mut rng, &mut planned).unwrap();
+    let mut builder = volley::rpc::RequestBuilder::default();
+    let body = compiled.mix.write(&mut builder, &planned, batch, 1, &mut rng);
+    text(&body)
+}
+
+#[test]
+fn one_liner_params_generate_values_as_a_file_does() {
+    let scenario = flags(None, |f| {
+        f.target = Some("builtin".into());
+        f.method = Some("add".into());
+        f.params = Some(r#"["${int(7, 7)}", "block-${seq(5)}"]"#.into());
+    })
+    .unwrap();
+    assert_eq!(
+        first_body(&scenario),
+        r#"{"jsonrpc":"2.0","method":"add","params":[7,"block-5"],"id":1}"#
+    );
+    let error = flag_error(flags(None, |f| {
+        f.target = Some("builtin".into());
+        f.method = Some("add".into());
+        f.params = Some(r#"["${nope()}"]"#.into());
+    }));
+    assert!(error.starts_with("--params"), "{error}");
+}
+
+#[test]
+fn a_replay_that_stops_ends_the_run_at_the_end_of_its_file() {
+    let dir = temp_dir("replay-stop");
+    std::fs::create_dir_all(&dir).unwrap();
+    let lines: String = (1..=6)
+        .map(|i| format!("{{\"jsonrpc\":\"2.0\",\"method\":\"echo\",\"params\":[{i}],\"id\":{i}}}\n"))
+        .collect();
+    std::fs::write(dir.join("six.jsonl"), lines).unwrap();
+    for load in ["concurrency = 2", "rate = 100"] {
+        let text = format!(
+            "target = \"builtin\"\n[replay]\nfile = \"six.jsonl\"\non_end = \"stop\"\n[load]\n{load}\nduration = \"10s\"\n"
+        );
+        let path = dir.join("stop.toml");
+        std::fs::write(&path, text).unwrap();
+        let scenario = Scenario::load(&path).unwrap();
+        assert_eq!(scenario.compile().plan.requests, Some(6), "{load}");
+        let report = common::run(&scenario);
+        assert_eq!(report.summary.requests, 6, "{load}");
+        assert_eq!(report.summary.total.calls, 6, "{load}");
+        if let Some(schedule) = &report.summary.schedule {
+            assert_eq!(schedule.unsent, 0, "{load}: nothing is owed after the file ends");
+            assert!(!schedule.behind, "{load}");
+        }
+        assert!(
+            report.meta.warnings.is_empty(),
+            "{load}: {:?}",
+            report.meta.warnings
+        );
+    }
+}
+
+#[test]
+fn a_server_that_stops_answering_is_reported_as_such() {
+    let (addr, _accepts) = silent_server(0);
+    for (model, expect) in [
+        ("-c", "the server answered no call"),
+        ("--rate", "every connection was waiting"),
+    ] {
+        let out = temp_dir(&format!("stalled{model}"));
+        let amount = if model == "-c" { "4" } else { "200" };
+        let child = volley()
+            .args([
+                "run",
+                "--target",
+                &format!("http://{addr}"),
+                "--method",
+                "eth_chainId",
+            ])
+            .args([
+                "-d",
+                "1s",
+                model,
+                amount,
+                "--connections",
+                "4",
+                "--no-tui",
+                "-q",
+                "--out",
+            ])
+            .arg(&out)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let output = wait_or_kill(child, Duration::from_secs(30));
+        assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
+        let json = summary_json(&out);
+        assert_eq!(json["summary"]["in_flight_at_end"], 4, "{model}");
+        let warnings = json["meta"]["warnings"].to_string();
+        assert!(warnings.contains(expect), "{model}: {warnings}");
+        assert!(
+            warnings.contains("timeout (10s) is longer than the run"),
+            "{model}: {warnings}"
+        );
+        assert!(!warnings.contains("generator fell behind"), "{model}: {warnings}");
+        assert!(warnings.contains("4 calls still waiting"), "{model}: {warnings}");
+    }
+}
+
+/// `validate` reads a file as `run` does: what one refuses, so does the other.
+fn validate_and_run(name: &str, body: &str, expect: &str) {
+    let dir = temp_dir(name);
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join(format!("{name}.toml"));
+    std::fs::write(&file, body).unwrap();
+    for command in ["validate", "run"] {
+        let mut volley = volley();
+        volley.arg(command).arg(&file);
+        if command == "run" {
+            volley.arg("--no-tui");
+        }
+        let output = volley.output().unwrap();
+        let stderr = text(&output.stderr);
+        assert_eq!(output.status.code(), Some(1), "{command} {name}: {stderr}");
+        assert!(stderr.contains(expect), "{command} {name}: {stderr}");
+    }
+}
+
+#[test]
+fn validate_refuses_what_run_would_fail_on() {
+    let calls = "[[calls]]\nmethod = \"m\"\n";
+    validate_and_run(
+        "header-space",
+        &format!("target = \"http://127.0.0.1:1\"\n[headers]\n\"X Bad\" = \"v\"\n{calls}"),
+        "key `headers.X Bad`: `X Bad` is not a valid header name",
+    );
+    validate_and_run(
+        "missing-cacert",
+        &format!("target = \"https://127.0.0.1:1\"\n[tls]\ncacert = \"nowhere.pem\"\n{calls}"),
+        "nowhere.pem",
+    );
+    validate_and_run(
+        "no-such-command",
+        &format!("command = [\"volley-no-such-program\", \"--stdio\"]\n{calls}"),
+        "`volley-no-such-program` is not installed",
+    );
+    validate_and_run(
+        "content-length",
+        &format!("target = \"http://127.0.0.1:1\"\n[headers]\nContent-Length = \"5\"\n{calls}"),
+        "is set by volley itself",
+    );
+}
+
+#[test]
+fn flags_with_impossible_values_are_refused_by_name() {
+    let cases: [(&[&str], &str); 5] = [
+        (
+            &["--rate", "1e12"],
+            "--rate: rate 1000000000000 is more than one machine can send",
+        ),
+        (&["--timeout", "1ns"], "--timeout: timeout must be at least 1ms"),
+        (
+            &["-H", "Content-Length: 5"],
+            "--header: `Content-Length` is set by volley itself",
+        ),
+        (
+            &["-H", "NoColonHere"],
+            "--header: a header is not 'Name: value' (no colon)",
+        ),
+        (
+            &["-c", "2", "--connections", "8"],
+            "--connections 8 is more than the calls in flight (--concurrency 2)",
+        ),
+    ];
+    for (args, expect) in cases {
+        let output = volley()
+            .args(["run", "--target", "builtin", "--method", "m", "--no-tui"])
+            .args(args)
+            .output()
+            .unwrap();
+        let stderr = text(&output.stderr);
+        assert_eq!(output.status.code(), Some(1), "{args:?}: {stderr}");
+        assert!(stderr.contains(expect), "{args:?}: {stderr}");
+        assert!(
+            !stderr.contains("NoColonHere") && !stderr.contains("redacted"),
+            "{stderr}"
+        );
+    }
+}
+
+#[test]
+fn a_missing_file_says_its_os_error_once() {
+    let output = volley()
+        .args(["run", "/nonexistent/volley.toml"])
+        .output()
+        .unwrap();
+    let stderr = text(&output.stderr);
+    assert_eq!(output.status.code(), Some(1));
+    assert_eq!(stderr.matches("os error 2").count(), 1, "{stderr}");
+}
+
+#[test]
+fn run_help_states_the_flag_rule_and_the_defaults() {
+    let output = volley().args(["run", "--help"]).output().unwrap();
+    let help = text(&output.stdout);
+    assert!(
+        help.contains("a flag replaces what it names in the file"),
+        "{help}"
+    );
+    for default in ["default 16", "default 10s", "default 0s", "default 64"] {
+        assert!(help.contains(default), "{default} missing from:\n{help}");
+    }
+}
+
+#[test]
+fn two_runs_given_one_directory_never_share_it() {
+    let out = temp_dir("two-runs");
+    let start = || {
+        volley()
+            .args([
+                "run",
+                "scenarios/demo.toml",
+                "-n",
+                "20",
+                "--no-tui",
+                "-q",
+                "--out",
+            ])
+            .arg(&out)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let (first, second) = (start(), start());
+    let codes: Vec<Option<i32>> = [first, second]
+        .into_iter()
+        .map(|child| wait_or_kill(child, Duration::from_secs(60)).status.code())
+        .collect();
+    let mut sorted = codes.clone();
+    sorted.sort();
+    assert_eq!(
+        sorted,
+        [Some(0), Some(1)],
+        "one run has the directory, the other is refused"
+    );
+    assert_eq!(summary_json(&out)["summary"]["requests"], 20);
+}
+
+/// When neither the directory asked for nor the temporary one can be
+/// written, stdout holds the results as one JSON document and nothing else.
+#[test]
+fn the_last_resort_is_json_alone_on_stdout() {
+    let dir = temp_dir("last-resort");
+    std::fs::create_dir_all(&dir).unwrap();
+    let no_tmp = dir.join("not-a-dir");
+    std::fs::write(&no_tmp, "a file").unwrap();
+    let out = dir.join("results");
+    let mut child = volley()
+        .env("TMPDIR", &no_tmp)
+        .args([
+            "run",
+            "scenarios/demo.toml",
+            "-d",
+            "2s",
+            "--warmup",
+            "0s",
+            "--no-tui",
+            "-q",
+            "--out",
+        ])
+        .arg(&out)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    while !out.join("summary.json").exists() {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    std::fs::remove_dir_all(&out).unwrap();
+    std::fs::write(&out, "in the way").unwrap();
+    let mut stdout = String::new();
+    child.stdout.take().unwrap().read_to_string(&mut stdout).unwrap();
+    let output = wait_or_kill(child, Duration::from_secs(60));
+    assert_eq!(output.status.code(), Some(3), "{}", text(&output.stderr));
+    let json: Value = serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout}"));
+    assert!(json["summary"]["requests"].as_u64().unwrap() > 0);
+}
+
+#[test]
+fn the_closed_model_keeps_exactly_its_concurrency_in_flight() {
+    let (addr, _accepts) = silent_server(0);
+    let out = temp_dir("exact-concurrency");
+    // 10 calls over 4 multiplexed connections: 3, 3, 3 and 1, never 12.
+    let child = volley()
+        .args([
+            "run",
+            "--target",
+            &format!("tcp://{addr}"),
+            "--method",
+            "eth_chainId",
+        ])
+        .args([
+            "-d",
+            "1s",
+            "-c",
+            "10",
+            "--connections",
+            "4",
+            "--no-tui",
+            "-q",
+            "--out",
+        ])
+        .arg(&out)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let output = wait_or_kill(child, Duration::from_secs(30));
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
+    let json = summary_json(&out);
+    assert_eq!(json["summary"]["in_flight_at_end"], 10);
+    assert_eq!(json["meta"]["load"]["concurrency"], 10);
+    assert_eq!(json["meta"]["load"]["connections"], 4);
+}
