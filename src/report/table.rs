@@ -179,12 +179,12 @@ fn requests(out: &mut String, summary: &RunSummary) {
     if !summary.http_statuses.is_empty() {
         let _ = writeln!(
             out,
-            "\nrequests sent: {} · HTTP statuses: {}",
+            "\nrequests completed: {} · HTTP statuses: {}",
             summary.requests,
             pairs(&summary.http_statuses).join(", ")
         );
     } else {
-        let _ = writeln!(out, "\nrequests sent: {}", summary.requests);
+        let _ = writeln!(out, "\nrequests completed: {}", summary.requests);
     }
     if let Some(schedule) = &summary.schedule {
         let d = &schedule.start_delay;
