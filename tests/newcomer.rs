@@ -487,7 +487,10 @@ fn a_server_that_stops_answering_is_reported_as_such() {
         assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
         let table = text(&output.stdout);
         assert!(table.contains("requests completed: 0"), "{table}");
-        assert!(table.contains("calls in flight when the run stopped (not counted): 4"), "{table}");
+        assert!(
+            table.contains("calls in flight when the run stopped (not counted): 4"),
+            "{table}"
+        );
         let json = summary_json(&out);
         assert_eq!(json["summary"]["in_flight_at_end"], 4, "{model}");
         let warnings = json["meta"]["warnings"].to_string();

@@ -5,7 +5,9 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use super::worker::{Chunk, TICKS_PER_SECOND};
-use crate::stats::{latency_buckets, MethodSummary, Recorder, SecondRow, Snapshot, LATE_THRESHOLD};
+use crate::stats::{
+    latency_buckets, LatencyLog, MethodSummary, Recorder, SecondRow, Snapshot, LATE_THRESHOLD,
+};
 
 /// Buckets in the latency histogram of a snapshot.
 const HISTOGRAM_BUCKETS: usize = 12;
@@ -27,6 +29,7 @@ pub(super) struct Gatherer {
     /// Requests sent by the threads that finished.
     pub sent: u64,
     pub timeseries: Vec<SecondRow>,
+    pub latency_log: LatencyLog,
     last_window: Option<Recorder>,
     /// Rows completed since the last snapshot.
     fresh_rows: Vec<SecondRow>,
@@ -52,6 +55,7 @@ impl Gatherer {
             total: Recorder::new(methods.len()),
             sent: 0,
             timeseries: Vec::new(),
+            latency_log: LatencyLog::default(),
             last_window: None,
             fresh_rows: Vec::new(),
             last_error: None,
@@ -130,6 +134,7 @@ impl Gatherer {
         {
             self.stage_totals[stage].merge(&window);
         }
+        self.latency_log.add(second, length, &self.methods, &window);
         let row = SecondRow::new(second, &window, length);
         self.timeseries.push(row.clone());
         self.fresh_rows.push(row);

@@ -171,6 +171,7 @@ pub async fn run(
             .collect(),
         total: MethodSummary::new("TOTAL", &total.total(), seconds),
         timeseries: std::mem::take(&mut gatherer.timeseries),
+        latency_log: std::mem::take(&mut gatherer.latency_log),
         requests: total.requests,
         http_statuses: total.statuses.iter().copied().collect(),
         extra_batch_entries: total.extra_entries,

@@ -1,6 +1,7 @@
 //! Turning a finished run into output: one file per format.
 
 mod csv;
+mod hlog;
 mod json;
 mod table;
 
@@ -98,7 +99,7 @@ pub enum ReportError {
     Write { path: PathBuf, source: std::io::Error },
 }
 
-/// Writes `summary.csv`, `timeseries.csv` and `summary.json` into `dir`,
+/// Writes `summary.csv`, `timeseries.csv`, `latency.hlog` and, last, `summary.json` into `dir`,
 /// returning the paths written.
 pub fn write_files(dir: &Path, report: &RunReport) -> Result<Vec<PathBuf>, ReportError> {
     std::fs::create_dir_all(dir).map_err(|source| ReportError::CreateDir {
@@ -106,9 +107,10 @@ pub fn write_files(dir: &Path, report: &RunReport) -> Result<Vec<PathBuf>, Repor
         source,
     })?;
     type Render = fn(&RunReport) -> Vec<u8>;
-    let files: [(&str, Render); 3] = [
+    let files: [(&str, Render); 4] = [
         ("summary.csv", csv::summary),
         ("timeseries.csv", csv::timeseries),
+        ("latency.hlog", hlog::render),
         ("summary.json", json::summary),
     ];
     let mut written = Vec::new();

@@ -2,10 +2,12 @@
 //! merged into run totals and per-second rows.
 
 mod examples;
+mod latency_log;
 mod snapshot;
 mod summary;
 
 pub use examples::{Cause, ErrorExample, EXAMPLES_PER_OUTCOME, EXAMPLE_ANSWER_BYTES};
+pub use latency_log::{tag_for, Interval, LatencyLog, TOTAL_TAG};
 pub use snapshot::{latency_buckets, Snapshot};
 pub use summary::{
     BatchSummary, ChildShutdown, LatencySummary, MethodSummary, RunSummary, ScheduleSummary, SecondRow,

@@ -266,6 +266,9 @@ pub struct RunSummary {
     pub methods: Vec<MethodSummary>,
     pub total: MethodSummary,
     pub timeseries: Vec<SecondRow>,
+    /// Each second's latency histograms, for `latency.hlog`.
+    #[serde(skip)]
+    pub latency_log: super::LatencyLog,
     pub requests: u64,
     pub http_statuses: BTreeMap<u16, u64>,
     pub extra_batch_entries: u64,

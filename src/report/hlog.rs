@@ -1,0 +1,44 @@
+//! `latency.hlog`: HdrHistogram's interval log, one histogram a second per
+//! method and one for every call (`TOTAL`), in microseconds, so
+//! HdrHistogram's own tools, or a later volley command, can rebuild every
+//! latency figure exactly (histograms add; percentiles do not).
+
+use std::time::{Duration, SystemTime};
+
+use hdrhistogram::serialization::interval_log::{IntervalLogWriterBuilder, Tag};
+use hdrhistogram::serialization::V2DeflateSerializer;
+
+use super::RunReport;
+
+/// The log's text. Interval start times are seconds since the measured
+/// part of the run began (the log's `BaseTime`).
+pub fn render(report: &RunReport) -> Vec<u8> {
+    let meta = &report.meta;
+    let started = humantime::parse_rfc3339(&meta.started_at).unwrap_or(SystemTime::UNIX_EPOCH);
+    let measured_from = started + Duration::from_secs_f64(meta.load.warmup_s);
+    let mut out = Vec::new();
+    let mut serializer = V2DeflateSerializer::new();
+    let header = format!(
+        "volley {}: scenario {}, target {}; latency in microseconds from the intended send; one tag per method, {} for every call",
+        meta.version,
+        meta.scenario,
+        meta.target,
+        crate::stats::TOTAL_TAG
+    );
+    let Ok(mut log) = IntervalLogWriterBuilder::new()
+        .add_comment(&header)
+        .with_start_time(started)
+        .with_base_time(measured_from)
+        .begin_log_with(&mut out, &mut serializer)
+    else {
+        return out;
+    };
+    for interval in &report.summary.latency_log.intervals {
+        let tag = Tag::new(&interval.tag);
+        let start = Duration::from_secs(u64::from(interval.second));
+        // Writing into memory fails only on a histogram that cannot encode;
+        // volley's own can.
+        let _ = log.write_histogram(&interval.histogram(), start, interval.length, tag);
+    }
+    out
+}
