@@ -140,6 +140,10 @@ pub struct RunArgs {
     /// Directory for the result files (default: results/<UTC time>-<scenario>/).
     #[arg(short = 'o', long)]
     pub out: Option<PathBuf>,
+    /// Exit 2 when the run's verdict is invalid (schedule not kept, client saturated, stopped
+    /// early), so CI never passes figures that cannot be trusted.
+    #[arg(long)]
+    pub require_valid: bool,
     /// Print nothing but the final summary.
     #[arg(short = 'q', long)]
     pub quiet: bool,

@@ -209,6 +209,8 @@ const EXIT_SIGINT: u8 = 130;
 const EXIT_SIGTERM: u8 = 143;
 /// The run completed but its files went elsewhere (see the error).
 const EXIT_RESULTS_ELSEWHERE: u8 = 3;
+/// The run completed, but a check asked for failed (`--require-valid`).
+const EXIT_FAILED_CHECK: u8 = 2;
 /// A connection task panicked (a bug in volley); the figures are complete otherwise.
 const EXIT_BUG: u8 = 70;
 
@@ -243,6 +245,9 @@ pub fn run_command(args: RunArgs) -> anyhow::Result<ExitCode> {
     }
     if report.summary.panicked_connections > 0 {
         return Ok(ExitCode::from(EXIT_BUG));
+    }
+    if signal == 0 && args.require_valid && !report.summary.verdict.valid {
+        return Ok(ExitCode::from(EXIT_FAILED_CHECK));
     }
     Ok(ExitCode::from(signal))
 }

@@ -23,8 +23,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::rpc::CallTemplate;
 use crate::stats::{
-    micros, BatchSummary, LatencySummary, MethodSummary, RunSummary, ScheduleSummary, SetupSummary, Snapshot,
-    StageSummary, SubscriptionSummary, LATE_THRESHOLD,
+    micros, BatchSummary, ClientCpu, Evidence, LatencySummary, MethodSummary, RunSummary, ScheduleSummary,
+    SetupSummary, Snapshot, StageSummary, SubscriptionSummary, Verdict, LATE_THRESHOLD,
 };
 use crate::transport::Target;
 use gather::Gatherer;
@@ -162,6 +162,19 @@ pub async fn run(
             behind: late_calls * 100 > delays.len() || unsent * 100 > due.max(1),
         }
     });
+    let cpu = client_cpu(&shared, end - start, threads);
+    let verdict = Verdict::of(&Evidence {
+        schedule: schedule.as_ref(),
+        calls: total.calls(),
+        rate: match shared.plan.pacing {
+            Pacing::Open { rate } if shared.plan.stages.is_empty() => Some(rate),
+            _ => None,
+        },
+        measured_seconds: seconds,
+        cpu: &cpu,
+        partial: cancel.is_cancelled(),
+        panicked: shared.panicked.load(Ordering::Relaxed),
+    });
     let methods = &shared.mix.methods;
     RunSummary {
         methods: methods
@@ -214,6 +227,23 @@ pub async fn run(
         in_flight_at_end: shared.in_flight_at_end.load(Ordering::Relaxed),
         panicked_connections: shared.panicked.load(Ordering::Relaxed),
         measured_seconds: seconds,
+        client_cpu: cpu,
+        verdict,
         partial: cancel.is_cancelled(),
+    }
+}
+
+/// The engine threads' CPU time against their wall time over the run.
+fn client_cpu(shared: &Shared, wall: std::time::Duration, threads: usize) -> ClientCpu {
+    let seconds = shared.cpu_micros.load(Ordering::Relaxed) as f64 / 1e6;
+    let available = wall.as_secs_f64() * threads.max(1) as f64;
+    ClientCpu {
+        seconds,
+        threads,
+        busy_share: if available > 0.0 {
+            (seconds / available).min(1.0)
+        } else {
+            0.0
+        },
     }
 }

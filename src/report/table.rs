@@ -36,6 +36,16 @@ pub fn render_table(report: &RunReport) -> String {
     for warning in &meta.warnings {
         let _ = writeln!(out, "warning: {warning}");
     }
+    let verdict = &summary.verdict;
+    let cpu = &summary.client_cpu;
+    let _ = match verdict.valid {
+        true => writeln!(
+            out,
+            "verdict: valid (engine threads busy {:.0}% of the run)",
+            cpu.busy_share * 100.0
+        ),
+        false => writeln!(out, "verdict: invalid: {}", verdict.reasons.join("; ")),
+    };
     out
 }
 

@@ -5,6 +5,7 @@ mod examples;
 mod latency_log;
 mod snapshot;
 mod summary;
+mod verdict;
 
 pub use examples::{Cause, ErrorExample, EXAMPLES_PER_OUTCOME, EXAMPLE_ANSWER_BYTES};
 pub use latency_log::{tag_for, Interval, LatencyLog, TOTAL_TAG};
@@ -13,6 +14,7 @@ pub use summary::{
     BatchSummary, ChildShutdown, LatencySummary, MethodSummary, RunSummary, ScheduleSummary, SecondRow,
     SetupSummary, StageSummary, SubscriptionSummary, LATE_THRESHOLD,
 };
+pub use verdict::{ClientCpu, Evidence, Verdict, SATURATED_SHARE};
 
 use std::time::Duration;
 

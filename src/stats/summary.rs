@@ -297,6 +297,10 @@ pub struct RunSummary {
     /// Connection tasks that panicked (a bug); their calls so far are counted.
     pub panicked_connections: u64,
     pub measured_seconds: f64,
+    /// volley's own CPU use over the run.
+    pub client_cpu: super::ClientCpu,
+    /// Whether the figures measure the server alone, and if not, why.
+    pub verdict: super::Verdict,
     /// The run was stopped early (Ctrl-C, SIGTERM, `q`): the figures cover
     /// only what ran. The CSVs say it too, in their `partial` column.
     pub partial: bool,

@@ -1,0 +1,174 @@
+//! A verdict on the run itself: whether its figures measure the server, or
+//! something else too (a generator that fell behind, a client pinned at its
+//! CPU, a run cut short). CI gates on it with `--require-valid`.
+
+use serde::Serialize;
+
+use super::ScheduleSummary;
+
+/// Engine threads busy this share of the run's wall time or more were the
+/// bottleneck: the figures include volley's own queueing.
+pub const SATURATED_SHARE: f64 = 0.95;
+
+/// volley's own CPU use over the run.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct ClientCpu {
+    /// CPU time of the engine threads, in seconds.
+    pub seconds: f64,
+    pub threads: usize,
+    /// `seconds` over the threads' wall time: 1.0 is every thread busy
+    /// throughout.
+    pub busy_share: f64,
+}
+
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct Verdict {
+    pub valid: bool,
+    /// Why not, in words; empty when valid.
+    pub reasons: Vec<String>,
+}
+
+/// What the verdict weighs.
+pub struct Evidence<'a> {
+    pub schedule: Option<&'a ScheduleSummary>,
+    /// Calls measured (for the late share).
+    pub calls: u64,
+    /// Target requests/s of a constant open-model load.
+    pub rate: Option<f64>,
+    pub measured_seconds: f64,
+    pub cpu: &'a ClientCpu,
+    pub partial: bool,
+    pub panicked: u64,
+}
+
+impl Verdict {
+    pub fn of(evidence: &Evidence) -> Verdict {
+        let mut reasons = Vec::new();
+        if let Some(schedule) = evidence.schedule {
+            schedule_reasons(schedule, evidence, &mut reasons);
+        }
+        let cpu = evidence.cpu;
+        if cpu.busy_share >= SATURATED_SHARE {
+            reasons.push(format!(
+                "the client was saturated: volley's {} engine threads were busy {:.0}% of the run, so the figures include its own queueing (add threads or machines, or lower the load)",
+                cpu.threads,
+                cpu.busy_share * 100.0
+            ));
+        }
+        if evidence.partial {
+            reasons.push("the run was stopped before its end".into());
+        }
+        if evidence.panicked > 0 {
+            reasons.push(format!("{} connection tasks panicked", evidence.panicked));
+        }
+        Verdict {
+            valid: reasons.is_empty(),
+            reasons,
+        }
+    }
+}
+
+/// The open model's schedule: calls sent late, requests never sent (the
+/// achieved rate below its target).
+fn schedule_reasons(schedule: &ScheduleSummary, evidence: &Evidence, reasons: &mut Vec<String>) {
+    if schedule.late_calls * 100 > evidence.calls.max(1) {
+        reasons.push(format!(
+            "{:.1}% of calls ({} of {}) left more than {} ms after their intended time (the limit is 1%)",
+            schedule.late_calls as f64 * 100.0 / evidence.calls.max(1) as f64,
+            schedule.late_calls,
+            evidence.calls,
+            super::LATE_THRESHOLD.as_millis()
+        ));
+    }
+    if schedule.unsent > 0 {
+        let achieved = match (evidence.rate, evidence.measured_seconds > 0.0) {
+            (Some(rate), true) => {
+                let unsent_rate = schedule.unsent as f64 / evidence.measured_seconds;
+                format!(
+                    " (about {:.1} requests/s short of the target {rate})",
+                    unsent_rate
+                )
+            }
+            _ => String::new(),
+        };
+        reasons.push(format!(
+            "{} requests due were never sent{achieved}",
+            schedule.unsent
+        ));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn evidence<'a>(schedule: Option<&'a ScheduleSummary>, cpu: &'a ClientCpu) -> Evidence<'a> {
+        Evidence {
+            schedule,
+            calls: 1000,
+            rate: Some(100.0),
+            measured_seconds: 10.0,
+            cpu,
+            partial: false,
+            panicked: 0,
+        }
+    }
+
+    fn schedule(late_calls: u64, unsent: u64) -> ScheduleSummary {
+        ScheduleSummary {
+            start_delay: Default::default(),
+            late_calls,
+            unsent,
+            behind: false,
+        }
+    }
+
+    #[test]
+    fn a_kept_schedule_on_an_idle_client_is_valid() {
+        let cpu = ClientCpu {
+            busy_share: 0.94,
+            ..ClientCpu::default()
+        };
+        let kept = schedule(10, 0);
+        let verdict = Verdict::of(&evidence(Some(&kept), &cpu));
+        assert_eq!(
+            verdict,
+            Verdict {
+                valid: true,
+                reasons: vec![]
+            }
+        );
+    }
+
+    #[test]
+    fn each_reason_makes_a_run_invalid_and_is_said() {
+        let idle = ClientCpu::default();
+        let late = schedule(11, 0);
+        let reasons = Verdict::of(&evidence(Some(&late), &idle)).reasons;
+        assert_eq!(reasons.len(), 1);
+        assert!(
+            reasons[0].starts_with("1.1% of calls (11 of 1000)"),
+            "{reasons:?}"
+        );
+        let unsent = schedule(0, 50);
+        let reasons = Verdict::of(&evidence(Some(&unsent), &idle)).reasons;
+        assert!(
+            reasons[0].contains("50 requests due were never sent (about 5.0 requests/s short"),
+            "{reasons:?}"
+        );
+        let busy = ClientCpu {
+            seconds: 19.0,
+            threads: 2,
+            busy_share: 0.95,
+        };
+        let verdict = Verdict::of(&evidence(None, &busy));
+        assert!(
+            !verdict.valid && verdict.reasons[0].contains("saturated"),
+            "{verdict:?}"
+        );
+        let mut stopped = evidence(None, &idle);
+        stopped.partial = true;
+        stopped.panicked = 2;
+        assert_eq!(Verdict::of(&stopped).reasons.len(), 2);
+    }
+}
