@@ -38,6 +38,20 @@ pub enum Command {
     Validate(ValidateArgs),
     /// Write a commented starter scenario (or one built from an OpenRPC document).
     Init(InitArgs),
+    /// Compare two result directories per method; exit 2 on a regression past its limit
+    /// that the runs' second-by-second spread says is not noise.
+    Compare(CompareArgs),
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct CompareArgs {
+    /// The result directory to compare against (e.g. results/baseline).
+    pub baseline: PathBuf,
+    /// The result directory of the run under test.
+    pub current: PathBuf,
+    /// How far each metric may move the wrong way (default p50=10%,p99=10%,rps=5%,error_rate=0.1pp).
+    #[arg(long, value_name = "LIMITS", default_value = "")]
+    pub max_regression: crate::compare::Tolerances,
 }
 
 #[derive(Args, Debug, Clone)]

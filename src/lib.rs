@@ -4,6 +4,7 @@
 //! report; see `docs/ARCHITECTURE.md`.
 
 pub mod cli;
+pub mod compare;
 pub mod engine;
 pub mod init;
 pub mod metrics;

@@ -1,15 +1,24 @@
 use std::process::ExitCode;
 
-use clap::Parser;
+use clap::Parser as _;
 use volley::cli::{Cli, Command};
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    // A usage error exits 1 ("could not run"), as every other bad flag
+    // does: clap's own 2 is volley's "a check failed".
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(error) => {
+            let _ = error.print();
+            return ExitCode::from(u8::from(error.use_stderr()));
+        }
+    };
     let result = match cli.command {
         Command::Run(args) => volley::run_command(*args),
         Command::Serve(args) => volley::serve_command(*args),
         Command::Validate(args) => volley::validate_command(args),
         Command::Init(args) => volley::init_command(args),
+        Command::Compare(args) => volley::compare::command(args),
     };
     match result {
         Ok(code) => code,

@@ -1,0 +1,432 @@
+//! `volley compare BASELINE CURRENT`: two result directories side by side,
+//! per method, with a change counted as a regression only when it passes
+//! its tolerance **and** the runs' own second-by-second spread says it is
+//! not noise (a Mann-Whitney rank test over the per-second figures from
+//! `latency.hlog`; a two-proportion test for error rates).
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::Path;
+
+use anyhow::Context;
+use hdrhistogram::serialization::interval_log::{IntervalLogIterator, LogEntry};
+use hdrhistogram::serialization::Deserializer;
+use hdrhistogram::Histogram;
+use serde_json::Value;
+
+/// A change is told from noise at this significance (two-sided): strict, so
+/// that two runs of one server at one load do not cry wolf.
+pub const SIGNIFICANCE: f64 = 0.01;
+
+/// The figures compared, and whether more is worse.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Metric {
+    P50,
+    P99,
+    Rps,
+    ErrorRate,
+}
+
+impl Metric {
+    fn name(self) -> &'static str {
+        match self {
+            Metric::P50 => "p50",
+            Metric::P99 => "p99",
+            Metric::Rps => "rps",
+            Metric::ErrorRate => "error_rate",
+        }
+    }
+
+    fn parse(name: &str) -> Option<Metric> {
+        [Metric::P50, Metric::P99, Metric::Rps, Metric::ErrorRate]
+            .into_iter()
+            .find(|m| m.name() == name || (name == "calls_per_s" && *m == Metric::Rps))
+    }
+
+    fn higher_is_worse(self) -> bool {
+        self != Metric::Rps
+    }
+}
+
+/// How far each metric may move the wrong way: a share of the baseline, or
+/// percentage points for the error rate.
+#[derive(Clone, Debug)]
+pub struct Tolerances(BTreeMap<Metric, f64>);
+
+impl Default for Tolerances {
+    fn default() -> Self {
+        Tolerances(BTreeMap::from([
+            (Metric::P50, 0.10),
+            (Metric::P99, 0.10),
+            (Metric::Rps, 0.05),
+            (Metric::ErrorRate, 0.001),
+        ]))
+    }
+}
+
+impl std::str::FromStr for Tolerances {
+    type Err = String;
+
+    /// `p99=10%,rps=5%,error_rate=0.1pp`: the metrics named replace the
+    /// defaults; the others keep theirs.
+    fn from_str(text: &str) -> Result<Self, String> {
+        let mut tolerances = Tolerances::default();
+        for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+            let (name, value) = part
+                .split_once('=')
+                .ok_or_else(|| format!("`{part}`: expected METRIC=LIMIT, e.g. p99=10%"))?;
+            let metric = Metric::parse(name.trim())
+                .ok_or_else(|| format!("`{name}`: unknown metric (p50, p99, rps, error_rate)"))?;
+            let value = value.trim();
+            let (number, scale) = match (value.strip_suffix('%'), value.strip_suffix("pp")) {
+                (Some(n), _) if metric != Metric::ErrorRate => (n, 0.01),
+                (_, Some(n)) if metric == Metric::ErrorRate => (n, 0.01),
+                _ => {
+                    return Err(format!(
+                        "`{part}`: give a percentage ({}=10%) or, for error_rate, percentage points (error_rate=0.1pp)",
+                        metric.name()
+                    ))
+                }
+            };
+            let number: f64 = number
+                .trim()
+                .parse()
+                .ok()
+                .filter(|n: &f64| n.is_finite() && *n >= 0.0)
+                .ok_or_else(|| format!("`{part}`: `{number}` is not a number"))?;
+            tolerances.0.insert(metric, number * scale);
+        }
+        Ok(tolerances)
+    }
+}
+
+/// One result directory, as compare reads it.
+struct Run {
+    summary: Value,
+    /// Per tag (method or TOTAL): each second's latency histogram and length.
+    seconds: BTreeMap<String, Vec<(Histogram<u64>, f64)>>,
+}
+
+impl Run {
+    fn read(dir: &Path) -> anyhow::Result<Run> {
+        let summary: Value = serde_json::from_slice(
+            &std::fs::read(dir.join("summary.json"))
+                .with_context(|| format!("{}: no summary.json", dir.display()))?,
+        )
+        .with_context(|| format!("{}/summary.json is not JSON", dir.display()))?;
+        let log = std::fs::read(dir.join("latency.hlog")).with_context(|| {
+            format!(
+                "{}: no latency.hlog (written by volley 0.1 and later)",
+                dir.display()
+            )
+        })?;
+        let mut seconds: BTreeMap<String, Vec<(Histogram<u64>, f64)>> = BTreeMap::new();
+        let mut deserializer = Deserializer::new();
+        use base64::Engine;
+        for entry in IntervalLogIterator::new(&log) {
+            let Ok(LogEntry::Interval(interval)) = entry else {
+                continue;
+            };
+            let Some(tag) = interval.tag() else { continue };
+            let Ok(bytes) = base64::engine::general_purpose::STANDARD.decode(interval.encoded_histogram())
+            else {
+                continue;
+            };
+            let Ok(histogram) = deserializer.deserialize::<u64, _>(&mut &bytes[..]) else {
+                continue;
+            };
+            let length = interval.duration().as_secs_f64();
+            seconds
+                .entry(tag.as_str().to_string())
+                .or_default()
+                .push((histogram, length));
+        }
+        Ok(Run { summary, seconds })
+    }
+
+    fn figures(&self, method: &str) -> Option<&Value> {
+        let summary = &self.summary["summary"];
+        if method == crate::stats::TOTAL_TAG {
+            return Some(&summary["total"]);
+        }
+        summary["methods"]
+            .as_array()?
+            .iter()
+            .find(|m| m["method"] == method)
+    }
+
+    /// Each full second's value of `metric` for `method`: the samples the
+    /// rank test compares.
+    fn per_second(&self, method: &str, metric: Metric) -> Vec<f64> {
+        let tag = crate::stats::tag_for(method);
+        let Some(seconds) = self.seconds.get(&tag) else {
+            return Vec::new();
+        };
+        seconds
+            .iter()
+            .filter(|(_, length)| *length >= 0.999)
+            .map(|(h, length)| match metric {
+                Metric::P50 => h.value_at_quantile(0.5) as f64 / 1000.0,
+                Metric::P99 => h.value_at_quantile(0.99) as f64 / 1000.0,
+                Metric::Rps => h.len() as f64 / length,
+                Metric::ErrorRate => 0.0,
+            })
+            .collect()
+    }
+}
+
+/// One metric of one method, compared.
+#[derive(Debug)]
+pub struct Row {
+    pub method: String,
+    pub metric: &'static str,
+    pub baseline: f64,
+    pub current: f64,
+    /// Relative change (error rate: the difference, in points).
+    pub change: f64,
+    pub tolerance: f64,
+    /// The probability of a difference this large between the runs by
+    /// chance; `None` when too few seconds to tell.
+    pub p_value: Option<f64>,
+    pub verdict: &'static str,
+}
+
+pub struct Comparison {
+    pub rows: Vec<Row>,
+    /// Differences between the runs that make a comparison doubtful.
+    pub notes: Vec<String>,
+}
+
+impl Comparison {
+    pub fn regressed(&self) -> bool {
+        self.rows.iter().any(|r| r.verdict == "REGRESSION")
+    }
+}
+
+pub fn compare(baseline: &Path, current: &Path, tolerances: &Tolerances) -> anyhow::Result<Comparison> {
+    let (base, cur) = (Run::read(baseline)?, Run::read(current)?);
+    let mut notes = Vec::new();
+    for key in ["scenario", "target"] {
+        let (a, b) = (&base.summary["meta"][key], &cur.summary["meta"][key]);
+        if a != b {
+            notes.push(format!(
+                "the runs differ in {key}: {a} against {b}; the comparison may not mean much"
+            ));
+        }
+    }
+    let mut methods: Vec<String> = base.summary["summary"]["methods"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|m| m["method"].as_str().map(str::to_string))
+        .filter(|m| cur.figures(m).is_some())
+        .collect();
+    methods.push(crate::stats::TOTAL_TAG.to_string());
+    let mut rows = Vec::new();
+    for method in &methods {
+        for (&metric, &tolerance) in &tolerances.0 {
+            rows.push(row(&base, &cur, method, metric, tolerance));
+        }
+    }
+    Ok(Comparison { rows, notes })
+}
+
+fn row(base: &Run, cur: &Run, method: &str, metric: Metric, tolerance: f64) -> Row {
+    let figure = |run: &Run| {
+        let figures = run.figures(method).cloned().unwrap_or(Value::Null);
+        match metric {
+            Metric::P50 => figures["latency"]["p50_ms"].as_f64(),
+            Metric::P99 => figures["latency"]["p99_ms"].as_f64(),
+            Metric::Rps => figures["calls_per_s"].as_f64(),
+            Metric::ErrorRate => figures["error_rate"].as_f64(),
+        }
+        .unwrap_or(0.0)
+    };
+    let (baseline, current) = (figure(base), figure(cur));
+    let change = match metric {
+        Metric::ErrorRate => current - baseline,
+        _ if baseline > 0.0 => (current - baseline) / baseline,
+        _ => 0.0,
+    };
+    let p_value = match metric {
+        Metric::ErrorRate => {
+            let counts = |run: &Run| {
+                let f = run.figures(method).cloned().unwrap_or(Value::Null);
+                (
+                    f["errors"].as_f64().unwrap_or(0.0),
+                    f["calls"].as_f64().unwrap_or(0.0),
+                )
+            };
+            two_proportion_p(counts(base), counts(cur))
+        }
+        _ => rank_test_p(&base.per_second(method, metric), &cur.per_second(method, metric)),
+    };
+    let worse = if metric.higher_is_worse() { change } else { -change };
+    let significant = p_value.is_some_and(|p| p < SIGNIFICANCE);
+    let verdict = match (worse > tolerance, worse < -tolerance, significant) {
+        (true, _, true) => "REGRESSION",
+        (_, true, true) => "improved",
+        (true, _, false) | (_, true, false) => "noise",
+        _ => "ok",
+    };
+    Row {
+        method: method.to_string(),
+        metric: metric.name(),
+        baseline,
+        current,
+        change,
+        tolerance,
+        p_value,
+        verdict,
+    }
+}
+
+/// Two-sided p-value of the Mann-Whitney U test (normal approximation, ties
+/// averaged); `None` with fewer than 3 seconds a side.
+pub fn rank_test_p(a: &[f64], b: &[f64]) -> Option<f64> {
+    let (n1, n2) = (a.len() as f64, b.len() as f64);
+    if a.len() < 3 || b.len() < 3 {
+        return None;
+    }
+    let mut all: Vec<(f64, bool)> = a
+        .iter()
+        .map(|v| (*v, true))
+        .chain(b.iter().map(|v| (*v, false)))
+        .collect();
+    all.sort_by(|x, y| x.0.total_cmp(&y.0));
+    let (mut rank_sum_a, mut i, mut tie_term) = (0.0, 0, 0.0);
+    while i < all.len() {
+        let j = (i..all.len())
+            .find(|&j| all[j].0 != all[i].0)
+            .unwrap_or(all.len());
+        let average_rank = (i + j + 1) as f64 / 2.0;
+        rank_sum_a += average_rank * all[i..j].iter().filter(|x| x.1).count() as f64;
+        let t = (j - i) as f64;
+        tie_term += t * t * t - t;
+        i = j;
+    }
+    let u = rank_sum_a - n1 * (n1 + 1.0) / 2.0;
+    let n = n1 + n2;
+    let variance = n1 * n2 / 12.0 * ((n + 1.0) - tie_term / (n * (n - 1.0)));
+    if variance <= 0.0 {
+        // Every second identical on both sides: no evidence of a change.
+        return Some(1.0);
+    }
+    let z = (u - n1 * n2 / 2.0).abs() / variance.sqrt();
+    Some(2.0 * normal_tail(z))
+}
+
+/// Two-sided p-value that two error rates (errors, calls) differ.
+fn two_proportion_p((e1, n1): (f64, f64), (e2, n2): (f64, f64)) -> Option<f64> {
+    if n1 < 1.0 || n2 < 1.0 {
+        return None;
+    }
+    let pooled = (e1 + e2) / (n1 + n2);
+    let se = (pooled * (1.0 - pooled) * (1.0 / n1 + 1.0 / n2)).sqrt();
+    if se == 0.0 {
+        return Some(1.0);
+    }
+    Some(2.0 * normal_tail(((e1 / n1) - (e2 / n2)).abs() / se))
+}
+
+/// P(Z > z) for a standard normal Z (Abramowitz and Stegun 7.1.26, error
+/// under 1.5e-7: plenty for a 1% threshold).
+fn normal_tail(z: f64) -> f64 {
+    let x = z / std::f64::consts::SQRT_2;
+    let t = 1.0 / (1.0 + 0.327_591_1 * x);
+    let poly = t
+        * (0.254_829_592
+            + t * (-0.284_496_736 + t * (1.421_413_741 + t * (-1.453_152_027 + t * 1.061_405_429))));
+    0.5 * poly * (-x * x).exp()
+}
+
+/// `volley compare`: prints the table; exit 2 on a regression.
+pub fn command(args: crate::cli::CompareArgs) -> anyhow::Result<std::process::ExitCode> {
+    let comparison = compare(&args.baseline, &args.current, &args.max_regression)?;
+    crate::output::print(&render(&comparison, &args.baseline, &args.current));
+    Ok(std::process::ExitCode::from(if comparison.regressed() {
+        2
+    } else {
+        0
+    }))
+}
+
+pub fn render(comparison: &Comparison, baseline: &Path, current: &Path) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "baseline {} · current {}\n",
+        baseline.display(),
+        current.display()
+    );
+    let _ = writeln!(
+        out,
+        "{:<24} {:<10} {:>12} {:>12} {:>9} {:>9} {:>8}  verdict",
+        "method", "metric", "baseline", "current", "change", "limit", "p"
+    );
+    for r in &comparison.rows {
+        let (change, limit) = match r.metric {
+            "error_rate" => (
+                format!("{:+.2}pp", r.change * 100.0),
+                format!("{:.2}pp", r.tolerance * 100.0),
+            ),
+            _ => (
+                format!("{:+.1}%", r.change * 100.0),
+                format!("{:.0}%", r.tolerance * 100.0),
+            ),
+        };
+        let p = r.p_value.map_or("-".to_string(), |p| format!("{p:.3}"));
+        let _ = writeln!(
+            out,
+            "{:<24} {:<10} {:>12.3} {:>12.3} {:>9} {:>9} {:>8}  {}",
+            r.method, r.metric, r.baseline, r.current, change, limit, p, r.verdict
+        );
+    }
+    for note in &comparison.notes {
+        let _ = writeln!(out, "note: {note}");
+    }
+    let _ = writeln!(
+        out,
+        "\n{}",
+        if comparison.regressed() {
+            "result: REGRESSION (a change past its limit that the runs' spread says is not noise)"
+        } else {
+            "result: no regression"
+        }
+    );
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tolerances_parse_and_refuse_by_name() {
+        let t: Tolerances = "p99=20%, error_rate=0.5pp".parse().unwrap();
+        assert_eq!(t.0[&Metric::P99], 0.2);
+        assert!((t.0[&Metric::ErrorRate] - 0.005).abs() < 1e-12);
+        assert_eq!(t.0[&Metric::Rps], 0.05, "the others keep their defaults");
+        for bad in ["p98=10%", "p99=10", "error_rate=1%", "rps=x%", "p99"] {
+            assert!(bad.parse::<Tolerances>().is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn the_rank_test_tells_a_shift_from_noise() {
+        let base = [10.0, 10.2, 9.9, 10.1, 10.0, 9.8, 10.3, 10.1];
+        let same = [10.1, 9.9, 10.0, 10.2, 9.9, 10.1, 10.0, 9.8];
+        let slower = [13.0, 13.2, 12.9, 13.1, 13.0, 12.8, 13.3, 13.1];
+        assert!(rank_test_p(&base, &same).unwrap() > 0.3);
+        assert!(rank_test_p(&base, &slower).unwrap() < 0.001);
+        assert_eq!(rank_test_p(&base[..2], &slower), None, "too few seconds to tell");
+        assert_eq!(rank_test_p(&[1.0; 4], &[1.0; 4]), Some(1.0));
+    }
+
+    #[test]
+    fn error_rates_differ_only_past_chance() {
+        assert!(two_proportion_p((10.0, 10_000.0), (12.0, 10_000.0)).unwrap() > 0.5);
+        assert!(two_proportion_p((10.0, 10_000.0), (100.0, 10_000.0)).unwrap() < 1e-6);
+        assert!((normal_tail(1.959_964) - 0.025).abs() < 1e-4);
+    }
+}

@@ -1,0 +1,137 @@
+//! `volley compare`: a slower server is a regression, a faster one is not,
+//! and two runs of one server at one load compare clean.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+
+fn volley() -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_volley"));
+    command.current_dir(env!("CARGO_MANIFEST_DIR"));
+    command
+}
+
+/// `volley serve` with a fixed hold; returns it and its URL.
+fn serve(latency: &str) -> (Child, String) {
+    let mut child = volley()
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--threads",
+            "1",
+            "--latency",
+            latency,
+        ])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    BufReader::new(child.stdout.as_mut().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    let url = first
+        .split_whitespace()
+        .find(|w| w.starts_with("http://"))
+        .unwrap()
+        .to_string();
+    (child, url)
+}
+
+fn dir(name: &str) -> PathBuf {
+    let dir =
+        Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("volley-compare-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    dir
+}
+
+/// A run of 7 measured seconds: enough seconds a side for the rank test.
+fn start_run(url: &str, connections: &str, out: &Path) -> Child {
+    volley()
+        .args([
+            "run",
+            "--target",
+            url,
+            "--method",
+            "eth_chainId",
+            "-c",
+            connections,
+        ])
+        .args(["-d", "7s", "--warmup", "500ms", "--no-tui", "-q", "--out"])
+        .arg(out)
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
+fn compare(baseline: &Path, current: &Path) -> Output {
+    volley()
+        .arg("compare")
+        .arg(baseline)
+        .arg(current)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn a_slower_server_regresses_a_faster_one_improves_and_one_server_compares_clean() {
+    let (fast_server, fast) = serve("2ms");
+    let (slow_server, slow) = serve("8ms");
+    let (steady_server, steady) = serve("20ms");
+    let dirs = ["fast", "slow", "steady-1", "steady-2"].map(dir);
+    let runs = [
+        start_run(&fast, "4", &dirs[0]),
+        start_run(&slow, "4", &dirs[1]),
+        start_run(&steady, "2", &dirs[2]),
+        start_run(&steady, "2", &dirs[3]),
+    ];
+    for mut run in runs {
+        assert!(run.wait().unwrap().success());
+    }
+    for mut server in [fast_server, slow_server, steady_server] {
+        let _ = server.kill();
+        let _ = server.wait();
+    }
+    let regression = compare(&dirs[0], &dirs[1]);
+    let table = String::from_utf8_lossy(&regression.stdout);
+    assert_eq!(regression.status.code(), Some(2), "{table}");
+    for line in ["eth_chainId              p50", "eth_chainId              rps"] {
+        let row = table
+            .lines()
+            .find(|l| l.starts_with(line))
+            .unwrap_or_else(|| panic!("{table}"));
+        assert!(row.ends_with("REGRESSION"), "{row}");
+    }
+    let improvement = compare(&dirs[1], &dirs[0]);
+    let table = String::from_utf8_lossy(&improvement.stdout);
+    assert_eq!(improvement.status.code(), Some(0), "{table}");
+    assert!(
+        table.contains("improved") && !table.contains("REGRESSION"),
+        "{table}"
+    );
+    let same = compare(&dirs[2], &dirs[3]);
+    let table = String::from_utf8_lossy(&same.stdout);
+    assert_eq!(same.status.code(), Some(0), "{table}");
+    assert!(table.contains("result: no regression"), "{table}");
+    for dir in &dirs {
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+}
+
+#[test]
+fn compare_refuses_what_it_cannot_read_by_name() {
+    let missing = dir("missing");
+    let output = compare(&missing, &missing);
+    assert_eq!(output.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("no summary.json"));
+    let output = volley()
+        .args(["compare", "a", "b", "--max-regression", "p99=10"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        output.status.code(),
+        Some(1),
+        "a bad flag could not run, as everywhere"
+    );
+    assert!(String::from_utf8_lossy(&output.stderr).contains("give a percentage"));
+}
