@@ -117,14 +117,16 @@ fn the_open_model_multiplexes_too() {
         "rate = 1000\nconnections = 1\nmax_in_flight = 16\nduration = \"2s\"",
     );
     // 2000 are due in 2 s, and no more can be sent. At the end some may be
-    // in flight (16 at most) or, on a starved engine thread, unsent; calls
-    // carried one at a time (at 0-3 ms a call) fall hundreds short.
+    // in flight (16 at most) or, on a starved engine thread, late or unsent
+    // (a busy machine sends later, not fewer, but the last ones may miss
+    // the end). Calls carried one at a time wait out the server's holds
+    // (1.5 ms on average): at most about 1,333 in 2 s, whatever the load.
     let requests = report.summary.requests;
     assert!(
-        (1900..=2000).contains(&requests),
+        (1500..=2000).contains(&requests),
         "{requests} requests at 1000/s for 2 s"
     );
-    common::assert_kept_schedule(&report);
+    common::assert_timed_from_the_intended_send(&report);
     assert_exact(&report, &server);
 }
 
