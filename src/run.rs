@@ -255,15 +255,8 @@ pub fn run_command(args: RunArgs) -> anyhow::Result<ExitCode> {
 /// Runs the scenario with the dashboard or progress lines, and returns
 /// its report and the exit code a stop asked for (0 when none).
 fn run_to_report(args: &RunArgs, scenario: &Scenario) -> anyhow::Result<(RunReport, u8)> {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .context("cannot start the async runtime")?;
-    // Caught from here on, before anything is sent.
-    let mut signals = {
-        let _runtime = runtime.enter();
-        Signals::listen().context("cannot listen for signals")?
-    };
+    // Signals are caught from here on, before anything is sent.
+    let (runtime, mut signals) = runtime_with_signals()?;
     runtime.block_on(async {
         let cancel = CancellationToken::new();
         let control = Arc::new(Control::new());
@@ -395,6 +388,19 @@ fn ensure_descriptors(connections: usize) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// A runtime for a command's main thread, and its signals already caught.
+fn runtime_with_signals() -> anyhow::Result<(tokio::runtime::Runtime, Signals)> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    let signals = {
+        let _runtime = runtime.enter();
+        Signals::listen().context("cannot listen for signals")?
+    };
+    Ok((runtime, signals))
+}
+
 /// Ctrl-C and SIGTERM, caught from the moment `listen` returns: a signal
 /// sent just after a readiness line is handled, not fatal.
 #[cfg(unix)]
@@ -499,15 +505,9 @@ pub fn serve_command(args: ServeArgs) -> anyhow::Result<ExitCode> {
     let ca_written = tls.as_ref().and_then(|(_, ca)| ca.clone());
     config.tls = tls.map(|(config, _)| config);
     let server = serve::spawn(config.clone())?;
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .context("cannot start the async runtime")?;
-    // Caught before the readiness lines: whoever reads them may stop us at once.
-    let mut signals = {
-        let _runtime = runtime.enter();
-        Signals::listen().context("cannot listen for signals")?
-    };
+    // Signals are caught before the readiness lines: whoever reads them may
+    // stop us at once.
+    let (runtime, mut signals) = runtime_with_signals()?;
     let protocols = if config.tls.is_some() {
         "HTTP/2 or HTTP/1.1 over TLS (ALPN)"
     } else {

@@ -1,40 +1,14 @@
 //! What CI gates on: the run's verdict on itself.
 
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
+mod common;
+
+use common::bin::{serve, volley};
 
 use serde_json::Value;
 
-fn volley() -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_volley"));
-    command.current_dir(env!("CARGO_MANIFEST_DIR"));
-    command
-}
-
 #[test]
 fn a_generator_that_cannot_keep_its_rate_is_an_invalid_run_and_fails_ci() {
-    let mut server = volley()
-        .args([
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--threads",
-            "1",
-            "--latency",
-            "10ms",
-        ])
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut first = String::new();
-    BufReader::new(server.stdout.as_mut().unwrap())
-        .read_line(&mut first)
-        .unwrap();
-    let url = first
-        .split_whitespace()
-        .find(|w| w.starts_with("http://"))
-        .expect("the address is printed")
-        .to_string();
+    let (mut server, url) = serve(&["--latency", "10ms"]);
     let out = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
         .join(format!("volley-verdict-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&out);

@@ -1,52 +1,14 @@
 //! The real binary, as a user runs it.
 
+mod common;
+
 use std::io::{BufRead, BufReader, Read};
 use std::path::PathBuf;
-use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
 
+use common::bin::{serve, summary_json, temp_dir, text, volley, wait_or_kill};
 use serde_json::Value;
-
-fn volley() -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_volley"));
-    command.current_dir(env!("CARGO_MANIFEST_DIR"));
-    command
-}
-
-fn temp_dir(name: &str) -> PathBuf {
-    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
-        .join(format!("volley-test-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    dir
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
-
-fn summary_json(dir: &std::path::Path) -> Value {
-    serde_json::from_slice(&std::fs::read(dir.join("summary.json")).unwrap()).unwrap()
-}
-
-/// Starts `volley serve` on a free port; returns the child and its URL.
-fn serve(args: &[&str]) -> (Child, String) {
-    let mut child = volley()
-        .args(["serve", "--listen", "127.0.0.1:0", "--threads", "1"])
-        .args(args)
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut first = String::new();
-    BufReader::new(child.stdout.as_mut().unwrap())
-        .read_line(&mut first)
-        .unwrap();
-    let url = first
-        .split_whitespace()
-        .find(|w| w.starts_with("http://") || w.starts_with("https://"))
-        .expect("the address is printed")
-        .to_string();
-    (child, url)
-}
 
 fn interrupt(child: &Child, signal: &str) {
     let status = Command::new("kill")
@@ -54,18 +16,6 @@ fn interrupt(child: &Child, signal: &str) {
         .status()
         .unwrap();
     assert!(status.success());
-}
-
-fn wait_with_deadline(mut child: Child, limit: Duration) -> Output {
-    let start = Instant::now();
-    while child.try_wait().unwrap().is_none() {
-        if start.elapsed() > limit {
-            child.kill().unwrap();
-            panic!("the process did not stop within {limit:?}");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    child.wait_with_output().unwrap()
 }
 
 #[test]
@@ -126,7 +76,7 @@ fn rpc_errors_equal_the_errors_the_server_sent() {
         .unwrap();
     assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
     interrupt(&server, "-INT");
-    let served = text(&wait_with_deadline(server, Duration::from_secs(10)).stdout);
+    let served = text(&wait_or_kill(server, Duration::from_secs(10)).stdout);
     let injected: u64 = served
         .rsplit('(')
         .next()
@@ -236,7 +186,7 @@ fn ctrl_c_and_sigterm_still_write_partial_results() {
         stderr.read_line(&mut line).unwrap();
         assert!(line.contains("calls"), "{line}");
         interrupt(&child, signal);
-        let output = wait_with_deadline(child, Duration::from_secs(10));
+        let output = wait_or_kill(child, Duration::from_secs(10));
         let mut rest = String::new();
         stderr.read_to_string(&mut rest).unwrap();
         assert_eq!(output.status.code(), Some(code), "{rest}");
@@ -567,5 +517,5 @@ fn serve_tls_makes_a_ca_that_run_trusts_with_cacert() {
         "{json}"
     );
     interrupt(&server, "-INT");
-    wait_with_deadline(server, Duration::from_secs(10));
+    wait_or_kill(server, Duration::from_secs(10));
 }

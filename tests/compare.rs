@@ -1,41 +1,16 @@
 //! `volley compare`: a slower server is a regression, a faster one is not,
 //! and two runs of one server at one load compare clean.
 
-use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+mod common;
 
-fn volley() -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_volley"));
-    command.current_dir(env!("CARGO_MANIFEST_DIR"));
-    command
-}
+use std::path::{Path, PathBuf};
+use std::process::{Child, Output, Stdio};
+
+use common::bin::volley;
 
 /// `volley serve` with a fixed hold; returns it and its URL.
 fn serve(latency: &str) -> (Child, String) {
-    let mut child = volley()
-        .args([
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--threads",
-            "1",
-            "--latency",
-            latency,
-        ])
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut first = String::new();
-    BufReader::new(child.stdout.as_mut().unwrap())
-        .read_line(&mut first)
-        .unwrap();
-    let url = first
-        .split_whitespace()
-        .find(|w| w.starts_with("http://"))
-        .unwrap()
-        .to_string();
-    (child, url)
+    common::bin::serve(&["--latency", latency])
 }
 
 fn dir(name: &str) -> PathBuf {

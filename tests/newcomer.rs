@@ -6,49 +6,16 @@ mod common;
 
 use std::io::Read;
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::path::Path;
+use std::process::{Command, Stdio};
 use std::sync::mpsc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use common::bin::{summary_json, temp_dir, text, volley, wait_or_kill};
 use rand::SeedableRng;
 use serde_json::Value;
 use volley::engine::Pacing;
 use volley::scenario::{Overrides, Scenario, ScenarioError, TargetSpec};
-
-fn volley() -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_volley"));
-    command.current_dir(env!("CARGO_MANIFEST_DIR"));
-    command
-}
-
-fn temp_dir(name: &str) -> PathBuf {
-    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
-        .join(format!("volley-test-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    dir
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
-
-fn summary_json(dir: &Path) -> Value {
-    serde_json::from_slice(&std::fs::read(dir.join("summary.json")).unwrap()).unwrap()
-}
-
-/// A hang guard, not a timing assertion: a broken build hangs forever.
-fn wait_or_kill(mut child: Child, limit: Duration) -> Output {
-    let start = Instant::now();
-    while child.try_wait().unwrap().is_none() {
-        if start.elapsed() > limit {
-            child.kill().unwrap();
-            panic!("volley did not end within {limit:?}");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    child.wait_with_output().unwrap()
-}
 
 /// A listener that accepts and never says a word; each accept is reported.
 /// With `handshakes`, the first connections get a WebSocket handshake and

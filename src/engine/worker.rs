@@ -430,6 +430,11 @@ async fn connection_loop(shared: Arc<Shared>, local: Rc<Local>, index: usize, sl
         let mut set_up_now = false;
         let opened = loop {
             if let Some(closed) = slot.take_closed() {
+                // A reader that panicked closed its connection (its calls
+                // failed as `io`); the panic is still a bug to report.
+                if closed.multiplexed().is_some_and(|mux| mux.reader_panicked()) {
+                    shared.panicked.fetch_add(1, Ordering::Relaxed);
+                }
                 if let Some(exit) = closed.child_exit().await {
                     local.recorder.borrow_mut().note_child_exit(exit);
                 }

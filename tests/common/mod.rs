@@ -3,6 +3,8 @@
 
 #![allow(dead_code)]
 
+pub mod bin;
+
 use std::convert::Infallible;
 use std::net::SocketAddr;
 
