@@ -121,7 +121,8 @@ expect = {{ equals = "0x539" }}
 #[test]
 fn a_replay_rewrites_ids_and_keeps_notifications() {
     let server = server();
-    let dir = std::env::temp_dir().join(format!("volley-replay-{}", std::process::id()));
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("volley-replay-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(
         dir.join("captured.jsonl"),
