@@ -15,6 +15,7 @@ pub mod run;
 pub mod scenario;
 pub mod serve;
 pub mod stats;
+pub mod thresholds;
 pub mod transport;
 pub mod tui;
 pub mod validate;

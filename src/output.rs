@@ -152,6 +152,22 @@ mod tests {
     }
 
     #[test]
+    fn runs_started_in_the_same_second_take_different_directories() {
+        let stamp = format!("test{}", std::process::id());
+        let claims: Vec<ResultDir> = std::thread::scope(|scope| {
+            let handles: Vec<_> = (0..4)
+                .map(|_| scope.spawn(|| ResultDir::claim(None, &stamp, "same").unwrap()))
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        let mut paths: Vec<&PathBuf> = claims.iter().map(|c| &c.path).collect();
+        paths.sort();
+        paths.dedup();
+        assert_eq!(paths.len(), 4, "{paths:?}");
+        claims.into_iter().for_each(ResultDir::release);
+    }
+
+    #[test]
     fn a_file_in_the_way_is_named_before_the_run() {
         let dir = scratch("file");
         fs::write(&dir, "data").unwrap();

@@ -72,7 +72,7 @@ impl H2Connection {
         sender
             .ready()
             .await
-            .map_err(|e| TransportError::Io(e.to_string()))?;
+            .map_err(|e| TransportError::Io(with_causes(&e)))?;
         let mut request = Request::new(Full::new(body));
         *request.method_mut() = Method::POST;
         *request.uri_mut() = self.uri.clone();
@@ -80,7 +80,7 @@ impl H2Connection {
         let response = sender
             .send_request(request)
             .await
-            .map_err(|e| TransportError::Io(e.to_string()))?;
+            .map_err(|e| TransportError::Io(with_causes(&e)))?;
         let status = response.status().as_u16();
         // MCP: the session the server gives goes back on every later request.
         if let Some(session) = response.headers().get(MCP_SESSION_ID) {
@@ -100,7 +100,7 @@ impl H2Connection {
                 if e.is::<http_body_util::LengthLimitError>() {
                     TransportError::TooLarge { limit: self.limit }
                 } else {
-                    TransportError::Io(e.to_string())
+                    TransportError::Io(with_causes(&*e))
                 }
             })?
             .to_bytes();
@@ -111,4 +111,17 @@ impl H2Connection {
         };
         Ok(Reply { status, body, others })
     }
+}
+
+/// An error and what caused it: hyper's own text alone ("http2 error")
+/// does not say what went wrong.
+fn with_causes(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = error.to_string();
+    let mut cause = error.source();
+    while let Some(next) = cause {
+        text.push_str(": ");
+        text.push_str(&next.to_string());
+        cause = next.source();
+    }
+    text
 }
