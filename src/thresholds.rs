@@ -251,7 +251,7 @@ fn split_subject(subject: &str) -> Result<(&str, &str, Option<&str>), String> {
             "no figure after `{scope}.`: name one, as in `{scope}.p99`"
         ));
     }
-    if scope.is_empty() && head.contains('.') {
+    if scope.is_empty() && head.len() > figure.len() {
         return Err(format!(
             "nothing before `.{figure}`: name a method or `stage[N]`, or drop the `.` for the whole run"
         ));
@@ -624,5 +624,703 @@ impl<'de> Deserialize<'de> for Threshold {
     fn deserialize<D: Deserializer<'de>>(from: D) -> Result<Self, D::Error> {
         let text = String::deserialize(from)?;
         parse(&text).map_err(serde::de::Error::custom)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::rpc::Outcome;
+    use crate::stats::{ClientCpu, LatencyLog, Recorder, StageSummary, Verdict};
+
+    const METHODS: [&str; 4] = ["eth_call", "tools/call", "rpc.discover", "eth_getLogs"];
+    const SECONDS: f64 = 10.0;
+
+    /// A two-stage run of 10 s, made as the engine makes one: recorders
+    /// per stage, merged into the run's, summed up by `MethodSummary::new`.
+    /// Stage 1 (5 s): `eth_call`, 1000 calls: 990 ok at 1..=100 ms, 5
+    /// rpc_error -32005, 3 http_status 429, 1 id_mismatch, 1 timeout at 2 s.
+    /// Stage 2 (5 s): `tools/call`, 100 ok at exactly 1.5 ms (exact in the
+    /// histograms below 2048 µs); `rpc.discover`, 10 connect failures.
+    /// `eth_getLogs` is in the mix and never called.
+    fn summary() -> RunSummary {
+        let ms = Duration::from_millis;
+        let mut first = Recorder::new(METHODS.len());
+        let eth_call = &mut first.methods[0];
+        for i in 0..990 {
+            eth_call.record(Outcome::Ok, ms(1 + i % 100), ms(1), 100);
+        }
+        for _ in 0..5 {
+            eth_call.record(Outcome::RpcError(-32005), ms(3), ms(3), 80);
+        }
+        for _ in 0..3 {
+            eth_call.record(Outcome::HttpStatus(429), ms(1), ms(1), 20);
+        }
+        let id_mismatch = Outcome::Protocol(ProtocolKind::IdMismatch);
+        eth_call.record(id_mismatch, ms(4), ms(4), 50);
+        eth_call.record(Outcome::Timeout, ms(2000), ms(2000), 0);
+        let mut second = Recorder::new(METHODS.len());
+        for _ in 0..100 {
+            let exact = Duration::from_micros(1500);
+            second.methods[1].record(Outcome::Ok, exact, exact, 60);
+        }
+        for _ in 0..10 {
+            second.methods[2].record(Outcome::Connect, ms(5), ms(5), 0);
+        }
+        let stages = [(&first, 0.0, 5.0), (&second, 5.0, 10.0)]
+            .iter()
+            .enumerate()
+            .map(|(stage, (recorder, start_s, end_s))| StageSummary {
+                stage,
+                start_s: *start_s,
+                end_s: *end_s,
+                total: MethodSummary::new("TOTAL", &recorder.total(), end_s - start_s),
+            })
+            .collect();
+        let mut run = first.clone();
+        run.merge(&second);
+        RunSummary {
+            methods: METHODS
+                .iter()
+                .zip(&run.methods)
+                .map(|(name, stats)| MethodSummary::new(name, stats, SECONDS))
+                .collect(),
+            total: MethodSummary::new("TOTAL", &run.total(), SECONDS),
+            timeseries: Vec::new(),
+            latency_log: LatencyLog::default(),
+            requests: run.calls(),
+            http_statuses: Default::default(),
+            extra_batch_entries: 0,
+            unsolicited_messages: 0,
+            children_exited: 0,
+            child_exit: None,
+            child_shutdown: None,
+            subscriptions: None,
+            schedule: None,
+            batches: None,
+            setup: None,
+            stages,
+            events: Vec::new(),
+            in_flight_at_end: 0,
+            panicked_connections: 0,
+            measured_seconds: SECONDS,
+            client_cpu: ClientCpu::default(),
+            verdict: Verdict {
+                valid: true,
+                reasons: Vec::new(),
+            },
+            partial: false,
+        }
+    }
+
+    fn judge(text: &str, summary: &RunSummary) -> ThresholdResult {
+        parse(text)
+            .unwrap_or_else(|e| panic!("{text} should parse: {e}"))
+            .evaluate(summary)
+    }
+
+    /// Asserts that `text` passes and that each of `failing` fails.
+    fn passes_and_fails(summary: &RunSummary, passing: &[&str], failing: &[&str]) {
+        for text in passing {
+            let result = judge(text, summary);
+            assert!(result.passed, "{text} should pass: {result}");
+        }
+        for text in failing {
+            let result = judge(text, summary);
+            assert!(!result.passed, "{text} should fail: {result}");
+            assert!(result.measured.is_some(), "{text}: {result}");
+        }
+    }
+
+    fn refused(text: &str) -> String {
+        parse(text).expect_err(&format!("{text} should be refused"))
+    }
+
+    #[test]
+    fn every_form_parses_into_its_scope_figure_and_limit() {
+        use Metric as M;
+        let method = |name: &str| Scope::Method(name.into());
+        let cases = [
+            (
+                "p99 < 200ms",
+                Scope::Total,
+                M::Latency(Stat::P99),
+                Op::Lt,
+                Limit::Nanos(200_000_000),
+            ),
+            (
+                "eth_call.p50 <= 20ms",
+                method("eth_call"),
+                M::Latency(Stat::P50),
+                Op::Le,
+                Limit::Nanos(20_000_000),
+            ),
+            (
+                "p90>=1.5s",
+                Scope::Total,
+                M::Latency(Stat::P90),
+                Op::Ge,
+                Limit::Nanos(1_500_000_000),
+            ),
+            (
+                "p999 < 250us",
+                Scope::Total,
+                M::Latency(Stat::P999),
+                Op::Lt,
+                Limit::Nanos(250_000),
+            ),
+            (
+                "p99.9 < 250 µs",
+                Scope::Total,
+                M::Latency(Stat::P999),
+                Op::Lt,
+                Limit::Nanos(250_000),
+            ),
+            (
+                "eth_call.p99.9 < 1ms",
+                method("eth_call"),
+                M::Latency(Stat::P999),
+                Op::Lt,
+                Limit::Nanos(1_000_000),
+            ),
+            (
+                "max != 0ms",
+                Scope::Total,
+                M::Latency(Stat::Max),
+                Op::Ne,
+                Limit::Nanos(0),
+            ),
+            (
+                "mean > .5ms",
+                Scope::Total,
+                M::Latency(Stat::Mean),
+                Op::Gt,
+                Limit::Nanos(500_000),
+            ),
+            (
+                "rps > 1000",
+                Scope::Total,
+                M::Rate,
+                Op::Gt,
+                Limit::PerSecond(1000.0),
+            ),
+            (
+                "calls_per_s > 99.5/s",
+                Scope::Total,
+                M::Rate,
+                Op::Gt,
+                Limit::PerSecond(99.5),
+            ),
+            (
+                "calls == 1110",
+                Scope::Total,
+                M::Calls,
+                Op::Eq,
+                Limit::Count(1110),
+            ),
+            ("ok > 99%", Scope::Total, M::Ok, Op::Gt, Limit::Percent(99.0)),
+            ("errors < 20", Scope::Total, M::Errors, Op::Lt, Limit::Count(20)),
+            (
+                "error_rate < 0.1%",
+                Scope::Total,
+                M::ErrorRate,
+                Op::Lt,
+                Limit::Percent(0.1),
+            ),
+            (
+                "error_rate < 0.001",
+                Scope::Total,
+                M::ErrorRate,
+                Op::Lt,
+                Limit::Fraction(0.001),
+            ),
+            (
+                "protocol == 0",
+                Scope::Total,
+                M::Outcome(OutcomeKind::Protocol),
+                Op::Eq,
+                Limit::Count(0),
+            ),
+            (
+                "rpc_error < 1%",
+                Scope::Total,
+                M::Outcome(OutcomeKind::RpcError),
+                Op::Lt,
+                Limit::Percent(1.0),
+            ),
+            (
+                "rpc_error[-32005] < 1%",
+                Scope::Total,
+                M::RpcErrorCode(-32005),
+                Op::Lt,
+                Limit::Percent(1.0),
+            ),
+            (
+                "http_status[429] == 0",
+                Scope::Total,
+                M::HttpStatus(429),
+                Op::Eq,
+                Limit::Count(0),
+            ),
+            (
+                "protocol[id_mismatch] == 0",
+                Scope::Total,
+                M::ProtocolRule(ProtocolKind::IdMismatch),
+                Op::Eq,
+                Limit::Count(0),
+            ),
+            (
+                "tools/call.timeout == 0",
+                method("tools/call"),
+                M::Outcome(OutcomeKind::Timeout),
+                Op::Eq,
+                Limit::Count(0),
+            ),
+            (
+                "rpc.discover.connect < 5",
+                method("rpc.discover"),
+                M::Outcome(OutcomeKind::Connect),
+                Op::Lt,
+                Limit::Count(5),
+            ),
+            (
+                "stage[2].rps > 10",
+                Scope::Stage(2),
+                M::Rate,
+                Op::Gt,
+                Limit::PerSecond(10.0),
+            ),
+            (
+                "stage[1].rpc_error[-32005] <= 5",
+                Scope::Stage(1),
+                M::RpcErrorCode(-32005),
+                Op::Le,
+                Limit::Count(5),
+            ),
+        ];
+        for (text, scope, metric, op, limit) in cases {
+            let parsed = parse(text).unwrap_or_else(|e| panic!("{text}: {e}"));
+            assert_eq!(
+                (parsed.scope(), parsed.metric(), parsed.op(), parsed.limit()),
+                (&scope, metric, op, limit),
+                "{text}"
+            );
+            assert_eq!(parsed.text(), text);
+        }
+        let outcomes = [
+            "invalid_json",
+            "timeout",
+            "connect",
+            "io",
+            "http_status",
+            "assertion",
+        ];
+        for name in outcomes {
+            let parsed = parse(&format!("{name} == 0")).unwrap();
+            assert_eq!(parsed.metric().to_string_for_test(), name);
+        }
+    }
+
+    impl Metric {
+        fn to_string_for_test(self) -> &'static str {
+            match self {
+                Metric::Outcome(kind) => kind.name(),
+                _ => "",
+            }
+        }
+    }
+
+    #[test]
+    fn each_comparison_passes_on_one_side_and_fails_on_the_other() {
+        let s = summary();
+        // eth_call made 1000 calls with 10 errors.
+        passes_and_fails(
+            &s,
+            &[
+                "eth_call.errors < 11",
+                "eth_call.errors <= 10",
+                "eth_call.errors > 9",
+                "eth_call.errors >= 10",
+                "eth_call.errors == 10",
+                "eth_call.errors != 9",
+            ],
+            &[
+                "eth_call.errors < 10",
+                "eth_call.errors <= 9",
+                "eth_call.errors > 10",
+                "eth_call.errors >= 11",
+                "eth_call.errors == 9",
+                "eth_call.errors != 10",
+            ],
+        );
+    }
+
+    #[test]
+    fn latency_is_judged_in_ms_from_the_intended_send_time() {
+        let s = summary();
+        let total = &s.total.latency;
+        // 1.5 ms is exact in the histograms: every unit lands on it.
+        passes_and_fails(
+            &s,
+            &[
+                "tools/call.p50 == 1.5ms",
+                "tools/call.p99 == 1500us",
+                "tools/call.max == 0.0015s",
+                "tools/call.mean <= 1.5ms",
+                "tools/call.p90 >= 1500µs",
+                "tools/call.p999 < 2ms",
+                "p99 < 200ms",
+                "p50 > 20ms",
+                "max >= 1.9s",
+                "p999 < 3s",
+            ],
+            &[
+                "tools/call.p50 < 1.5ms",
+                "tools/call.max > 1500us",
+                "p99 < 50ms",
+                "max < 1s",
+            ],
+        );
+        let p99 = judge("p99 < 200ms", &s);
+        assert_eq!(p99.measured, Some(total.p99_ms));
+        assert_eq!(p99.unit, "ms");
+        // A figure written back at its own value holds `==` exactly.
+        for (figure, value) in [
+            ("max", total.max_ms),
+            ("mean", total.mean_ms),
+            ("p90", total.p90_ms),
+        ] {
+            let result = judge(&format!("{figure} == {value}ms"), &s);
+            assert!(result.passed, "{result}");
+        }
+        assert_eq!(judge("tools/call.p99 < 2ms", &s).shown, "1.5 ms");
+    }
+
+    #[test]
+    fn rate_is_calls_a_second_of_the_scope() {
+        let s = summary();
+        // 1110 calls in 10 s; 1000 of them eth_call; stage 2 had 110 in 5 s.
+        passes_and_fails(
+            &s,
+            &[
+                "rps == 111",
+                "calls_per_s > 100",
+                "eth_call.rps >= 100",
+                "stage[2].rps == 22",
+                "stage[1].rps > 199.9/s",
+            ],
+            &["rps > 1000", "eth_call.calls_per_s < 100", "stage[2].rps != 22"],
+        );
+        assert_eq!(judge("rps > 1000", &s).shown, "111 calls/s");
+    }
+
+    #[test]
+    fn counts_and_their_shares_of_the_calls() {
+        let s = summary();
+        passes_and_fails(
+            &s,
+            &[
+                "calls == 1110",
+                "eth_call.calls == 1000",
+                "ok == 1090",
+                "eth_call.ok >= 99%",
+                "errors == 20",
+                "protocol == 1",
+                "protocol <= 0.1%",
+                "eth_call.timeout == 1",
+                "rpc_error == 5",
+                "http_status == 3",
+                "invalid_json == 0",
+                "io == 0",
+                "assertion == 0",
+                "connect == 10",
+                "rpc.discover.connect == 100%",
+                "eth_call.rpc_error == 0.5%",
+            ],
+            &[
+                "calls < 1000",
+                "ok == 100%",
+                "protocol == 0",
+                "eth_call.protocol < 0.1%",
+                "connect == 0",
+                "eth_call.rpc_error > 0.5%",
+            ],
+        );
+        let protocol = judge("protocol == 0", &s);
+        assert_eq!(
+            (protocol.measured, protocol.shown.as_str()),
+            (Some(1.0), "1 call")
+        );
+        assert_eq!(judge("errors < 5", &s).shown, "20 calls");
+    }
+
+    #[test]
+    fn error_rate_holds_exactly_at_its_limit_as_a_percent_or_a_fraction() {
+        let s = summary();
+        // eth_call: 10 errors in 1000 calls, exactly 1%.
+        passes_and_fails(
+            &s,
+            &[
+                "eth_call.error_rate <= 1%",
+                "eth_call.error_rate == 1%",
+                "eth_call.error_rate >= 0.01",
+                "eth_call.error_rate == 0.01",
+                "tools/call.error_rate == 0",
+                "stage[2].error_rate < 10%",
+            ],
+            &[
+                "eth_call.error_rate < 1%",
+                "eth_call.error_rate > 0.01",
+                "error_rate < 0.1%",
+            ],
+        );
+        let rate = judge("eth_call.error_rate < 0.5%", &s);
+        assert_eq!(
+            (rate.measured, rate.unit, rate.shown.as_str()),
+            (Some(1.0), "%", "1%")
+        );
+        let fraction = judge("eth_call.error_rate < 0.005", &s);
+        assert_eq!(fraction.measured, Some(s.methods[0].error_rate));
+        assert_eq!((fraction.unit, fraction.shown.as_str()), ("fraction", "1%"));
+    }
+
+    #[test]
+    fn error_codes_statuses_and_rules_are_counted_apart() {
+        let s = summary();
+        passes_and_fails(
+            &s,
+            &[
+                "rpc_error[-32005] == 5",
+                "eth_call.rpc_error[-32005] == 0.5%",
+                "rpc_error[-32000] == 0",
+                "http_status[429] == 3",
+                "eth_call.http_status[429] <= 0.3%",
+                "http_status[503] == 0",
+                "protocol[id_mismatch] == 1",
+                "protocol[wrong_version] == 0",
+                "stage[1].rpc_error[-32005] == 5",
+                "stage[2].http_status[429] == 0",
+            ],
+            &[
+                "rpc_error[-32005] < 1",
+                "eth_call.rpc_error[-32005] < 0.5%",
+                "http_status[429] == 0",
+                "protocol[id_mismatch] == 0",
+            ],
+        );
+        let share = judge("tools/call.http_status[429] < 1%", &s);
+        assert_eq!((share.measured, share.shown.as_str()), (Some(0.0), "0%"));
+        assert_eq!(judge("eth_call.http_status[429] < 1%", &s).shown, "0.3%");
+    }
+
+    #[test]
+    fn method_names_keep_their_dots_and_slashes() {
+        let s = summary();
+        passes_and_fails(
+            &s,
+            &[
+                "tools/call.calls == 100",
+                "rpc.discover.calls == 10",
+                "rpc.discover.errors == 100%",
+            ],
+            &["tools/call.ok < 100", "rpc.discover.ok > 0"],
+        );
+    }
+
+    #[test]
+    fn a_figure_the_run_does_not_have_fails_and_says_why() {
+        let s = summary();
+        let cases = [
+            ("eth_getLogs.p99 < 1s", "`eth_getLogs` made no calls"),
+            ("eth_getLogs.errors == 0", "`eth_getLogs` made no calls"),
+            ("eth_getLogs.error_rate < 1%", "`eth_getLogs` made no calls"),
+            (
+                "net_version.p99 < 1s",
+                "`net_version` is not among the run's methods",
+            ),
+            ("stage[3].p99 < 1s", "the run had 2 stages, not 3"),
+            (
+                "rpc.discover.p50 < 1s",
+                "none of `rpc.discover`'s 10 calls reached the server",
+            ),
+        ];
+        for (text, note) in cases {
+            let result = judge(text, &s);
+            assert!(!result.passed, "{result}");
+            assert_eq!(result.measured, None, "{text}");
+            assert_eq!(result.shown, "not measured");
+            let written = result.note.clone().unwrap_or_default();
+            assert!(written.contains(note), "{text}: {written}");
+            assert!(result
+                .to_string()
+                .starts_with(&format!("FAIL  {text}  (not measured: ")));
+        }
+        // Calls and rate are honestly zero without calls.
+        passes_and_fails(
+            &s,
+            &["eth_getLogs.calls == 0", "eth_getLogs.rps == 0"],
+            &["eth_getLogs.calls > 0"],
+        );
+        let mut unstaged = s.clone();
+        unstaged.stages.clear();
+        assert_eq!(
+            judge("stage[1].rps > 1", &unstaged).note.as_deref(),
+            Some("the run had no stages")
+        );
+    }
+
+    #[test]
+    fn malformed_thresholds_are_refused_naming_them_and_what_would_be_right() {
+        let cases = [
+            (
+                "p99 < 200",
+                &["threshold `p99 < 200`", "a latency needs a unit", "`200ms`"][..],
+            ),
+            ("", &["an empty threshold", "`p99 < 200ms`"]),
+            ("   ", &["an empty threshold"]),
+            (
+                "p98 < 200ms",
+                &["threshold `p98 < 200ms`", "unknown figure `p98`", "p50 p90 p99"],
+            ),
+            (
+                "eth_call < 20ms",
+                &["unknown figure `eth_call`", "`eth_call.p99`"],
+            ),
+            ("p99 = 200ms", &["`=` is not a comparison", "write `==`"]),
+            ("p99 => 200ms", &["`=>` is not a comparison", "write `>=`"]),
+            ("p99 <> 200ms", &["`<>` is not a comparison", "write `!=`"]),
+            ("p99 200ms", &["no comparison", "< <= > >= == !="]),
+            ("p99 <", &["nothing after `<`"]),
+            ("< 200ms", &["nothing before `<`"]),
+            (
+                "rpc_error[abc] < 1%",
+                &[
+                    "threshold `rpc_error[abc] < 1%`",
+                    "`abc` is not an error code",
+                    "rpc_error[-32005]",
+                ],
+            ),
+            ("rpc_error[] < 1%", &["`` is not an error code"]),
+            ("http_status[abc] == 0", &["`abc` is not an HTTP status"]),
+            (
+                "http_status[200] == 0",
+                &["a 200 is a success", "http_status[429]"],
+            ),
+            ("http_status[42] == 0", &["`42` is not an HTTP status"]),
+            (
+                "protocol[bogus] == 0",
+                &["`bogus` is not a protocol rule", "id_mismatch"],
+            ),
+            ("p99[1] < 2ms", &["`p99` takes no [key]"]),
+            ("p99 < 1%", &["a latency is a time, not a percent"]),
+            ("p99 < 200mss", &["`mss` is not a unit of time"]),
+            ("p99 < -1ms", &["is negative"]),
+            ("p99 < fast", &["`fast` is not a limit"]),
+            ("rps > 10%", &["rps is calls a second"]),
+            ("rps > 10ms", &["rps is calls a second"]),
+            ("calls > 10%", &["`calls` counts calls"]),
+            ("errors < 2.5", &["a count is a whole number"]),
+            ("errors < 5ms", &["`ms` is not a unit here"]),
+            ("error_rate < 5", &["did you mean `5%`?"]),
+            ("error_rate < 1ms", &["error_rate is a percent"]),
+            ("ok > 101%", &["more than all the calls"]),
+            ("stage[0].p99 < 1s", &["numbered from 1"]),
+            ("stage[two].p99 < 1s", &["`two` is not a stage number"]),
+            ("stage[2.p99 < 1s", &["missing its `]`"]),
+            (
+                "stage[2].eth_call.p99 < 1s",
+                &["kept for all its methods together", "`stage[2]`"],
+            ),
+            ("eth_call. < 1s", &["no figure after `eth_call.`"]),
+            (".p99 < 1s", &["nothing before `.p99`"]),
+        ];
+        for (text, parts) in cases {
+            let error = refused(text);
+            for part in parts {
+                assert!(error.contains(part), "{text:?}: {error:?} lacks {part:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn unknown_methods_and_stages_are_refused_before_the_run() {
+        let parse_all =
+            |texts: &[&str]| -> Vec<Threshold> { texts.iter().map(|t| parse(t).unwrap()).collect() };
+        let known = parse_all(&[
+            "p99 < 1s",
+            "eth_call.p50 < 20ms",
+            "rpc.discover.ok > 0",
+            "stage[2].rps > 1",
+        ]);
+        assert_eq!(check_methods(&known, &METHODS, 2), Ok(()));
+        let error = check_methods(&parse_all(&["eth_cal.p99 < 1s"]), &METHODS, 0).unwrap_err();
+        assert!(
+            error.contains("threshold `eth_cal.p99 < 1s`: no method `eth_cal`"),
+            "{error}"
+        );
+        assert!(
+            error.contains("`eth_call`, `tools/call`, `rpc.discover`, `eth_getLogs`"),
+            "{error}"
+        );
+        let error = check_methods(&parse_all(&["stage[3].p99 < 1s"]), &METHODS, 2).unwrap_err();
+        assert!(
+            error.contains("the load has 2 stages, `stage[1]` to `stage[2]`"),
+            "{error}"
+        );
+        let error = check_methods(&parse_all(&["stage[1].p99 < 1s"]), &METHODS, 0).unwrap_err();
+        assert!(error.contains("the load has no stages"), "{error}");
+        // Every problem at once, so one fix-and-retry is enough.
+        let error =
+            check_methods(&parse_all(&["a.p99 < 1s", "p99 < 1s", "b.ok > 0"]), &METHODS, 0).unwrap_err();
+        assert_eq!(error.lines().count(), 2, "{error}");
+    }
+
+    #[test]
+    fn results_and_thresholds_serialize_for_summary_json() {
+        let s = summary();
+        let results = evaluate_all(
+            &[
+                parse("p99 < 200ms").unwrap(),
+                parse("eth_getLogs.p99 < 1s").unwrap(),
+            ],
+            &s,
+        );
+        let json = serde_json::to_value(&results).unwrap();
+        assert_eq!(json[0]["expression"], "p99 < 200ms");
+        assert_eq!(json[0]["measured"], s.total.latency.p99_ms);
+        assert_eq!(json[0]["unit"], "ms");
+        assert_eq!(json[0]["passed"], true);
+        assert!(json[0].get("note").is_none());
+        assert_eq!(json[1]["measured"], serde_json::Value::Null);
+        assert_eq!(json[1]["passed"], false);
+        assert_eq!(json[1]["note"], "`eth_getLogs` made no calls");
+
+        let written: Vec<Threshold> =
+            serde_json::from_str(r#"["p99 < 200ms", " eth_call.p50 < 20ms "]"#).unwrap();
+        assert_eq!(written[1].scope(), &Scope::Method("eth_call".into()));
+        assert_eq!(
+            serde_json::to_string(&written).unwrap(),
+            r#"["p99 < 200ms","eth_call.p50 < 20ms"]"#
+        );
+        let bad = serde_json::from_str::<Vec<Threshold>>(r#"["p99 < 200"]"#).unwrap_err();
+        assert!(bad.to_string().contains("a latency needs a unit"), "{bad}");
+        assert_eq!("rps > 1".parse::<Threshold>().unwrap().to_string(), "rps > 1");
+    }
+
+    #[test]
+    fn measured_values_are_shown_with_four_significant_digits() {
+        let cases = [
+            (212.4, "212.4"),
+            (0.37, "0.37"),
+            (1043.21, "1043"),
+            (99.0071, "99.01"),
+            (0.0, "0"),
+            (1.5, "1.5"),
+        ];
+        for (value, shown) in cases {
+            assert_eq!(significant(value), shown);
+        }
     }
 }
