@@ -281,10 +281,13 @@ fn subscriptions_are_counted_with_their_gaps_and_never_taken_for_answers() {
         let subs = summary.subscriptions.as_ref().unwrap();
         assert_eq!(subs.opened, 2, "{scheme}");
         assert_eq!(ServerStats::get(&server.stats.subscriptions), 2, "{scheme}");
-        // 2 subscriptions x 1 s / 50 ms, less the first tick's wait: at
-        // most 40. A busy machine may open one late.
+        // 2 subscriptions x 1 s / 50 ms, less the first tick's wait: about
+        // 38. A busy machine may open one late, or hand the run's last
+        // figures over late, with the heads that came meanwhile (44 seen at
+        // a load of 18 on 2 cores). Counting more than the server sent is
+        // ruled out exactly below.
         assert!(
-            (20..=42).contains(&subs.notifications),
+            (20..=60).contains(&subs.notifications),
             "{scheme}: {}",
             subs.notifications
         );
