@@ -23,7 +23,7 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(error) => {
-            eprintln!("error: {error:#}");
+            volley::output::note(&format!("error: {error:#}"));
             ExitCode::from(1)
         }
     }

@@ -131,6 +131,25 @@ pub fn print(text: &str) -> bool {
         .is_ok()
 }
 
+/// Writes `text` and a newline to stderr. Like [`print`], a closed stderr
+/// (`2>&1 | head`) must not panic a run whose results are still to be
+/// written, so failures are dropped: there is nowhere left to report them.
+pub fn note(text: &str) {
+    let mut stderr = io::stderr().lock();
+    let _ = stderr
+        .write_all(text.as_bytes())
+        .and_then(|()| stderr.write_all(b"\n"))
+        .and_then(|()| stderr.flush());
+}
+
+/// `eprintln!` that survives a closed stderr (see [`note`]).
+#[macro_export]
+macro_rules! note {
+    ($($arg:tt)*) => {
+        $crate::output::note(&format!($($arg)*))
+    };
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

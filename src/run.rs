@@ -225,7 +225,7 @@ pub fn run_command(args: RunArgs) -> anyhow::Result<ExitCode> {
         Err(error) => {
             out.release();
             if let Some(RunError::StoppedBeforeStart(signal)) = error.downcast_ref::<RunError>() {
-                eprintln!("volley: {error}");
+                crate::note!("volley: {error}");
                 return Ok(ExitCode::from(*signal));
             }
             return Err(error);
@@ -240,7 +240,7 @@ pub fn run_command(args: RunArgs) -> anyhow::Result<ExitCode> {
         && crate::output::print(&format!("\nresults: {}\n", out.path.display()));
     if printed && !args.quiet && std::io::stderr().is_terminal() {
         for path in written {
-            eprintln!("  {}", path.display());
+            crate::note!("  {}", path.display());
         }
     }
     if report.summary.panicked_connections > 0 {
@@ -264,7 +264,7 @@ fn run_to_report(args: &RunArgs, scenario: &Scenario) -> anyhow::Result<(RunRepo
         let (stop, stopped) = (cancel.clone(), stopped_by.clone());
         tokio::spawn(async move {
             stopped.store(signals.recv().await, Ordering::Relaxed);
-            eprintln!("stopping: the results so far will be written, marked partial");
+            crate::note!("stopping: the results so far will be written, marked partial");
             stop.cancel();
         });
         let metrics = match args.metrics_listen {
@@ -279,7 +279,7 @@ fn run_to_report(args: &RunArgs, scenario: &Scenario) -> anyhow::Result<(RunRepo
             None => None,
         };
         if is_insecure(scenario) {
-            eprintln!("volley: {INSECURE}");
+            crate::note!("volley: {INSECURE}");
         }
         let mut tui = start_dashboard(args, scenario, &control, &cancel);
         let quiet = args.quiet;
@@ -291,7 +291,7 @@ fn run_to_report(args: &RunArgs, scenario: &Scenario) -> anyhow::Result<(RunRepo
                 Some(tui) => tui.show(snapshot),
                 None if !quiet => {
                     for row in &snapshot.new_rows {
-                        eprintln!("{}", report::progress_line(row));
+                        crate::note!("{}", report::progress_line(row));
                     }
                 }
                 None => {}
@@ -339,13 +339,13 @@ fn write_elsewhere(report: &RunReport, error: &report::ReportError) -> ExitCode 
     match report::write_files(&fallback, report) {
         Ok(_) => {
             crate::output::print(&report::render_table(report));
-            eprintln!(
+            crate::note!(
                 "error: {error}\nthe results were written to {} instead",
                 fallback.display()
             )
         }
         Err(second) => {
-            eprintln!("error: {error}\nerror: {second}\nthe results follow on stdout as JSON");
+            crate::note!("error: {error}\nerror: {second}\nthe results follow on stdout as JSON");
             crate::output::print(&format!(
                 "{}\n",
                 serde_json::to_string_pretty(report).unwrap_or_default()
@@ -493,7 +493,7 @@ pub fn serve_command(args: ServeArgs) -> anyhow::Result<ExitCode> {
             Some(serve::LspEnd::Clean) => "; ended by shutdown and exit",
             Some(serve::LspEnd::Abrupt) => "; ended without shutdown and exit (status 1, as LSP says)",
         };
-        eprintln!(
+        crate::note!(
             "volley serve --stdio: {} calls, {} notifications{ending}",
             ServerStats::get(&stats.calls),
             ServerStats::get(&stats.notifications)
@@ -580,7 +580,7 @@ pub fn validate_command(args: ValidateArgs) -> anyhow::Result<ExitCode> {
                 crate::output::print(&format!("{description}\n"));
             }
             Err(error) => {
-                eprintln!("error: {error}");
+                crate::note!("error: {error}");
                 failed = true;
             }
         }

@@ -179,6 +179,29 @@ fn a_closed_stdout_loses_nothing() {
 }
 
 #[test]
+fn a_closed_stderr_loses_nothing() {
+    // `2>&1 | head -c 100`: the progress lines (one a second without a
+    // terminal), the warnings and the errors all meet a closed pipe.
+    let out = temp_dir("closed-stderr");
+    let output = volley()
+        .args(["run", "scenarios/demo.toml", "-d", "1500ms", "--no-tui", "--out"])
+        .arg(&out)
+        .stdout(closed_stdout())
+        .stderr(closed_stdout())
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(0), "a panic exits 101");
+    let total = &summary_json(&out)["summary"]["total"];
+    assert!(total["calls"].as_u64().unwrap() > 0, "{total}");
+    let output = volley()
+        .args(["run", "--target", "http://127.0.0.1:99999", "--method", "m"])
+        .stderr(closed_stdout())
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1), "an error is still exit 1");
+}
+
+#[test]
 fn a_port_that_is_no_port_is_refused_not_replaced() {
     for url in [
         "http://127.0.0.1:99999",
