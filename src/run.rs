@@ -166,16 +166,14 @@ fn run_warnings(summary: &RunSummary, capacity: usize, timeout: Duration) -> Vec
     let in_flight = summary.in_flight_at_end;
     let run = Duration::from_secs_f64(summary.measured_seconds.max(0.0));
     if in_flight > 0 && timeout > run {
-        let answered = match summary.total.calls {
-            0 => "the server answered no call".to_string(),
-            n => format!("{} answered", count(n, "call")),
-        };
-        warnings.push(format!(
-            "{answered}; {} still waiting for an answer when the run ended, in no figure: the timeout ({}) is longer than the run ({}), so none could count as a timeout. Give --timeout shorter than the run to count them",
-            count(in_flight, "call"),
-            humantime::format_duration(timeout),
-            humantime::format_duration(Duration::from_millis(run.as_millis() as u64)),
-        ));
+        if let Some(answered) = stopped_answering(summary) {
+            warnings.push(format!(
+                "{answered}; {} still waiting for an answer when the run ended, in no figure: the timeout ({}) is longer than the run ({}), so none could count as a timeout. Give --timeout shorter than the run to count them",
+                count(in_flight, "call"),
+                humantime::format_duration(timeout),
+                humantime::format_duration(Duration::from_millis(run.as_millis() as u64)),
+            ));
+        }
     }
     if let Some(schedule) = summary.schedule.as_ref().filter(|s| s.behind) {
         // Every connection busy at the end: requests waited for the server,
@@ -198,6 +196,30 @@ fn run_warnings(summary: &RunSummary, capacity: usize, timeout: Duration) -> Vec
         ));
     }
     warnings
+}
+
+/// Says how the server stopped answering, if it did: no call answered at
+/// all, or none for a whole second at the end, longer than any answered call
+/// took. Calls in flight at the end of a healthy run (every closed-model run
+/// has some) are answered within the usual latency and say nothing.
+fn stopped_answering(summary: &RunSummary) -> Option<String> {
+    use crate::report::count;
+    let answered = summary.total.calls;
+    if answered == 0 {
+        return Some("the server answered no call".to_string());
+    }
+    let last_answering_second = summary
+        .timeseries
+        .iter()
+        .rposition(|row| row.calls > 0)
+        .map_or(0.0, |i| i as f64 + 1.0);
+    let silent_seconds = summary.measured_seconds - last_answering_second;
+    (silent_seconds >= 1.0 && silent_seconds * 1000.0 > summary.total.latency.max_ms).then(|| {
+        format!(
+            "{} answered, then none in the last {silent_seconds:.1} s: the server stopped answering",
+            count(answered, "call")
+        )
+    })
 }
 
 fn timestamp(time: SystemTime) -> String {

@@ -490,6 +490,109 @@ fn a_server_that_stops_answering_is_reported_as_such() {
     }
 }
 
+/// An HTTP/1.1 server that answers the first `answers` calls on each
+/// connection, then reads on and never answers again.
+fn server_that_stops_after(answers: usize) -> SocketAddr {
+    use std::io::{BufRead, BufReader, Write};
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            std::thread::spawn(move || {
+                let mut writer = stream.try_clone().unwrap();
+                let mut reader = BufReader::new(stream);
+                for n in 0.. {
+                    let mut length = 0;
+                    loop {
+                        let mut line = String::new();
+                        if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                            return;
+                        }
+                        if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                            length = v.trim().parse().unwrap();
+                        }
+                        if line == "\r\n" {
+                            break;
+                        }
+                    }
+                    let mut body = vec![0; length];
+                    if reader.read_exact(&mut body).is_err() {
+                        return;
+                    }
+                    if n >= answers {
+                        continue;
+                    }
+                    let call: Value = serde_json::from_slice(&body).unwrap();
+                    let answer = format!(r#"{{"jsonrpc":"2.0","id":{},"result":"0x1"}}"#, call["id"]);
+                    let head = format!(
+                        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
+                        answer.len()
+                    );
+                    let _ = writer.write_all(format!("{head}{answer}").as_bytes());
+                }
+            });
+        }
+    });
+    addr
+}
+
+#[test]
+fn a_server_that_stops_answering_mid_run_is_told_from_a_healthy_end() {
+    let stopping = server_that_stops_after(20);
+    let out = temp_dir("stops-mid-run");
+    let output = common::bin::run_guarded(
+        &[
+            "run",
+            "--target",
+            &format!("http://{stopping}"),
+            "--method",
+            "eth_chainId",
+            "-c",
+            "1",
+            "-d",
+            "2s",
+            "--no-tui",
+        ],
+        &out,
+    );
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
+    let json = summary_json(&out);
+    assert_eq!(json["summary"]["total"]["calls"], 20);
+    let warnings = json["meta"]["warnings"].to_string();
+    assert!(
+        warnings.contains("20 calls answered, then none in the last")
+            && warnings.contains("the server stopped answering; 1 call still waiting"),
+        "{warnings}"
+    );
+    // A slow but healthy server has calls in flight at the end of every
+    // run: no cause for a warning.
+    let (mut server, addr) = common::bin::serve(&["--latency", "300ms"]);
+    let out = temp_dir("healthy-end");
+    let output = common::bin::run_guarded(
+        &[
+            "run",
+            "--target",
+            &addr,
+            "--method",
+            "eth_chainId",
+            "-c",
+            "4",
+            "-d",
+            "1500ms",
+            "--no-tui",
+        ],
+        &out,
+    );
+    server.kill().unwrap();
+    let _ = server.wait();
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
+    let json = summary_json(&out);
+    let in_flight = json["summary"]["in_flight_at_end"].as_u64().unwrap();
+    assert!(in_flight >= 1, "each call waits 300 ms: {in_flight}");
+    let warnings = json["meta"]["warnings"].to_string();
+    assert!(!warnings.contains("still waiting"), "{warnings}");
+}
+
 /// `validate` reads a file as `run` does: what one refuses, so does the other.
 fn validate_and_run(name: &str, body: &str, expect: &str) {
     let dir = temp_dir(name);
