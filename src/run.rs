@@ -175,6 +175,13 @@ fn run_warnings(summary: &RunSummary, capacity: usize, timeout: Duration) -> Vec
             ));
         }
     }
+    let only_subscribed = summary.subscriptions.is_some();
+    if summary.total.calls == 0 && in_flight == 0 && summary.children_exited == 0 && !only_subscribed {
+        warnings.push(format!(
+            "nothing was measured: no call was sent in the measured {} (after any warmup); a replay file used up in the warmup, or a run shorter than a call, leaves every figure at zero",
+            humantime::format_duration(Duration::from_millis(run.as_millis() as u64)),
+        ));
+    }
     if let Some(schedule) = summary.schedule.as_ref().filter(|s| s.behind) {
         // Every connection busy at the end: requests waited for the server,
         // not for volley.

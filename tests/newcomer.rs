@@ -209,6 +209,7 @@ fn a_port_that_is_no_port_is_refused_not_replaced() {
         "https://127.0.0.1:99999",
         "ws://127.0.0.1:70000",
         "tcp://127.0.0.1:8x",
+        "http://127.0.0.1:+35121",
     ] {
         let output = volley()
             .args(["run", "--target", url, "--method", "m", "-n", "1", "--no-tui"])
@@ -434,6 +435,18 @@ fn a_replay_that_stops_ends_the_run_at_the_end_of_its_file() {
             assert_eq!(schedule.unsent, 0, "{load}: nothing is owed after the file ends");
         }
     }
+    // Used up in the warmup: a report of zeros says why.
+    let out = temp_dir("replay-stop-warmup");
+    let file = dir.join("stop.toml");
+    let output = common::bin::run_guarded(
+        &["run", file.to_str().unwrap(), "--warmup", "1s", "--no-tui"],
+        &out,
+    );
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
+    let json = summary_json(&out);
+    assert_eq!(json["summary"]["total"]["calls"], 0);
+    let warnings = json["meta"]["warnings"].to_string();
+    assert!(warnings.contains("nothing was measured"), "{warnings}");
 }
 
 #[test]
@@ -639,7 +652,13 @@ fn validate_refuses_what_run_would_fail_on() {
 
 #[test]
 fn flags_with_impossible_values_are_refused_by_name() {
-    let cases: [(&[&str], &str); 5] = [
+    let cases: [(&[&str], &str); 8] = [
+        (&["-d", "1ns"], "--duration: duration must be at least 1ms"),
+        (
+            &["--rate", "NaN"],
+            "--rate: rate must be a finite number of requests per second, not NaN",
+        ),
+        (&["--rate", "0"], "--rate: rate must be above zero"),
         (
             &["--rate", "1e12"],
             "--rate: rate 1000000000000 is more than one machine can send",

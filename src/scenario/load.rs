@@ -136,12 +136,9 @@ impl RawLoad {
                 .transpose()?,
             stages,
         };
-        if load.duration.is_some_and(|d| d.is_zero()) {
-            return Err(at.error(
-                self.duration.as_ref().map(|d| d.span()),
-                None,
-                "duration must be above zero",
-            ));
+        if let Some(length) = load.duration {
+            check_duration(length)
+                .map_err(|m| at.error(self.duration.as_ref().map(|d| d.span()), None, m))?;
         }
         Ok(load)
     }
@@ -157,7 +154,12 @@ pub(super) const MAX_RATE: f64 = 10_000_000.0;
 
 /// A rate in requests per second, from a file or `--rate`.
 pub(super) fn check_rate(rate: f64) -> Result<f64, String> {
-    if !(rate.is_finite() && rate > 0.0) {
+    if !rate.is_finite() {
+        return Err(format!(
+            "rate must be a finite number of requests per second, not {rate}"
+        ));
+    }
+    if rate <= 0.0 {
         return Err("rate must be above zero requests per second".into());
     }
     if rate > MAX_RATE {
@@ -166,6 +168,18 @@ pub(super) fn check_rate(rate: f64) -> Result<f64, String> {
         ));
     }
     Ok(rate)
+}
+
+/// A run's length, from a file or `--duration`: a run shorter than the
+/// timer's tick measures nothing at all.
+pub(super) fn check_duration(length: Duration) -> Result<Duration, String> {
+    if length < MIN_TIMEOUT {
+        return Err(format!(
+            "duration must be at least 1ms (the timer's resolution), not {}",
+            humantime::format_duration(length)
+        ));
+    }
+    Ok(length)
 }
 
 /// tokio's timer ticks in milliseconds: a shorter timeout cannot be kept.

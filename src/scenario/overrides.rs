@@ -153,9 +153,7 @@ impl Overrides {
             load.stages.clear();
         }
         if let Some(duration) = self.duration {
-            if duration.is_zero() {
-                return Err(flag("--duration", "must be above zero"));
-            }
+            load::check_duration(duration).map_err(|m| flag("--duration", m))?;
             if !load.stages.is_empty() {
                 return Err(flag(
                     "--duration",

@@ -143,9 +143,10 @@ fn host_and_port<'a>(
         return Err(bad("no host".into()));
     }
     let port = match (port, default_port) {
-        (Some(port), _) => port
-            .parse::<u16>()
-            .ok()
+        // `u16::from_str` takes a leading `+`: digits only.
+        (Some(port), _) => Some(port)
+            .filter(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
+            .and_then(|p| p.parse::<u16>().ok())
             .filter(|p| *p > 0)
             .ok_or_else(|| bad(format!("port `{port}` is not a number from 1 to 65535")))?,
         (None, Some(default)) => default,
