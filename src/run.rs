@@ -196,7 +196,7 @@ fn run_warnings(summary: &RunSummary, capacity: usize, timeout: Duration) -> Vec
         };
         warnings.push(format!(
             "{cause}: {} left more than {} ms late (start delay p99 {:.1} ms) and {} never sent; the latency figures include this wait. Add connections or lower the rate to measure the server alone",
-            count(schedule.late_calls, "call"),
+            count(schedule.late_requests, "request"),
             crate::stats::LATE_THRESHOLD.as_millis(),
             schedule.start_delay.p99_ms,
             count(schedule.unsent, "request")

@@ -152,20 +152,20 @@ pub async fn run(
     let schedule = matches!(shared.plan.pacing, Pacing::Open { .. }).then(|| {
         let delays = &total.start_delay;
         let on_time = delays.count_between(0, micros(LATE_THRESHOLD));
-        let late_calls = delays.len() - on_time;
+        let late_requests = delays.len() - on_time;
         let due = shared.schedule.due_before(stopped_at);
         let unsent = due.saturating_sub(gatherer.sent);
         ScheduleSummary {
             start_delay: LatencySummary::from_micros(delays),
-            late_calls,
+            late_requests,
             unsent,
-            behind: late_calls * 100 > delays.len() || unsent * 100 > due.max(1),
+            behind: late_requests * 100 > delays.len() || unsent * 100 > due.max(1),
         }
     });
     let cpu = client_cpu(&shared, end - start, threads);
     let verdict = Verdict::of(&Evidence {
         schedule: schedule.as_ref(),
-        calls: total.calls(),
+        requests: total.start_delay.len(),
         rate: match shared.plan.pacing {
             Pacing::Open { rate } if shared.plan.stages.is_empty() => Some(rate),
             _ => None,

@@ -204,7 +204,7 @@ fn requests(out: &mut String, summary: &RunSummary) {
             d.p50_ms,
             d.p99_ms,
             d.max_ms,
-            count(schedule.late_calls, "call"),
+            count(schedule.late_requests, "request"),
             LATE_THRESHOLD.as_millis(),
             schedule.unsent
         );

@@ -165,7 +165,7 @@ pub struct ScheduleSummary {
     /// Delay between intended and actual send.
     pub start_delay: LatencySummary,
     /// Calls that left more than [`LATE_THRESHOLD`] after their intended time.
-    pub late_calls: u64,
+    pub late_requests: u64,
     /// Scheduled calls never sent before the run ended.
     pub unsent: u64,
     pub behind: bool,

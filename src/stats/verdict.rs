@@ -31,8 +31,9 @@ pub struct Verdict {
 /// What the verdict weighs.
 pub struct Evidence<'a> {
     pub schedule: Option<&'a ScheduleSummary>,
-    /// Calls measured (for the late share).
-    pub calls: u64,
+    /// Requests whose send was timed against the schedule (for the late
+    /// share: a batch of ten is one request, sent late or on time as one).
+    pub requests: u64,
     /// Target requests/s of a constant open-model load.
     pub rate: Option<f64>,
     pub measured_seconds: f64,
@@ -71,12 +72,12 @@ impl Verdict {
 /// The open model's schedule: calls sent late, requests never sent (the
 /// achieved rate below its target).
 fn schedule_reasons(schedule: &ScheduleSummary, evidence: &Evidence, reasons: &mut Vec<String>) {
-    if schedule.late_calls * 100 > evidence.calls.max(1) {
+    if schedule.late_requests * 100 > evidence.requests.max(1) {
         reasons.push(format!(
-            "{:.1}% of calls ({} of {}) left more than {} ms after their intended time (the limit is 1%)",
-            schedule.late_calls as f64 * 100.0 / evidence.calls.max(1) as f64,
-            schedule.late_calls,
-            evidence.calls,
+            "{:.1}% of requests ({} of {}) left more than {} ms after their intended time (the limit is 1%)",
+            schedule.late_requests as f64 * 100.0 / evidence.requests.max(1) as f64,
+            schedule.late_requests,
+            evidence.requests,
             super::LATE_THRESHOLD.as_millis()
         ));
     }
@@ -105,7 +106,7 @@ mod tests {
     fn evidence<'a>(schedule: Option<&'a ScheduleSummary>, cpu: &'a ClientCpu) -> Evidence<'a> {
         Evidence {
             schedule,
-            calls: 1000,
+            requests: 1000,
             rate: Some(100.0),
             measured_seconds: 10.0,
             cpu,
@@ -114,10 +115,10 @@ mod tests {
         }
     }
 
-    fn schedule(late_calls: u64, unsent: u64) -> ScheduleSummary {
+    fn schedule(late_requests: u64, unsent: u64) -> ScheduleSummary {
         ScheduleSummary {
             start_delay: Default::default(),
-            late_calls,
+            late_requests,
             unsent,
             behind: false,
         }
@@ -147,7 +148,7 @@ mod tests {
         let reasons = Verdict::of(&evidence(Some(&late), &idle)).reasons;
         assert_eq!(reasons.len(), 1);
         assert!(
-            reasons[0].starts_with("1.1% of calls (11 of 1000)"),
+            reasons[0].starts_with("1.1% of requests (11 of 1000)"),
             "{reasons:?}"
         );
         let unsent = schedule(0, 50);
