@@ -158,7 +158,10 @@ fn http2_against_an_http1_server_says_why_its_calls_fail() {
     let io = &examples[0];
     assert_eq!((field(io, "outcome"), field(io, "answer")), ("io", ""));
     let reason = field(io, "reason");
-    assert!(reason.len() > "io".len(), "the transport's error is kept: {io}");
+    assert!(
+        reason.contains("no HTTP/2 answer ever came on this connection: does the server speak HTTP/2?"),
+        "the transport's error is kept, with the likely cause: {io}"
+    );
     assert_eq!(
         json["summary"]["total"]["error_examples"]["io"][0]["reason"],
         reason
@@ -168,6 +171,20 @@ fn http2_against_an_http1_server_says_why_its_calls_fail() {
         table.contains(&format!("  io            eth_chainId: {reason} · no answer")),
         "{table}"
     );
+}
+
+#[test]
+fn connections_that_never_work_are_reopened_with_a_backoff_not_a_spin() {
+    // Each HTTP/2 connection opens (the handshake is not awaited) and its
+    // first call fails: before, the next opened at once, thousands a second.
+    let addr = common::crafted_server(four_bad_answers);
+    let report = common::run(&common::scenario(&format!(
+        "target = \"http://{addr}\"\nhttp2 = true\n[load]\nconcurrency = 1\nduration = \"1s\"\n[[calls]]\nmethod = \"m\"\n"
+    )));
+    let io = common::outcomes(&report)["io"];
+    // 10 ms, then 20, 40, ... 640: seven openings fit in a second. A busy
+    // machine only makes fewer.
+    assert!((1..=8).contains(&io), "{io} connections failed in 1 s");
 }
 
 #[test]

@@ -378,6 +378,10 @@ async fn connection_loop(shared: Arc<Shared>, local: Rc<Local>, index: usize, sl
     let mut judge = Judge::default();
     let mut planned: Vec<Planned> = Vec::new();
     let mut backoff = BACKOFF_MIN;
+    // The last connection opened failed its first call: it opened but never
+    // worked (an HTTP/1.1 server met with --http2 closes each one), so the
+    // next opening waits the backoff too rather than spin.
+    let mut reopen_after_failure = false;
     let open_model = matches!(shared.plan.pacing, Pacing::Open { .. });
     // Only HTTP answers have a status worth counting.
     let http = matches!(shared.target, Target::Http(_));
@@ -428,6 +432,7 @@ async fn connection_loop(shared: Arc<Shared>, local: Rc<Local>, index: usize, sl
         let measured = claim.intended >= shared.measure_start;
 
         let mut set_up_now = false;
+        let mut opened_now = false;
         let opened = loop {
             if let Some(closed) = slot.take_closed() {
                 // A reader that panicked closed its connection (its calls
@@ -448,14 +453,16 @@ async fn connection_loop(shared: Arc<Shared>, local: Rc<Local>, index: usize, sl
                 slot.opened.notified().await;
                 continue;
             }
+            if reopen_after_failure {
+                sleep(backoff).await;
+                backoff = (backoff * 2).min(BACKOFF_MAX);
+            }
             set_up_now = !shared.setup.is_empty();
+            opened_now = true;
             break slot.open(&shared, &local, &mut rng).await;
         };
         let mut conn = match opened {
-            Ok(conn) => {
-                backoff = BACKOFF_MIN;
-                conn
-            }
+            Ok(conn) => conn,
             Err(failure) => {
                 local.sent.set(local.sent.get() + 1);
                 if measured {
@@ -487,6 +494,14 @@ async fn connection_loop(shared: Arc<Shared>, local: Rc<Local>, index: usize, sl
             Ok(Err(_)) => Some(Outcome::Io),
             Err(_) => Some(Outcome::Timeout),
         };
+        match failure {
+            None => {
+                backoff = BACKOFF_MIN;
+                reopen_after_failure = false;
+            }
+            Some(Outcome::Io | Outcome::Connect) if opened_now => reopen_after_failure = true,
+            Some(_) => {}
+        }
         // After a failure or a timeout, a connection carrying one call at a
         // time is in an unknown state: it is dropped, not put back. A
         // multiplexed one stays for its other calls unless it closed.

@@ -3,7 +3,7 @@
 //! request as with HTTP/1.1, but many in flight on each connection, each on
 //! a stream of its own.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
 use bytes::Bytes;
@@ -23,6 +23,8 @@ pub struct H2Connection {
     uri: Uri,
     headers: RefCell<HeaderMap>,
     limit: usize,
+    /// An answer came on this connection: the server speaks HTTP/2.
+    answered: Cell<bool>,
 }
 
 impl H2Connection {
@@ -60,6 +62,7 @@ impl H2Connection {
             uri,
             headers: RefCell::new(headers),
             limit: target.max_response(),
+            answered: Cell::new(false),
         }))
     }
 
@@ -68,6 +71,20 @@ impl H2Connection {
     }
 
     pub async fn exchange(&self, body: Bytes) -> Result<Reply, TransportError> {
+        let reply = self.round_trip(body).await;
+        match &reply {
+            Ok(_) => self.answered.set(true),
+            Err(TransportError::Io(reason)) if !self.answered.get() => {
+                return Err(TransportError::Io(format!(
+                    "{reason} (no HTTP/2 answer ever came on this connection: does the server speak HTTP/2? Without --http2 volley speaks HTTP/1.1)"
+                )))
+            }
+            Err(_) => {}
+        }
+        reply
+    }
+
+    async fn round_trip(&self, body: Bytes) -> Result<Reply, TransportError> {
         let mut sender = self.sender.clone();
         sender
             .ready()
