@@ -14,7 +14,8 @@ Flags and a scenario file: a flag replaces what it names in the file; where a fl
 file's other settings cannot both hold, the error names both. --rate and --concurrency replace
 the load model and its stages; --duration and --requests replace the run's end (--duration
 with the file's stages is an error); --method replaces the mix with one call; --target replaces
-`target` or `command`; -H replaces the file's header of that name.";
+`target` or `command` (not an LSP command: its framing needs stdio); -H replaces the file's
+header of that name.";
 
 #[derive(Parser, Debug)]
 #[command(
@@ -103,7 +104,7 @@ pub struct RunArgs {
     /// Measured duration, e.g. 30s, 2m (default 10s); replaces the file's end (duration or requests).
     #[arg(short = 'd', long, value_parser = parse_duration)]
     pub duration: Option<Duration>,
-    /// Requests to measure (a batch counts as one); replaces the file's end (duration or requests).
+    /// Requests to measure (a batch counts as one); replaces the file's end (duration or requests). With --duration too, the run ends at whichever comes first.
     #[arg(short = 'n', long)]
     pub requests: Option<u64>,
     /// Connections to open, exactly this many (default: one per call in flight over HTTP/1.1,

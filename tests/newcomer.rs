@@ -361,6 +361,23 @@ fn a_file_without_a_target_takes_the_target_flag() {
 }
 
 #[test]
+fn the_target_flag_on_an_lsp_command_is_a_conflict_that_names_both() {
+    let error = flag_error(flags(Some("scenarios/lsp-stdio.toml"), |f| {
+        f.target = Some("tcp://127.0.0.1:2087".into());
+    }));
+    assert!(
+        error.contains("key `framing`: --target tcp://127.0.0.1:2087 cannot replace this `command`"),
+        "{error}"
+    );
+    // NDJSON is what a TCP target speaks: an MCP command is replaced.
+    let scenario = flags(Some("scenarios/mcp-stdio.toml"), |f| {
+        f.target = Some("tcp://127.0.0.1:2087".into());
+    })
+    .unwrap();
+    assert_eq!(scenario.target, TargetSpec::Url("tcp://127.0.0.1:2087".into()));
+}
+
+#[test]
 fn more_connections_than_calls_in_flight_is_a_conflict_that_names_both() {
     let error = flag_error(flags(None, |f| {
         f.target = Some("http://127.0.0.1:1".into());

@@ -173,7 +173,15 @@ pub(super) fn parse(
     })?;
     if let Some(target) = target {
         // `--target` replaces the file's target or command, and the framing
-        // that goes with a command.
+        // that goes with a command: NDJSON is what every other stream
+        // transport speaks, but LSP's headers only a child's stdio carries.
+        if let Some(framing) = raw.framing.as_ref().filter(|f| f.get_ref() == "content-length") {
+            return Err(at.error(
+                Some(framing.span()),
+                Some("framing"),
+                format!("--target {target} cannot replace this `command`: its `framing = \"content-length\"` (LSP) is spoken only over a child's stdio; run the file without --target"),
+            ));
+        }
         raw.target = Some(Spanned::new(0..0, target.to_string()));
         raw.command = None;
         raw.framing = None;
