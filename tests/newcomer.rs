@@ -653,7 +653,18 @@ fn validate_refuses_what_run_would_fail_on() {
     validate_and_run(
         "missing-cacert",
         &format!("target = \"https://127.0.0.1:1\"\n[tls]\ncacert = \"nowhere.pem\"\n{calls}"),
-        "nowhere.pem",
+        ":3:10: key `tls.cacert`: ",
+    );
+    // Readable, but no certificate: run would refuse it, so validate does.
+    validate_and_run(
+        "not-pem",
+        &format!("target = \"https://127.0.0.1:1\"\n[tls]\ncacert = \"not-pem.toml\"\n{calls}"),
+        "not-pem.toml: no PEM certificate in it",
+    );
+    validate_and_run(
+        "no-key",
+        &format!("target = \"https://127.0.0.1:1\"\n[tls]\ncert = \"no-key.toml\"\n{calls}"),
+        "key `tls.cert`",
     );
     validate_and_run(
         "no-such-command",
@@ -669,8 +680,12 @@ fn validate_refuses_what_run_would_fail_on() {
 
 #[test]
 fn flags_with_impossible_values_are_refused_by_name() {
-    let cases: [(&[&str], &str); 8] = [
+    let cases: [(&[&str], &str); 9] = [
         (&["-d", "1ns"], "--duration: duration must be at least 1ms"),
+        (
+            &["--cacert", "Cargo.toml"],
+            "--cacert: Cargo.toml: no PEM certificate in it",
+        ),
         (
             &["--rate", "NaN"],
             "--rate: rate must be a finite number of requests per second, not NaN",

@@ -173,7 +173,7 @@ fn certificate_errors_say_what_to_do() {
         .unwrap_err()
         .to_string();
     assert!(
-        error.contains("/nonexistent/ca.pem") && error.contains("key `tls`"),
+        error.contains("/nonexistent/ca.pem") && error.contains("key `tls.cacert`"),
         "{error}"
     );
     assert_eq!(ServerStats::get(&setup.server.stats.requests), 0);

@@ -277,15 +277,6 @@ pub fn check_header(name: &str, value: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// TLS files exist and are readable before anything is sent; their
-/// contents are checked when the target is resolved.
-pub fn check_tls_files(tls: &crate::transport::TlsOptions) -> Result<(), String> {
-    for path in [&tls.cacert, &tls.cert, &tls.key].into_iter().flatten() {
-        std::fs::File::open(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    }
-    Ok(())
-}
-
 /// `8MiB`, `512KB`, `1048576`: a size in bytes.
 pub fn parse_size(text: &str) -> Result<usize, String> {
     let text = text.trim();

@@ -212,7 +212,14 @@ impl Overrides {
             tls.cert = Some(cert.clone());
             tls.key = Some(key.clone());
         }
-        super::check_tls_files(tls).map_err(|m| flag("--cacert/--cert/--key", m))?;
+        crate::transport::tls::check_files(tls).map_err(|(key, m)| {
+            let name = match key {
+                "cacert" => "--cacert",
+                "cert" => "--cert",
+                _ => "--key",
+            };
+            flag(name, m)
+        })?;
         for header in &self.headers {
             let (name, value) = parse_header(header)?;
             scenario.headers.retain(|(n, _)| !n.eq_ignore_ascii_case(&name));

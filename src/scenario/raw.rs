@@ -57,13 +57,13 @@ struct RawScenario {
 #[derive(Deserialize, Default)]
 #[serde(deny_unknown_fields)]
 struct RawTls {
-    cacert: Option<PathBuf>,
+    cacert: Option<Spanned<PathBuf>>,
     #[serde(default)]
     system_roots: bool,
     #[serde(default)]
     insecure: bool,
-    cert: Option<PathBuf>,
-    key: Option<PathBuf>,
+    cert: Option<Spanned<PathBuf>>,
+    key: Option<Spanned<PathBuf>>,
 }
 
 #[derive(Deserialize)]
@@ -257,12 +257,10 @@ impl RawScenario {
                 .map_err(|m| at.error(Some(value.span()), Some(&key), m))?;
             headers.push((name.clone(), resolved));
         }
-        let tls = self
-            .tls
-            .take()
-            .map(|tls| tls.options(base_dir))
-            .unwrap_or_default();
-        super::check_tls_files(&tls).map_err(|m| at.error(None, Some("tls"), m))?;
+        let tls = match self.tls.take() {
+            Some(raw) => raw.options(at, base_dir)?,
+            None => TlsOptions::default(),
+        };
         let load = self.load.validate(at)?;
 
         let polled = Arc::new(Polled::new(self.poll.keys().cloned().collect()));
@@ -472,14 +470,30 @@ impl RawScenario {
 }
 
 impl RawTls {
-    fn options(self, base_dir: &Path) -> TlsOptions {
-        TlsOptions {
-            cacert: self.cacert.map(|p| base_dir.join(p)),
+    /// The options, paths taken from the file's folder, each file read as
+    /// a run will read it: an error points at its key.
+    fn options(self, at: &Locator, base_dir: &Path) -> Result<TlsOptions, ScenarioError> {
+        let path = |p: &Option<Spanned<PathBuf>>| p.as_ref().map(|p| base_dir.join(p.get_ref()));
+        let options = TlsOptions {
+            cacert: path(&self.cacert),
             system_roots: self.system_roots,
             insecure: self.insecure,
-            cert: self.cert.map(|p| base_dir.join(p)),
-            key: self.key.map(|p| base_dir.join(p)),
-        }
+            cert: path(&self.cert),
+            key: path(&self.key),
+        };
+        crate::transport::tls::check_files(&options).map_err(|(key, message)| {
+            let value = match key {
+                "cacert" => &self.cacert,
+                "cert" => &self.cert,
+                _ => &self.key,
+            };
+            at.error(
+                value.as_ref().map(|v| v.span()),
+                Some(&format!("tls.{key}")),
+                message,
+            )
+        })?;
+        Ok(options)
     }
 }
 

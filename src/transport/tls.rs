@@ -202,6 +202,30 @@ fn roots(options: &TlsOptions) -> Result<RootCertStore, String> {
     Ok(roots)
 }
 
+/// Reads the files `options` name as a run will (PEM certificates, a usable
+/// CA, a private key), so a file that is there but unusable is refused
+/// before anything is sent; the error names the option (`cacert`, `cert`,
+/// `key`).
+pub fn check_files(options: &TlsOptions) -> Result<(), (&'static str, String)> {
+    if let Some(path) = &options.cacert {
+        let mut roots = RootCertStore::empty();
+        let (added, _) = roots.add_parsable_certificates(read_certificates(path).map_err(|m| ("cacert", m))?);
+        if added == 0 {
+            return Err((
+                "cacert",
+                format!("{}: no usable CA certificate in it", path.display()),
+            ));
+        }
+    }
+    if let Some(path) = &options.cert {
+        read_certificates(path).map_err(|m| ("cert", m))?;
+    }
+    if let Some(path) = &options.key {
+        PrivateKeyDer::from_pem_file(path).map_err(|e| ("key", format!("{}: {e}", path.display())))?;
+    }
+    Ok(())
+}
+
 /// Every certificate in a PEM file; none is an error.
 pub fn read_certificates(path: &std::path::Path) -> Result<Vec<CertificateDer<'static>>, String> {
     let certificates = CertificateDer::pem_file_iter(path)
