@@ -542,8 +542,14 @@ pub fn serve_command(args: ServeArgs) -> anyhow::Result<ExitCode> {
     } else {
         "HTTP/1.1 (or h2c)"
     };
+    // An MCP client connects to the URL's /mcp (any path answers).
+    let speaks = if config.mcp {
+        "MCP (streamable HTTP, sessions) on JSON-RPC 2.0"
+    } else {
+        "JSON-RPC 2.0"
+    };
     crate::output::print(&format!(
-        "volley serve: JSON-RPC 2.0 over {protocols} on {} (latency {}, error rate {}, seed {}, chaos {})\n",
+        "volley serve: {speaks} over {protocols} on {} (latency {}, error rate {}, seed {}, chaos {})\n",
         server.url(),
         config.latency,
         config.error_rate,

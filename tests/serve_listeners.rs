@@ -332,3 +332,22 @@ fn the_mcp_http_scenario_runs_clean_against_serve_mcp() {
     assert_eq!(ServerStats::get(&stats.mcp_sessions), 8);
     assert_eq!(ServerStats::get(&stats.mcp_refused), 0);
 }
+
+#[test]
+fn serve_mcp_says_it_speaks_mcp_when_it_starts() {
+    let mut child = volley()
+        .args(["serve", "--mcp", "--listen", "127.0.0.1:0", "--threads", "1"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    BufReader::new(child.stdout.as_mut().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    child.kill().unwrap();
+    let _ = child.wait();
+    assert!(
+        first.starts_with("volley serve: MCP (streamable HTTP, sessions) on JSON-RPC 2.0 over HTTP/1.1"),
+        "{first}"
+    );
+}
