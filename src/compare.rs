@@ -203,12 +203,28 @@ impl Comparison {
     }
 }
 
+/// Two runs on the built-in server are on the same server, whatever free
+/// port each was given (`builtin (http://127.0.0.1:PORT)`).
+fn same_place(a: &serde_json::Value, b: &serde_json::Value) -> bool {
+    let place = |v: &serde_json::Value| {
+        let text = v.as_str().unwrap_or_default().to_string();
+        match text.strip_prefix("builtin (") {
+            Some(_) => "builtin".to_string(),
+            None => text,
+        }
+    };
+    a == b || (a.is_string() && b.is_string() && place(a) == place(b))
+}
+
 pub fn compare(baseline: &Path, current: &Path, tolerances: &Tolerances) -> anyhow::Result<Comparison> {
     let (base, cur) = (Run::read(baseline)?, Run::read(current)?);
     let mut notes = Vec::new();
     for key in ["scenario", "target"] {
         let (a, b) = (&base.summary["meta"][key], &cur.summary["meta"][key]);
-        if a != b {
+        if same_place(a, b) {
+            continue;
+        }
+        {
             notes.push(format!(
                 "the runs differ in {key}: {a} against {b}; the comparison may not mean much"
             ));
@@ -410,6 +426,23 @@ mod tests {
         for bad in ["p98=10%", "p99=10", "error_rate=1%", "rps=x%", "p99"] {
             assert!(bad.parse::<Tolerances>().is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn the_built_in_server_on_two_ports_is_one_place() {
+        let json = serde_json::Value::from;
+        assert!(same_place(
+            &json("builtin (http://127.0.0.1:38969)"),
+            &json("builtin (http://127.0.0.1:41001)")
+        ));
+        assert!(!same_place(
+            &json("http://127.0.0.1:38969"),
+            &json("http://127.0.0.1:41001")
+        ));
+        assert!(!same_place(
+            &json("builtin (http://127.0.0.1:1)"),
+            &json("http://127.0.0.1:1")
+        ));
     }
 
     #[test]
