@@ -353,6 +353,31 @@ impl MuxConnection {
         Ok(connection)
     }
 
+    /// A connection over any pair of byte streams, speaking NDJSON (`headed`
+    /// false) or LSP framing: what fuzzing and tests drive without a
+    /// socket. Must run inside a `LocalSet`.
+    #[doc(hidden)]
+    pub fn over(
+        reader: impl AsyncRead + Unpin + 'static,
+        writer: impl AsyncWrite + Unpin + 'static,
+        headed: bool,
+        limit: usize,
+    ) -> Rc<Self> {
+        let (reader, writer): (Box<dyn AsyncRead + Unpin>, Box<dyn AsyncWrite + Unpin>) =
+            (Box::new(reader), Box::new(writer));
+        let writer = match headed {
+            true => Writer::Headed(writer, Vec::new()),
+            false => Writer::Lines(writer, Vec::new()),
+        };
+        let connection = MuxConnection::new(writer, Default::default());
+        let weak = Rc::downgrade(&connection);
+        match headed {
+            true => tokio::task::spawn_local(read_headed(weak, reader, limit)),
+            false => tokio::task::spawn_local(read_answers(weak, reader, limit)),
+        };
+        connection
+    }
+
     pub fn is_closed(&self) -> bool {
         self.closed.get()
     }
@@ -509,6 +534,11 @@ async fn read_answers(
     let mut scanned = 0;
     loop {
         while let Some(at) = input[scanned..].iter().position(|b| *b == b'\n') {
+            if scanned + at > limit {
+                // Whole, but too large: it came in one read, past the check below.
+                exit.reason = Some(format!("a message larger than the limit of {limit} bytes"));
+                return;
+            }
             let line = input.split_to(scanned + at + 1).freeze();
             scanned = 0;
             let Some(connection) = connection.upgrade() else {
@@ -772,6 +802,21 @@ mod tests {
                 let connection = MuxConnection::new(Writer::Closed, Default::default());
                 let line: &[u8] = &[b'x'; 2000];
                 read_answers(Rc::downgrade(&connection), Box::new(line), 1024).await;
+                let error = connection.closed_because();
+                assert!(error.contains("larger than the limit of 1024"), "{error}");
+                // Whole, ended by its newline, and read at once: still too large.
+                let connection = MuxConnection::new(Writer::Closed, Default::default());
+                let mut line = br#"{"jsonrpc":"2.0","id":1,"result":""#.to_vec();
+                line.extend([b'x'; 2000]);
+                line.extend(b"\"}\n");
+                let (answer, in_flight) = oneshot::channel();
+                connection
+                    .waiting
+                    .borrow_mut()
+                    .insert(1, Waiting { calls: 1, answer });
+                let line: &'static [u8] = line.leak();
+                read_answers(Rc::downgrade(&connection), Box::new(line), 1024).await;
+                assert!(in_flight.await.is_err(), "never delivered");
                 let error = connection.closed_because();
                 assert!(error.contains("larger than the limit of 1024"), "{error}");
             })
