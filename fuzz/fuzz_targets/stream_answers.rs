@@ -29,9 +29,11 @@ fuzz_target!(|input: &[u8]| {
         let single = connection.exchange(Bytes::from_static(b"{}"), 4, 1);
         let serve = async {
             server.write_all(answer).await.unwrap();
-            drop(server);
+            // The end of the server's output: every call still waiting fails.
+            server.shutdown().await.unwrap();
+            server
         };
-        let (batch, single, ()) = tokio::join!(batch, single, serve);
+        let (batch, single, _server) = tokio::join!(batch, single, serve);
         for reply in [batch, single].into_iter().flatten() {
             assert!(reply.body.len() <= LIMIT + 1);
         }
