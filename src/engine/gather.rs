@@ -174,7 +174,7 @@ impl Gatherer {
             snapshot.interval_histogram = latency_buckets(&interval.latency, HISTOGRAM_BUCKETS);
             let delays = &window.start_delay;
             let late = delays.len() - delays.count_between(0, crate::stats::micros(LATE_THRESHOLD));
-            snapshot.behind = snapshot.open && late * 100 > delays.len() && late > 0;
+            snapshot.behind = snapshot.open && crate::stats::over_one_percent(late, delays.len());
         }
         snapshot.in_flight = self.in_flight.iter().sum();
         snapshot.new_rows = std::mem::take(&mut self.fresh_rows);

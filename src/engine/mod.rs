@@ -23,8 +23,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::rpc::CallTemplate;
 use crate::stats::{
-    micros, BatchSummary, ClientCpu, Evidence, LatencySummary, MethodSummary, RunSummary, ScheduleSummary,
-    SetupSummary, Snapshot, StageSummary, SubscriptionSummary, Verdict, LATE_THRESHOLD,
+    micros, over_one_percent, BatchSummary, ClientCpu, Evidence, LatencySummary, MethodSummary, RunSummary,
+    ScheduleSummary, SetupSummary, Snapshot, StageSummary, SubscriptionSummary, Verdict, LATE_THRESHOLD,
 };
 use crate::transport::Target;
 use gather::Gatherer;
@@ -159,7 +159,7 @@ pub async fn run(
             start_delay: LatencySummary::from_micros(delays),
             late_requests,
             unsent,
-            behind: late_requests * 100 > delays.len() || unsent * 100 > due.max(1),
+            behind: over_one_percent(late_requests, delays.len()) || over_one_percent(unsent, due),
         }
     });
     let cpu = client_cpu(&shared, end - start, threads);

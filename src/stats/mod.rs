@@ -11,8 +11,8 @@ pub use examples::{Cause, ErrorExample, EXAMPLES_PER_OUTCOME, EXAMPLE_ANSWER_BYT
 pub use latency_log::{tag_for, Interval, LatencyLog, TOTAL_TAG};
 pub use snapshot::{latency_buckets, Snapshot};
 pub use summary::{
-    BatchSummary, ChildShutdown, LatencySummary, MethodSummary, RunSummary, ScheduleSummary, SecondRow,
-    SetupSummary, StageSummary, SubscriptionSummary, LATE_THRESHOLD,
+    over_one_percent, BatchSummary, ChildShutdown, LatencySummary, MethodSummary, RunSummary,
+    ScheduleSummary, SecondRow, SetupSummary, StageSummary, SubscriptionSummary, LATE_THRESHOLD,
 };
 pub use verdict::{ClientCpu, Evidence, Verdict, SATURATED_SHARE};
 

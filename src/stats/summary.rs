@@ -164,7 +164,7 @@ impl SecondRow {
 pub struct ScheduleSummary {
     /// Delay between intended and actual send.
     pub start_delay: LatencySummary,
-    /// Calls that left more than [`LATE_THRESHOLD`] after their intended time.
+    /// Requests that left more than [`LATE_THRESHOLD`] after their intended time.
     pub late_requests: u64,
     /// Scheduled calls never sent before the run ended.
     pub unsent: u64,
@@ -260,6 +260,13 @@ fn number_from_one<S: serde::Serializer>(index: &usize, to: S) -> Result<S::Ok, 
 /// A call leaving later than this after its intended time is late.
 pub const LATE_THRESHOLD: Duration = Duration::from_millis(10);
 
+/// Whether `part` is more than 1% of `whole`: the one rule by which a
+/// schedule fell behind (requests late, or due and never sent), shared by
+/// the verdict, the warning and the dashboard.
+pub fn over_one_percent(part: u64, whole: u64) -> bool {
+    part.saturating_mul(100) > whole.max(1)
+}
+
 /// All the figures of a run.
 #[derive(Clone, Debug, Serialize)]
 pub struct RunSummary {
@@ -304,4 +311,21 @@ pub struct RunSummary {
     /// The run was stopped early (Ctrl-C, SIGTERM, `q`): the figures cover
     /// only what ran. The CSVs say it too, in their `partial` column.
     pub partial: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_percent_is_the_line_a_schedule_may_reach_but_not_pass() {
+        assert!(!over_one_percent(10, 1000), "1% exactly is kept");
+        assert!(over_one_percent(11, 1000), "just past 1% fell behind");
+        assert!(
+            !over_one_percent(0, 0) && over_one_percent(1, 0),
+            "nothing due: one late is behind"
+        );
+        assert!(over_one_percent(u64::MAX, u64::MAX - 1), "no overflow");
+        assert!(!over_one_percent(1, 100) && over_one_percent(2, 100));
+    }
 }

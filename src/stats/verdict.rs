@@ -72,7 +72,7 @@ impl Verdict {
 /// The open model's schedule: calls sent late, requests never sent (the
 /// achieved rate below its target).
 fn schedule_reasons(schedule: &ScheduleSummary, evidence: &Evidence, reasons: &mut Vec<String>) {
-    if schedule.late_requests * 100 > evidence.requests.max(1) {
+    if super::over_one_percent(schedule.late_requests, evidence.requests) {
         reasons.push(format!(
             "{:.1}% of requests ({} of {}) left more than {} ms after their intended time (the limit is 1%)",
             schedule.late_requests as f64 * 100.0 / evidence.requests.max(1) as f64,
