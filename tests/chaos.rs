@@ -152,11 +152,11 @@ fn a_hung_answer_ends_as_a_timeout() {
     assert_eq!(outcomes(&report).get("timeout").copied(), Some(hung));
     all_judged(&report, 120, hung);
     // Never before 200 ms; after it, by what a busy machine delays a timer
-    // (tens of ms). A timeout taken as seconds, or as ten times itself, is
-    // far over.
+    // (tens of ms, once 830 ms on a machine loaded far past its cores). A
+    // timeout taken as seconds, or as ten times itself, is far over.
     let max = report.summary.total.latency.max_ms;
     assert!(
-        (200.0..1000.0).contains(&max),
+        (200.0..2000.0).contains(&max),
         "a timeout is cut at 200 ms, max {max}"
     );
 }
@@ -203,7 +203,7 @@ fn a_listener_that_goes_away_and_returns_is_a_gap_not_a_crash() {
     })
     .unwrap();
     let text = format!(
-        "target = \"{}\"\ntimeout = \"1s\"\n[load]\nrate = 200\nconnections = 8\nduration = \"4s\"\n[[calls]]\nmethod = \"eth_chainId\"\n",
+        "target = \"{}\"\ntimeout = \"1s\"\n[load]\nrate = 200\nconnections = 8\nduration = \"6s\"\n[[calls]]\nmethod = \"eth_chainId\"\n",
         server.url()
     );
     let report = common::run(&common::scenario(&text));
@@ -221,11 +221,13 @@ fn a_listener_that_goes_away_and_returns_is_a_gap_not_a_crash() {
     // between outages depends on when each caller's retries fall, which a
     // busy machine shifts (283 ok of 800 due seen on a loaded box). What it
     // cannot change: calls answered after the first outage began (seconds 2
-    // and 3) show the connections were reopened and the run went on.
+    // to 5; 4 s of them, as one loaded far past its cores once left the
+    // first two without an answer) show the connections were reopened and
+    // the run went on.
     let rows = &report.summary.timeseries;
-    assert_eq!(rows.len(), 4);
+    assert_eq!(rows.len(), 6);
     assert!(
-        rows[2].ok + rows[3].ok > 0,
+        rows[2..].iter().map(|r| r.ok).sum::<u64>() > 0,
         "the run went on after the first outage: {:?}, {rows:?}",
         outcomes(&report)
     );
