@@ -8,8 +8,18 @@ fuzz_target!(|data: &[u8]| {
     let (head, body) = data.split_at(data.len().min(2));
     let calls = head.first().map_or(1, |b| (b % 8) as usize + 1);
     let notifications = head.get(1).map_or(0, |b| (b % 3) as usize);
-    let mut entries: Vec<Entry> = (0..calls as u64).map(|i| Entry { method: 0, call: 0, id: Some(i) }).collect();
-    entries.extend((0..notifications).map(|_| Entry { method: 0, call: 0, id: None }));
+    let mut entries: Vec<Entry> = (0..calls as u64)
+        .map(|i| Entry {
+            method: 0,
+            call: 0,
+            id: Some(i),
+        })
+        .collect();
+    entries.extend((0..notifications).map(|_| Entry {
+        method: 0,
+        call: 0,
+        id: None,
+    }));
     for (batch, status) in [(true, 200), (false, 200), (true, 503)] {
         let entries = if batch { &entries[..] } else { &entries[..1] };
         let mut seen = vec![0u8; entries.len()];
