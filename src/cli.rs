@@ -155,8 +155,14 @@ pub struct RunArgs {
     /// Directory for the result files (default: results/<UTC time>-<scenario>/).
     #[arg(short = 'o', long)]
     pub out: Option<PathBuf>,
+    /// Pass/fail limit on the run's figures, e.g. 'p99 < 200ms', 'eth_call.p50 < 20ms',
+    /// 'error_rate < 0.1%', 'rpc_error[-32005] == 0' (repeatable; added to the file's
+    /// [thresholds]). A failed one exits 2.
+    #[arg(long = "threshold", value_name = "EXPR", value_parser = crate::thresholds::parse)]
+    pub thresholds: Vec<crate::thresholds::Threshold>,
     /// Exit 2 when the run's verdict is invalid (schedule not kept, client saturated, stopped
-    /// early), so CI never passes figures that cannot be trusted.
+    /// early), so CI never passes figures that cannot be trusted. On whenever thresholds are
+    /// given.
     #[arg(long)]
     pub require_valid: bool,
     /// Print nothing but the final summary.
@@ -296,6 +302,7 @@ impl RunArgs {
             cert: self.cert.clone(),
             key: self.key.clone(),
             headers: self.headers.clone(),
+            thresholds: self.thresholds.clone(),
         }
     }
 }

@@ -155,7 +155,12 @@ pub async fn execute(
     }
     meta.warnings.extend(run_warnings(&summary, capacity, timeout));
     drop(server);
-    Ok(RunReport { meta, summary })
+    let thresholds = crate::thresholds::evaluate_all(&scenario.thresholds, &summary);
+    Ok(RunReport {
+        meta,
+        summary,
+        thresholds,
+    })
 }
 
 /// What a reader must know to trust the figures: calls left unanswered
@@ -275,7 +280,10 @@ pub fn run_command(args: RunArgs) -> anyhow::Result<ExitCode> {
     if report.summary.panicked_connections > 0 {
         return Ok(ExitCode::from(EXIT_BUG));
     }
-    if signal == 0 && args.require_valid && !report.summary.verdict.valid {
+    // Thresholds are a CI gate: figures that cannot be trusted pass none.
+    let require_valid = args.require_valid || !scenario.thresholds.is_empty();
+    let failed_check = !report.thresholds_passed() || (require_valid && !report.summary.verdict.valid);
+    if signal == 0 && failed_check {
         return Ok(ExitCode::from(EXIT_FAILED_CHECK));
     }
     Ok(ExitCode::from(signal))

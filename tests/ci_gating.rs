@@ -54,3 +54,142 @@ fn a_generator_that_cannot_keep_its_rate_is_an_invalid_run_and_fails_ci() {
     assert!(table.contains("verdict: invalid: "), "{table}");
     std::fs::remove_dir_all(&out).unwrap();
 }
+
+fn out_dir(name: &str) -> std::path::PathBuf {
+    let out = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("volley-gating-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&out);
+    out
+}
+
+/// Runs a one-liner against `url` with `extra` flags; returns the exit
+/// code, the table and `summary.json`.
+fn gated(url: &str, name: &str, extra: &[&str]) -> (Option<i32>, String, Value) {
+    let out = out_dir(name);
+    let output = volley()
+        .args([
+            "run",
+            "--target",
+            url,
+            "--method",
+            "eth_chainId",
+            "-c",
+            "2",
+            "-n",
+            "200",
+        ])
+        .args(["--no-tui", "-q", "--out"])
+        .arg(&out)
+        .args(extra)
+        .output()
+        .unwrap();
+    let json: Value = serde_json::from_slice(&std::fs::read(out.join("summary.json")).unwrap()).unwrap();
+    let table = String::from_utf8_lossy(&output.stdout).into_owned();
+    std::fs::remove_dir_all(&out).unwrap();
+    (output.status.code(), table, json)
+}
+
+#[test]
+fn a_broken_threshold_exits_2_and_a_kept_one_0() {
+    let (mut server, url) = serve(&["--latency", "5ms"]);
+    let broken = gated(
+        &url,
+        "broken",
+        &["--threshold", "p99 < 1ms", "--threshold", "errors == 0"],
+    );
+    let kept = gated(
+        &url,
+        "kept",
+        &["--threshold", "p99 < 500ms", "--threshold", "calls == 200"],
+    );
+    let _ = server.kill();
+    let _ = server.wait();
+
+    let (code, table, json) = broken;
+    assert_eq!(code, Some(2), "{table}");
+    assert!(table.contains("thresholds: 1 of 2 FAILED"), "{table}");
+    assert!(table.contains("  FAIL  p99 < 1ms  ("), "{table}");
+    assert!(table.contains("  pass  errors == 0  (0 calls)"), "{table}");
+    let first = &json["thresholds"][0];
+    assert_eq!(
+        (first["expression"].as_str(), first["passed"].as_bool()),
+        (Some("p99 < 1ms"), Some(false))
+    );
+    // Every answer waited 5 ms: the measured value says so.
+    assert!(first["measured"].as_f64().unwrap() >= 5.0, "{first}");
+
+    let (code, table, json) = kept;
+    assert_eq!(code, Some(0), "{table}");
+    assert!(table.contains("thresholds: all 2 passed"), "{table}");
+    assert_eq!(json["thresholds"][1]["measured"], 200.0);
+}
+
+#[test]
+fn thresholds_make_an_invalid_run_fail_without_being_asked() {
+    // The generator cannot keep 50,000/s on 2 connections of a 10 ms
+    // server; the threshold itself holds.
+    let (mut server, url) = serve(&["--latency", "10ms"]);
+    let out = out_dir("invalid");
+    let output = volley()
+        .args([
+            "run",
+            "--target",
+            &url,
+            "--method",
+            "eth_chainId",
+            "--rate",
+            "50000",
+        ])
+        .args(["--connections", "2", "-d", "1s", "--no-tui", "-q"])
+        .args(["--threshold", "error_rate < 50%", "--out"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    let _ = server.kill();
+    let _ = server.wait();
+    let table = String::from_utf8_lossy(&output.stdout);
+    assert!(table.contains("thresholds: all 1 passed"), "{table}");
+    assert!(table.contains("verdict: invalid: "), "{table}");
+    assert_eq!(output.status.code(), Some(2), "{table}");
+    std::fs::remove_dir_all(&out).unwrap();
+}
+
+#[test]
+fn a_scenarios_thresholds_are_checked_before_anything_is_sent() {
+    let dir = out_dir("files");
+    std::fs::create_dir_all(&dir).unwrap();
+    let calls = "[[calls]]\nmethod = \"eth_call\"\n";
+    for (name, thresholds, expect) in [
+        (
+            "bad-expression",
+            "checks = [\"p99 < 200ms\", \"p99 < 200 parsecs\"]",
+            ":6:26: key `thresholds.checks[1]`: threshold `p99 < 200 parsecs`: `parsecs` is not a unit of time",
+        ),
+        (
+            "unknown-method",
+            "checks = [\"eth_getLogs.p99 < 200ms\"]",
+            "key `thresholds.checks`: threshold `eth_getLogs.p99 < 200ms`: no method `eth_getLogs` in this run; its methods are `eth_call`",
+        ),
+        (
+            "no-stages",
+            "checks = [\"stage[2].rps > 10\"]",
+            "threshold `stage[2].rps > 10`: the load has no stages",
+        ),
+    ] {
+        // Port 9 (discard) on loopback: nothing is listening, and nothing may be sent.
+        let file = dir.join(format!("{name}.toml"));
+        std::fs::write(
+            &file,
+            format!("target = \"http://127.0.0.1:9\"\n{calls}\n[thresholds]\n{thresholds}\n"),
+        )
+        .unwrap();
+        for command in ["validate", "run"] {
+            let output = volley().arg(command).arg(&file).output().unwrap();
+            let stderr = String::from_utf8_lossy(&output.stderr);
+            assert_eq!(output.status.code(), Some(1), "{command} {name}: {stderr}");
+            assert!(stderr.contains(expect), "{command} {name}: {stderr}");
+            assert!(!stderr.contains("cannot connect"), "refused before connecting: {stderr}");
+        }
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}

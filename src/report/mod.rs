@@ -20,6 +20,15 @@ use crate::stats::RunSummary;
 pub struct RunReport {
     pub meta: RunMeta,
     pub summary: RunSummary,
+    /// Each threshold asked for, judged on the summary, in order.
+    pub thresholds: Vec<crate::thresholds::ThresholdResult>,
+}
+
+impl RunReport {
+    /// Whether every threshold held (true when none was asked for).
+    pub fn thresholds_passed(&self) -> bool {
+        self.thresholds.iter().all(|t| t.passed)
+    }
 }
 
 /// What was run, where and when.

@@ -46,6 +46,16 @@ pub fn render_table(report: &RunReport) -> String {
         ),
         false => writeln!(out, "verdict: invalid: {}", verdict.reasons.join("; ")),
     };
+    if !report.thresholds.is_empty() {
+        let failed = report.thresholds.iter().filter(|t| !t.passed).count();
+        let _ = match failed {
+            0 => writeln!(out, "thresholds: all {} passed", report.thresholds.len()),
+            n => writeln!(out, "thresholds: {n} of {} FAILED", report.thresholds.len()),
+        };
+        for threshold in &report.thresholds {
+            let _ = writeln!(out, "  {threshold}");
+        }
+    }
     out
 }
 

@@ -62,6 +62,9 @@ pub struct Scenario {
     pub polls: Vec<PollSpec>,
     /// The latest polled values, read by generated params.
     pub polled: Arc<Polled>,
+    /// Pass/fail limits judged on the finished run (`[thresholds]` and
+    /// `--threshold`).
+    pub thresholds: Vec<crate::thresholds::Threshold>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -205,6 +208,17 @@ impl Scenario {
         raw::parse(&Locator { file, text }, base_dir, default_name, env, None)
     }
 
+    /// Refuses thresholds on a method this run will not call or a stage
+    /// its load does not have, naming each.
+    pub fn check_thresholds(&self) -> Result<(), String> {
+        if self.thresholds.is_empty() {
+            return Ok(());
+        }
+        let methods = self.compile().mix.methods;
+        let methods: Vec<&str> = methods.iter().map(String::as_str).collect();
+        crate::thresholds::check_methods(&self.thresholds, &methods, self.load.stages.len())
+    }
+
     /// A scenario with one method and no file, for quick runs.
     pub fn one_liner(target: &str, method: &str, params: Option<Value>) -> Scenario {
         Scenario {
@@ -244,6 +258,7 @@ impl Scenario {
             setup: Vec::new(),
             polls: Vec::new(),
             polled: Arc::new(Polled::default()),
+            thresholds: Vec::new(),
         }
     }
 }

@@ -42,6 +42,8 @@ pub struct Overrides {
     pub key: Option<PathBuf>,
     /// `Name: value`, `${VAR}` read from the environment.
     pub headers: Vec<String>,
+    /// Added to the file's `[thresholds]`.
+    pub thresholds: Vec<crate::thresholds::Threshold>,
 }
 
 fn flag(flag: &'static str, message: impl Into<String>) -> ScenarioError {
@@ -80,6 +82,9 @@ impl Scenario {
         flags.apply_load(&mut scenario)?;
         flags.apply_connection(&mut scenario)?;
         scenario.check_connections(flags)?;
+        scenario.thresholds.extend(flags.thresholds.iter().cloned());
+        // Again with the flags: --threshold, or --method replacing the mix.
+        scenario.check_thresholds().map_err(|m| flag("--threshold", m))?;
         Ok(scenario)
     }
 

@@ -50,6 +50,28 @@ struct RawScenario {
     subscribe: Vec<RawSubscribe>,
     #[serde(default)]
     poll: BTreeMap<String, RawPoll>,
+    thresholds: Option<RawThresholds>,
+}
+
+/// `[thresholds]`: pass/fail limits on the run's figures.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawThresholds {
+    checks: Spanned<Vec<Spanned<String>>>,
+}
+
+impl RawThresholds {
+    fn parse(&self, at: &Locator) -> Result<Vec<crate::thresholds::Threshold>, ScenarioError> {
+        self.checks
+            .get_ref()
+            .iter()
+            .enumerate()
+            .map(|(i, check)| {
+                crate::thresholds::parse(check.get_ref())
+                    .map_err(|m| at.error(Some(check.span()), Some(&format!("thresholds.checks[{i}]")), m))
+            })
+            .collect()
+    }
 }
 
 /// `[tls]`: how an `https://` or `wss://` target is trusted. Paths are
@@ -348,8 +370,13 @@ impl RawScenario {
             None => None,
         };
         let setup = self.setup_calls(at, &target)?;
+        let thresholds = match &self.thresholds {
+            Some(raw) => raw.parse(at)?,
+            None => Vec::new(),
+        };
+        let thresholds_at = self.thresholds.as_ref().map(|t| t.checks.span());
 
-        Ok(Scenario {
+        let scenario = Scenario {
             name: self.name.unwrap_or_else(|| default_name.to_string()),
             file: None,
             description: self.description,
@@ -368,7 +395,14 @@ impl RawScenario {
             setup,
             polls,
             polled,
-        })
+            thresholds,
+        };
+        // A method or stage the run will not have is named now, not judged
+        // a failure at the end.
+        scenario
+            .check_thresholds()
+            .map_err(|m| at.error(thresholds_at, Some("thresholds.checks"), m))?;
+        Ok(scenario)
     }
 
     fn target(&self, at: &Locator) -> Result<TargetSpec, ScenarioError> {
