@@ -133,7 +133,7 @@ pub async fn execute(
         warnings,
     };
     let (capacity, timeout) = (plan.connections * plan.per_connection.max(1), plan.timeout);
-    let summary = engine::run(
+    let mut summary = engine::run(
         RunSpec {
             plan,
             mix,
@@ -154,6 +154,7 @@ pub async fn execute(
         ));
     }
     meta.warnings.extend(run_warnings(&summary, capacity, timeout));
+    crate::stats::weigh_answers(&mut summary);
     drop(server);
     let thresholds = crate::thresholds::evaluate_all(&scenario.thresholds, &summary);
     Ok(RunReport {
@@ -167,25 +168,25 @@ pub async fn execute(
 /// at the end, and a schedule that was not kept, said with its cause.
 fn run_warnings(summary: &RunSummary, capacity: usize, timeout: Duration) -> Vec<String> {
     use crate::report::count;
+    use crate::stats::Unanswered;
     let mut warnings = Vec::new();
     let in_flight = summary.in_flight_at_end;
     let run = Duration::from_secs_f64(summary.measured_seconds.max(0.0));
-    if in_flight > 0 && timeout > run {
-        if let Some(answered) = stopped_answering(summary) {
-            warnings.push(format!(
-                "{answered}; {} still waiting for an answer when the run ended, in no figure: the timeout ({}) is longer than the run ({}), so none could count as a timeout. Give --timeout shorter than the run to count them",
-                count(in_flight, "call"),
-                humantime::format_duration(timeout),
-                humantime::format_duration(Duration::from_millis(run.as_millis() as u64)),
-            ));
-        }
-    }
-    let only_subscribed = summary.subscriptions.is_some();
-    if summary.total.calls == 0 && in_flight == 0 && summary.children_exited == 0 && !only_subscribed {
-        warnings.push(format!(
-            "nothing was measured: no call was sent in the measured {} (after any warmup); a replay file used up in the warmup, or a run shorter than a call, leaves every figure at zero",
-            humantime::format_duration(Duration::from_millis(run.as_millis() as u64)),
-        ));
+    let run_shown = humantime::format_duration(Duration::from_millis(run.as_millis() as u64));
+    match crate::stats::unanswered(summary) {
+        Some(Unanswered::StoppedInWarmup) => warnings.push(
+            "stopped before the measured part began: nothing was measured (the warmup's calls are in no figure)".into(),
+        ),
+        Some(Unanswered::NothingSent) => warnings.push(format!(
+            "nothing was measured: no call was sent in the measured {run_shown} (after any warmup); a replay file used up in the warmup, or a run shorter than a call, leaves every figure at zero"
+        )),
+        Some(silence) if timeout > run => warnings.push(format!(
+            "{silence}; {} still waiting for an answer when the run ended, in no figure: the timeout ({}) is longer than the run ({run_shown}), so none could count as a timeout. Give --timeout shorter than the run to count them",
+            count(in_flight, "call"),
+            humantime::format_duration(timeout),
+        )),
+        Some(silence) => warnings.push(format!("{silence}")),
+        None => {}
     }
     if let Some(schedule) = summary.schedule.as_ref().filter(|s| s.behind) {
         // Every connection busy at the end: requests waited for the server,
@@ -208,30 +209,6 @@ fn run_warnings(summary: &RunSummary, capacity: usize, timeout: Duration) -> Vec
         ));
     }
     warnings
-}
-
-/// Says how the server stopped answering, if it did: no call answered at
-/// all, or none for a whole second at the end, longer than any answered call
-/// took. Calls in flight at the end of a healthy run (every closed-model run
-/// has some) are answered within the usual latency and say nothing.
-fn stopped_answering(summary: &RunSummary) -> Option<String> {
-    use crate::report::count;
-    let answered = summary.total.calls;
-    if answered == 0 {
-        return Some("the server answered no call".to_string());
-    }
-    let last_answering_second = summary
-        .timeseries
-        .iter()
-        .rposition(|row| row.calls > 0)
-        .map_or(0.0, |i| i as f64 + 1.0);
-    let silent_seconds = summary.measured_seconds - last_answering_second;
-    (silent_seconds >= 1.0 && silent_seconds * 1000.0 > summary.total.latency.max_ms).then(|| {
-        format!(
-            "{} answered, then none in the last {silent_seconds:.1} s: the server stopped answering",
-            count(answered, "call")
-        )
-    })
 }
 
 fn timestamp(time: SystemTime) -> String {
@@ -320,6 +297,7 @@ fn run_to_report(args: &RunArgs, scenario: &Scenario) -> anyhow::Result<(RunRepo
         }
         let mut tui = start_dashboard(args, scenario, &control, &cancel);
         let quiet = args.quiet;
+        let mut warming = !scenario.load.warmup.is_zero();
         let report = execute(scenario, args.scenario.as_deref(), cancel, control, |snapshot| {
             if let Some(metrics) = &metrics {
                 metrics.publish(snapshot);
@@ -327,6 +305,13 @@ fn run_to_report(args: &RunArgs, scenario: &Scenario) -> anyhow::Result<(RunRepo
             match tui.as_mut() {
                 Some(tui) => tui.show(snapshot),
                 None if !quiet => {
+                    if std::mem::take(&mut warming) {
+                        // Said as the run begins: a long warmup is otherwise a silent wait.
+                        crate::note!(
+                            "[warmup] {}: calls are sent, and left out of every figure",
+                            humantime::format_duration(snapshot.warmup)
+                        );
+                    }
                     for row in &snapshot.new_rows {
                         crate::note!("{}", report::progress_line(row));
                     }

@@ -109,6 +109,50 @@ fn ctrl_c_before_the_run_begins_stops_volley() {
 }
 
 #[test]
+fn ctrl_c_in_the_warmup_says_nothing_was_measured_and_blames_no_server() {
+    use std::io::BufRead;
+    let out = temp_dir("warmup-stop");
+    let mut child = volley()
+        .args([
+            "run",
+            "scenarios/demo.toml",
+            "-d",
+            "5s",
+            "--warmup",
+            "30s",
+            "--no-tui",
+            "--out",
+        ])
+        .arg(&out)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The warmup's line: it is under way.
+    let mut stderr = std::io::BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    while stderr.read_line(&mut line).unwrap() > 0 && !line.starts_with("[warmup] 30s") {
+        line.clear();
+    }
+    assert!(line.starts_with("[warmup] 30s"), "the warmup says so");
+    let status = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let output = wait_or_kill(child, Duration::from_secs(30));
+    assert_eq!(output.status.code(), Some(130));
+    let json = summary_json(&out);
+    let warnings = json["meta"]["warnings"].to_string();
+    assert!(
+        warnings.contains("stopped before the measured part began"),
+        "{warnings}"
+    );
+    assert!(!warnings.contains("the server answered no call"), "{warnings}");
+    assert_eq!(json["summary"]["verdict"]["valid"], false);
+}
+
+#[test]
 fn a_websocket_server_that_stalls_after_the_first_handshake_is_counted_not_silent() {
     let (addr, _accepts) = silent_server(1);
     let out = temp_dir("stall-ws");
@@ -464,6 +508,7 @@ fn a_replay_that_stops_ends_the_run_at_the_end_of_its_file() {
     assert_eq!(json["summary"]["total"]["calls"], 0);
     let warnings = json["meta"]["warnings"].to_string();
     assert!(warnings.contains("nothing was measured"), "{warnings}");
+    assert_eq!(json["summary"]["verdict"]["valid"], false);
 }
 
 #[test]
@@ -517,6 +562,11 @@ fn a_server_that_stops_answering_is_reported_as_such() {
         );
         assert!(!warnings.contains("generator fell behind"), "{model}: {warnings}");
         assert!(warnings.contains("4 calls still waiting"), "{model}: {warnings}");
+        let verdict = &json["summary"]["verdict"];
+        assert_eq!(
+            verdict["valid"], false,
+            "{model}: no answer is no valid run: {verdict}"
+        );
     }
 }
 
@@ -590,9 +640,18 @@ fn a_server_that_stops_answering_mid_run_is_told_from_a_healthy_end() {
     assert_eq!(json["summary"]["total"]["calls"], 20);
     let warnings = json["meta"]["warnings"].to_string();
     assert!(
-        warnings.contains("20 calls answered, then none in the last")
-            && warnings.contains("the server stopped answering; 1 call still waiting"),
+        warnings.contains("20 calls answered, then none for the last")
+            && warnings.contains("or more: the server stopped answering; 1 call still waiting"),
         "{warnings}"
+    );
+    // Figures that hide a stalled server are no figures to pass CI on.
+    let verdict = &json["summary"]["verdict"];
+    assert_eq!(verdict["valid"], false, "{verdict}");
+    assert!(
+        verdict["reasons"]
+            .to_string()
+            .contains("the server stopped answering"),
+        "{verdict}"
     );
     // A slow but healthy server has calls in flight at the end of every
     // run: no cause for a warning.
@@ -621,6 +680,7 @@ fn a_server_that_stops_answering_mid_run_is_told_from_a_healthy_end() {
     assert!(in_flight >= 1, "each call waits 300 ms: {in_flight}");
     let warnings = json["meta"]["warnings"].to_string();
     assert!(!warnings.contains("still waiting"), "{warnings}");
+    assert_eq!(json["summary"]["verdict"]["valid"], true);
 }
 
 /// `validate` reads a file as `run` does: what one refuses, so does the other.

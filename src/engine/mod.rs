@@ -123,6 +123,8 @@ pub async fn run(
         };
         gatherer.snapshot(measured, snapshot)
     };
+    // The first, as the run begins: a warmup has no figures for a while.
+    observe(&snapshot_now(&mut gatherer, false));
     // The run ends at each thread's last figures, not when the threads
     // end: after them they may still be shutting stdio children down.
     let mut threads_done = 0;

@@ -14,7 +14,7 @@ pub use summary::{
     over_one_percent, BatchSummary, ChildShutdown, LatencySummary, MethodSummary, RunSummary,
     ScheduleSummary, SecondRow, SetupSummary, StageSummary, SubscriptionSummary, LATE_THRESHOLD,
 };
-pub use verdict::{ClientCpu, Evidence, Verdict, SATURATED_SHARE};
+pub use verdict::{unanswered, weigh_answers, ClientCpu, Evidence, Unanswered, Verdict, SATURATED_SHARE};
 
 use std::time::Duration;
 

@@ -2,9 +2,11 @@
 //! something else too (a generator that fell behind, a client pinned at its
 //! CPU, a run cut short). CI gates on it with `--require-valid`.
 
+use std::fmt;
+
 use serde::Serialize;
 
-use super::ScheduleSummary;
+use super::{RunSummary, ScheduleSummary};
 
 /// Engine threads busy this share of the run's wall time or more were the
 /// bottleneck: the figures include volley's own queueing.
@@ -96,6 +98,77 @@ fn schedule_reasons(schedule: &ScheduleSummary, evidence: &Evidence, reasons: &m
             "{} requests due were never sent{achieved}",
             schedule.unsent
         ));
+    }
+}
+
+/// Why a run's figures say nothing of the server, when they do not.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Unanswered {
+    /// Stopped (Ctrl-C) before the measured part began.
+    StoppedInWarmup,
+    /// No call was sent in the measured part (a replay used up in the
+    /// warmup, a run shorter than a call).
+    NothingSent,
+    /// Calls were sent and none was answered.
+    NoAnswer,
+    /// Answers came, then none for at least this many seconds at the end:
+    /// longer than any answered call took, so the server stopped.
+    StoppedAnswering { answered: u64, silent_s: f64 },
+}
+
+impl fmt::Display for Unanswered {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Unanswered::StoppedInWarmup => f.write_str("stopped before the measured part began"),
+            Unanswered::NothingSent => f.write_str("nothing was measured: no call was sent"),
+            Unanswered::NoAnswer => f.write_str("the server answered no call"),
+            Unanswered::StoppedAnswering { answered, silent_s } => write!(
+                f,
+                "{answered} calls answered, then none for the last {silent_s:.1} s or more: the server stopped answering"
+            ),
+        }
+    }
+}
+
+/// Whether the run's figures describe the server at all. Calls still in
+/// flight at the end of a healthy run (every closed-model run has some) are
+/// answered within the usual latency and say nothing.
+pub fn unanswered(summary: &RunSummary) -> Option<Unanswered> {
+    let answered = summary.total.calls;
+    let waiting = summary.in_flight_at_end > 0;
+    if answered == 0 {
+        // Subscriptions alone, or children that ended, are figures of their own.
+        if summary.subscriptions.is_some() || summary.children_exited > 0 {
+            return None;
+        }
+        return Some(
+            match (summary.partial && summary.measured_seconds < 1e-3, waiting) {
+                (true, _) => Unanswered::StoppedInWarmup,
+                (false, true) => Unanswered::NoAnswer,
+                (false, false) => Unanswered::NothingSent,
+            },
+        );
+    }
+    if !waiting {
+        return None;
+    }
+    // Rows cover whole seconds: the silence is at least this long.
+    let last_answering_second = summary
+        .timeseries
+        .iter()
+        .rposition(|row| row.calls > 0)
+        .map_or(0.0, |i| i as f64 + 1.0);
+    let silent_s = summary.measured_seconds - last_answering_second;
+    (silent_s >= 1.0 && silent_s * 1000.0 > summary.total.latency.max_ms)
+        .then_some(Unanswered::StoppedAnswering { answered, silent_s })
+}
+
+/// Marks the run's verdict invalid when its figures say nothing of the
+/// server: CI must never pass a run of a server that did not answer.
+pub fn weigh_answers(summary: &mut RunSummary) {
+    if let Some(why) = unanswered(summary) {
+        summary.verdict.valid = false;
+        summary.verdict.reasons.push(why.to_string());
     }
 }
 
