@@ -195,12 +195,39 @@ pub struct Comparison {
     pub rows: Vec<Row>,
     /// Differences between the runs that make a comparison doubtful.
     pub notes: Vec<String>,
+    /// Why a run's figures cannot be compared at all: its verdict was
+    /// invalid (a server that answered nothing is no baseline, and no
+    /// "no regression" either).
+    pub invalid: Vec<String>,
 }
 
 impl Comparison {
     pub fn regressed(&self) -> bool {
         self.rows.iter().any(|r| r.verdict == "REGRESSION")
     }
+
+    /// A regression, or a run that cannot be compared: CI must go red.
+    pub fn failed(&self) -> bool {
+        self.regressed() || !self.invalid.is_empty()
+    }
+}
+
+/// Fewer seconds than this a side, and the rank test cannot reach its
+/// significance (two runs of 4 s: p ≥ 0.029 at best).
+const MIN_SECONDS: usize = 5;
+
+/// Why `run` (named `which`) cannot be compared, from its own verdict.
+fn invalid_reason(which: &str, run: &Run) -> Option<String> {
+    let verdict = &run.summary["summary"]["verdict"];
+    (verdict["valid"] == Value::Bool(false)).then(|| {
+        let reasons: Vec<&str> = verdict["reasons"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .collect();
+        format!("the {which} run's verdict is invalid: {}", reasons.join("; "))
+    })
 }
 
 /// Two runs on the built-in server are on the same server, whatever free
@@ -244,7 +271,22 @@ pub fn compare(baseline: &Path, current: &Path, tolerances: &Tolerances) -> anyh
             rows.push(row(&base, &cur, method, metric, tolerance));
         }
     }
-    Ok(Comparison { rows, notes })
+    let seconds = |run: &Run| {
+        run.summary["summary"]["timeseries"]
+            .as_array()
+            .map_or(0, Vec::len)
+    };
+    let shortest = seconds(&base).min(seconds(&cur));
+    if shortest < MIN_SECONDS {
+        notes.push(format!(
+            "a run of {shortest} s is too short to tell a change from noise (at least {MIN_SECONDS} s each): latency and rate changes are called noise"
+        ));
+    }
+    let invalid = [("baseline", &base), ("current", &cur)]
+        .into_iter()
+        .filter_map(|(which, run)| invalid_reason(which, run))
+        .collect();
+    Ok(Comparison { rows, notes, invalid })
 }
 
 fn row(base: &Run, cur: &Run, method: &str, metric: Metric, tolerance: f64) -> Row {
@@ -360,7 +402,7 @@ fn normal_tail(z: f64) -> f64 {
 pub fn command(args: crate::cli::CompareArgs) -> anyhow::Result<std::process::ExitCode> {
     let comparison = compare(&args.baseline, &args.current, &args.max_regression)?;
     crate::output::print(&render(&comparison, &args.baseline, &args.current));
-    Ok(std::process::ExitCode::from(if comparison.regressed() {
+    Ok(std::process::ExitCode::from(if comparison.failed() {
         2
     } else {
         0
@@ -401,15 +443,14 @@ pub fn render(comparison: &Comparison, baseline: &Path, current: &Path) -> Strin
     for note in &comparison.notes {
         let _ = writeln!(out, "note: {note}");
     }
-    let _ = writeln!(
-        out,
-        "\n{}",
-        if comparison.regressed() {
-            "result: REGRESSION (a change past its limit that the runs' spread says is not noise)"
-        } else {
-            "result: no regression"
+    let result = match (comparison.invalid.is_empty(), comparison.regressed()) {
+        (false, _) => format!("result: CANNOT COMPARE: {}", comparison.invalid.join("; ")),
+        (true, true) => {
+            "result: REGRESSION (a change past its limit that the runs' spread says is not noise)".into()
         }
-    );
+        (true, false) => "result: no regression".into(),
+    };
+    let _ = writeln!(out, "\n{result}");
     out
 }
 

@@ -113,3 +113,41 @@ fn compare_refuses_what_it_cannot_read_by_name() {
     );
     assert!(String::from_utf8_lossy(&output.stderr).contains("give a percentage"));
 }
+
+#[test]
+fn a_run_of_a_server_that_answered_nothing_cannot_pass_a_comparison() {
+    // Accepts and never answers.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let silent_url = format!("http://{}", silent.local_addr().unwrap());
+    std::thread::spawn(move || silent.incoming().flatten().for_each(std::mem::forget));
+    let (mut server, url) = serve("1ms");
+    let (base, dead) = (dir("alive"), dir("dead"));
+    for (target, out) in [(&url, &base), (&silent_url, &dead)] {
+        let status = volley()
+            .args(["run", "--target", target, "--method", "eth_chainId", "-c", "2"])
+            .args(["-d", "1s", "--no-tui", "-q", "--out"])
+            .arg(out)
+            .stdout(Stdio::null())
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+    let _ = server.kill();
+    let _ = server.wait();
+    let output = compare(&base, &dead);
+    let table = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(output.status.code(), Some(2), "{table}");
+    assert!(
+        table.contains(
+            "result: CANNOT COMPARE: the current run's verdict is invalid: the server answered no call"
+        ),
+        "{table}"
+    );
+    assert!(
+        table.contains("note: a run of 1 s is too short to tell a change from noise"),
+        "{table}"
+    );
+    for dir in [base, dead] {
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+}
