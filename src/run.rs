@@ -245,7 +245,11 @@ pub fn run_command(args: RunArgs) -> anyhow::Result<ExitCode> {
     // Files first: a closed stdout (`| head`) must not lose the run.
     let written = match report::write_files(&out.path, &report) {
         Ok(written) => written,
-        Err(error) => return Ok(write_elsewhere(&report, &error)),
+        Err(error) => {
+            // The claim goes too: no empty summary.json is left to misread.
+            out.release();
+            return Ok(write_elsewhere(&report, &error));
+        }
     };
     let printed = crate::output::print(&report::render_table(&report))
         && crate::output::print(&format!("\nresults: {}\n", out.path.display()));

@@ -385,3 +385,18 @@ fn a_connection_that_cannot_be_set_up_is_kept_as_a_connect_example() {
         "setup call `initialize` failed: rpc_error(-32601)"
     );
 }
+
+#[test]
+fn a_file_that_cannot_be_written_leaves_no_truncated_files_behind() {
+    let report = staged_run();
+    let dir = temp_dir("blocked");
+    std::fs::create_dir_all(dir.join(".latency.hlog.partial")).unwrap();
+    let error = report::write_files(&dir, &report).expect_err("the hlog cannot be written");
+    assert!(error.to_string().contains("latency.hlog"), "{error}");
+    let left: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(left, [".latency.hlog.partial"], "nothing half-written stays");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -122,10 +122,22 @@ pub fn write_files(dir: &Path, report: &RunReport) -> Result<Vec<PathBuf>, Repor
         ("latency.hlog", hlog::render),
         ("summary.json", json::summary),
     ];
-    let mut written = Vec::new();
+    // Each file is written whole under a temporary name, then all are
+    // renamed: a full disk leaves no truncated file behind for a later
+    // `compare` to misread, only the error.
+    let mut pending: Vec<(PathBuf, PathBuf)> = Vec::new();
     for (name, render) in files {
-        let path = dir.join(name);
-        std::fs::write(&path, render(report)).map_err(|source| ReportError::Write {
+        let (temporary, path) = (dir.join(format!(".{name}.partial")), dir.join(name));
+        if let Err(source) = std::fs::write(&temporary, render(report)) {
+            let _ = std::fs::remove_file(&temporary);
+            pending.iter().for_each(|(t, _)| drop(std::fs::remove_file(t)));
+            return Err(ReportError::Write { path, source });
+        }
+        pending.push((temporary, path));
+    }
+    let mut written = Vec::new();
+    for (temporary, path) in pending {
+        std::fs::rename(&temporary, &path).map_err(|source| ReportError::Write {
             path: path.clone(),
             source,
         })?;
