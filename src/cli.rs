@@ -98,7 +98,7 @@ pub struct RunArgs {
     #[arg(long, conflicts_with = "concurrency")]
     pub rate: Option<f64>,
     /// Closed model: calls in flight, each sent as soon as the previous one is answered
-    /// (default 16); replaces the file's load model and stages.
+    /// (default: --connections, or 16); replaces the file's load model and stages.
     #[arg(short = 'c', long)]
     pub concurrency: Option<u64>,
     /// Measured duration, e.g. 30s, 2m (default 10s); replaces the file's end (duration or requests).

@@ -282,7 +282,7 @@ fn run_to_report(args: &RunArgs, scenario: &Scenario) -> anyhow::Result<(RunRepo
         let (stop, stopped) = (cancel.clone(), stopped_by.clone());
         tokio::spawn(async move {
             stopped.store(signals.recv().await, Ordering::Relaxed);
-            crate::note!("stopping: the results so far will be written, marked partial");
+            crate::note!("stopping: what was measured is written, marked partial");
             stop.cancel();
         });
         let metrics = match args.metrics_listen {

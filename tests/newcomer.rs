@@ -786,6 +786,17 @@ fn flags_with_impossible_values_are_refused_by_name() {
 }
 
 #[test]
+fn an_empty_method_is_refused_by_name() {
+    let output = volley()
+        .args(["run", "--target", "builtin", "--method", " ", "--no-tui"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = text(&output.stderr);
+    assert!(stderr.contains("--method: a method name is needed"), "{stderr}");
+}
+
+#[test]
 fn a_missing_file_says_its_os_error_once() {
     let output = volley()
         .args(["run", "/nonexistent/volley.toml"])

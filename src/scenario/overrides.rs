@@ -57,6 +57,9 @@ impl Scenario {
     /// The scenario to run: the file's (or a one-liner's when there is no
     /// file), with every flag given applied by the rule above.
     pub fn with_flags(file: Option<&Path>, flags: &Overrides) -> Result<Scenario, ScenarioError> {
+        if flags.method.as_deref().is_some_and(|m| m.trim().is_empty()) {
+            return Err(flag("--method", "a method name is needed, not an empty one"));
+        }
         let mut scenario = match (file, &flags.method) {
             (Some(path), _) => Scenario::load_targeting(path, flags.target.as_deref())?,
             (None, Some(method)) => {
