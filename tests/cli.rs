@@ -292,6 +292,34 @@ fn every_shipped_scenario_validates() {
             .map(|l| serde_json::from_str(l.trim()).unwrap())
             .collect();
         assert_eq!(requests.len(), 5, "{}", file.display());
+        if file.ends_with("ethereum-batch.toml") {
+            // The plan as a reader checks it: the batch sizes drawn.
+            assert!(
+                stdout.contains("batches:     every request a batch of 1..50 drawn from the mix"),
+                "{stdout}"
+            );
+        }
+    }
+}
+
+#[test]
+fn validate_states_each_kind_of_batch_size() {
+    let dir = temp_dir("batch-sizes");
+    std::fs::create_dir_all(&dir).unwrap();
+    for (size, shown) in [
+        ("4", "batch of 4"),
+        ("{ min = 2, max = 9 }", "batch of 2..9"),
+        ("{ sizes = { 1 = 50, 10 = 30 } }", "batch of 1 | 10 (weighted)"),
+    ] {
+        let path = dir.join("batch.toml");
+        std::fs::write(
+            &path,
+            format!("target = \"builtin\"\n[batch]\nsize = {size}\n[[calls]]\nmethod = \"m\"\n"),
+        )
+        .unwrap();
+        let output = volley().arg("validate").arg(&path).output().unwrap();
+        let stdout = text(&output.stdout);
+        assert!(stdout.contains(shown), "{size}: {stdout}{}", text(&output.stderr));
     }
 }
 

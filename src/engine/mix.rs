@@ -33,14 +33,6 @@ impl BatchSize {
             BatchSize::Weighted(sizes, index) => sizes[index.sample(rng)],
         }
     }
-
-    pub fn max(&self) -> u32 {
-        match self {
-            BatchSize::Fixed(n) => *n,
-            BatchSize::Uniform(_, high) => *high,
-            BatchSize::Weighted(sizes, _) => sizes.iter().copied().max().unwrap_or(1),
-        }
-    }
 }
 
 impl std::fmt::Display for BatchSize {
@@ -56,6 +48,8 @@ impl std::fmt::Display for BatchSize {
     }
 }
 
+// Only tests compare sizes.
+#[cfg(test)]
 impl PartialEq for BatchSize {
     fn eq(&self, other: &Self) -> bool {
         match (self, other) {
