@@ -155,6 +155,13 @@ pub struct RunArgs {
     /// Directory for the result files (default: results/<UTC time>-<scenario>/).
     #[arg(short = 'o', long)]
     pub out: Option<PathBuf>,
+    /// Also write a GitHub-flavoured Markdown summary here (and append it to
+    /// $GITHUB_STEP_SUMMARY when that is set, as in GitHub Actions).
+    #[arg(long, value_name = "FILE")]
+    pub summary_md: Option<PathBuf>,
+    /// Also write JUnit XML here: the verdict and each threshold a test case.
+    #[arg(long, value_name = "FILE")]
+    pub junit: Option<PathBuf>,
     /// Pass/fail limit on the run's figures, e.g. 'p99 < 200ms', 'eth_call.p50 < 20ms',
     /// 'error_rate < 0.1%', 'rpc_error[-32005] == 0' (repeatable; added to the file's
     /// [thresholds]). A failed one exits 2.

@@ -159,6 +159,9 @@ pub fn describe(scenario: &Scenario, file: &str) -> String {
     for poll in &polls {
         let _ = writeln!(out, "poll:        `{}` every {:?}", poll.name, poll.every);
     }
+    for threshold in &scenario.thresholds {
+        let _ = writeln!(out, "threshold:   {threshold} (a failure exits 2)");
+    }
     for warning in &warnings {
         let _ = writeln!(out, "warning:     {warning}");
     }

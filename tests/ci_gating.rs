@@ -193,3 +193,114 @@ fn a_scenarios_thresholds_are_checked_before_anything_is_sent() {
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn junit_markdown_and_benchmark_files_say_what_ci_shows() {
+    let (mut server, url) = serve(&[]);
+    let dir = out_dir("ci-files");
+    std::fs::create_dir_all(&dir).unwrap();
+    let (junit, markdown, step) = (dir.join("junit.xml"), dir.join("summary.md"), dir.join("step.md"));
+    std::fs::write(&step, "earlier step\n").unwrap();
+    let out = dir.join("run");
+    let output = volley()
+        .args([
+            "run",
+            "--target",
+            &url,
+            "--method",
+            "eth_chainId",
+            "-c",
+            "2",
+            "-n",
+            "300",
+        ])
+        .args([
+            "--no-tui",
+            "-q",
+            "--threshold",
+            "p99 < 0.001ms",
+            "--threshold",
+            "errors == 0",
+        ])
+        .arg("--junit")
+        .arg(&junit)
+        .arg("--summary-md")
+        .arg(&markdown)
+        .arg("--out")
+        .arg(&out)
+        .env("GITHUB_STEP_SUMMARY", &step)
+        .output()
+        .unwrap();
+    let _ = server.kill();
+    let _ = server.wait();
+    assert_eq!(
+        output.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+
+    // JUnit as the common schema has it: suites, cases, failures with messages.
+    let xml = std::fs::read_to_string(&junit).unwrap();
+    let doc = roxmltree::Document::parse(&xml).expect("well-formed XML");
+    let root = doc.root_element();
+    assert_eq!(root.tag_name().name(), "testsuites");
+    assert_eq!(
+        (root.attribute("tests"), root.attribute("failures")),
+        (Some("3"), Some("1"))
+    );
+    let suite = root.children().find(|n| n.has_tag_name("testsuite")).unwrap();
+    assert_eq!(suite.attribute("name"), Some("eth_chainId"));
+    let cases: Vec<_> = suite.children().filter(|n| n.has_tag_name("testcase")).collect();
+    let names: Vec<_> = cases.iter().map(|c| c.attribute("name").unwrap()).collect();
+    assert_eq!(
+        names,
+        [
+            "verdict: the figures measure the server",
+            "p99 < 0.001ms",
+            "errors == 0"
+        ]
+    );
+    let failed: Vec<_> = cases
+        .iter()
+        .filter_map(|c| c.children().find(|n| n.has_tag_name("failure")))
+        .collect();
+    assert_eq!(failed.len(), 1);
+    assert!(
+        failed[0].attribute("message").unwrap().starts_with("measured "),
+        "{xml}"
+    );
+    assert!(cases
+        .iter()
+        .all(|c| c.attribute("classname").is_some() && c.attribute("time").is_some()));
+
+    // The same Markdown in the file and appended to the step summary.
+    let md = std::fs::read_to_string(&markdown).unwrap();
+    assert!(md.contains("| **TOTAL** | 300 | 0 |"), "{md}");
+    assert!(
+        md.contains("| `p99 < 0.001ms` |") && md.contains("❌ FAIL"),
+        "{md}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&step).unwrap(),
+        format!("earlier step\n{md}")
+    );
+
+    // github-action-benchmark: arrays of name, unit and value.
+    for (file, unit, name) in [
+        ("benchmark-latency.json", "ms", "TOTAL p99"),
+        ("benchmark-rate.json", "calls/s", "TOTAL calls/s"),
+    ] {
+        let entries: Value = serde_json::from_slice(&std::fs::read(out.join(file)).unwrap()).unwrap();
+        let entries = entries.as_array().unwrap();
+        assert!(entries
+            .iter()
+            .all(|e| e["name"].is_string() && e["unit"] == unit && e["value"].is_number()));
+        let total = entries
+            .iter()
+            .find(|e| e["name"] == name)
+            .unwrap_or_else(|| panic!("{entries:?}"));
+        assert!(total["value"].as_f64().unwrap() > 0.0);
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}

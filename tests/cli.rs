@@ -292,6 +292,9 @@ fn every_shipped_scenario_validates() {
             .map(|l| serde_json::from_str(l.trim()).unwrap())
             .collect();
         assert_eq!(requests.len(), 5, "{}", file.display());
+        if file.ends_with("ci.toml") {
+            assert!(stdout.contains("threshold:   p99 < 50ms (a failure exits 2)"), "{stdout}");
+        }
         if file.ends_with("ethereum-batch.toml") {
             // The plan as a reader checks it: the batch sizes drawn.
             assert!(

@@ -1,10 +1,12 @@
 //! Turning a finished run into output: one file per format.
 
+mod ci;
 mod csv;
 mod hlog;
 mod json;
 mod table;
 
+pub use ci::{junit, markdown};
 pub use table::{count, progress_line, render_table};
 
 use std::path::{Path, PathBuf};
@@ -108,7 +110,8 @@ pub enum ReportError {
     Write { path: PathBuf, source: std::io::Error },
 }
 
-/// Writes `summary.csv`, `timeseries.csv`, `latency.hlog` and, last, `summary.json` into `dir`,
+/// Writes `summary.csv`, `timeseries.csv`, `latency.hlog`, the two
+/// github-action-benchmark files and, last, `summary.json` into `dir`,
 /// returning the paths written.
 pub fn write_files(dir: &Path, report: &RunReport) -> Result<Vec<PathBuf>, ReportError> {
     std::fs::create_dir_all(dir).map_err(|source| ReportError::CreateDir {
@@ -116,10 +119,12 @@ pub fn write_files(dir: &Path, report: &RunReport) -> Result<Vec<PathBuf>, Repor
         source,
     })?;
     type Render = fn(&RunReport) -> Vec<u8>;
-    let files: [(&str, Render); 4] = [
+    let files: [(&str, Render); 6] = [
         ("summary.csv", csv::summary),
         ("timeseries.csv", csv::timeseries),
         ("latency.hlog", hlog::render),
+        ("benchmark-latency.json", ci::benchmark_latency),
+        ("benchmark-rate.json", ci::benchmark_rate),
         ("summary.json", json::summary),
     ];
     // Each file is written whole under a temporary name, then all are
