@@ -42,6 +42,14 @@ pub enum Command {
     /// Compare two result directories per method; exit 2 on a regression past its limit
     /// that the runs' second-by-second spread says is not noise.
     Compare(CompareArgs),
+    /// Render a result directory's report.html again from its summary.json and latency.hlog.
+    Report(ReportArgs),
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct ReportArgs {
+    /// The result directory (holding summary.json and latency.hlog).
+    pub dir: PathBuf,
 }
 
 #[derive(Args, Debug, Clone)]

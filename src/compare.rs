@@ -8,10 +8,6 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::Path;
 
-use anyhow::Context;
-use hdrhistogram::serialization::interval_log::{IntervalLogIterator, LogEntry};
-use hdrhistogram::serialization::Deserializer;
-use hdrhistogram::Histogram;
 use serde_json::Value;
 
 /// A change is told from noise at this significance (two-sided): strict, so
@@ -101,49 +97,9 @@ impl std::str::FromStr for Tolerances {
 }
 
 /// One result directory, as compare reads it.
-struct Run {
-    summary: Value,
-    /// Per tag (method or TOTAL): each second's latency histogram and length.
-    seconds: BTreeMap<String, Vec<(Histogram<u64>, f64)>>,
-}
+pub(crate) type Run = crate::results::ResultDir;
 
 impl Run {
-    fn read(dir: &Path) -> anyhow::Result<Run> {
-        let summary: Value = serde_json::from_slice(
-            &std::fs::read(dir.join("summary.json"))
-                .with_context(|| format!("{}: no summary.json", dir.display()))?,
-        )
-        .with_context(|| format!("{}/summary.json is not JSON", dir.display()))?;
-        let log = std::fs::read(dir.join("latency.hlog")).with_context(|| {
-            format!(
-                "{}: no latency.hlog (written by volley 0.1 and later)",
-                dir.display()
-            )
-        })?;
-        let mut seconds: BTreeMap<String, Vec<(Histogram<u64>, f64)>> = BTreeMap::new();
-        let mut deserializer = Deserializer::new();
-        use base64::Engine;
-        for entry in IntervalLogIterator::new(&log) {
-            let Ok(LogEntry::Interval(interval)) = entry else {
-                continue;
-            };
-            let Some(tag) = interval.tag() else { continue };
-            let Ok(bytes) = base64::engine::general_purpose::STANDARD.decode(interval.encoded_histogram())
-            else {
-                continue;
-            };
-            let Ok(histogram) = deserializer.deserialize::<u64, _>(&mut &bytes[..]) else {
-                continue;
-            };
-            let length = interval.duration().as_secs_f64();
-            seconds
-                .entry(tag.as_str().to_string())
-                .or_default()
-                .push((histogram, length));
-        }
-        Ok(Run { summary, seconds })
-    }
-
     fn figures(&self, method: &str) -> Option<&Value> {
         let summary = &self.summary["summary"];
         if method == crate::stats::TOTAL_TAG {

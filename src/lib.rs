@@ -10,6 +10,7 @@ pub mod init;
 pub mod metrics;
 pub mod output;
 pub mod report;
+pub mod results;
 pub mod rpc;
 pub mod run;
 pub mod scenario;

@@ -19,6 +19,7 @@ fn main() -> ExitCode {
         Command::Validate(args) => volley::validate_command(args),
         Command::Init(args) => volley::init_command(args),
         Command::Compare(args) => volley::compare::command(args),
+        Command::Report(args) => volley::results::report_command(args),
     };
     match result {
         Ok(code) => code,

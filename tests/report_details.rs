@@ -400,3 +400,70 @@ fn a_file_that_cannot_be_written_leaves_no_truncated_files_behind() {
     assert_eq!(left, [".latency.hlog.partial"], "nothing half-written stays");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn report_html_is_one_self_contained_page_and_volley_report_renders_it_again() {
+    let server = volley::serve::spawn(volley::serve::ServeConfig {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        threads: 1,
+        ..Default::default()
+    })
+    .unwrap();
+    let report = common::run(&common::scenario(&format!(
+        "target = \"{}\"\n[load]\nconnections = 4\nstages = [{{ duration = \"1500ms\", rate = 200 }}, {{ duration = \"1500ms\", rate = 400 }}]\n\
+         [[calls]]\nmethod = \"eth_blockNumber\"\n[[calls]]\nmethod = \"eth_chainId\"\n[thresholds]\nchecks = [\"p99 < 1s\"]\n",
+        server.url()
+    )));
+    let dir = written(&report, "html");
+    let page = read(&dir, "report.html");
+    // Self-contained: nothing to fetch, nothing to run.
+    for outside in ["<script", " src=", " href=", "@import", "url("] {
+        assert!(!page.contains(outside), "{outside} in the page");
+    }
+    assert_eq!(page.matches("<svg ").count(), 4, "four plots");
+    for title in [
+        "Latency by percentile",
+        "Calls per second",
+        "Latency over time",
+        "Errors per second",
+    ] {
+        assert!(page.contains(&format!(">{title}</text>")), "{title}");
+    }
+    for label in [
+        "percentile (log scale)",
+        "latency ms",
+        "second of the run",
+        "calls/s",
+    ] {
+        assert!(page.contains(&format!(">{label}</text>")), "axis label {label}");
+    }
+    // The percentile axis reads in nines; the second stage is marked.
+    assert!(
+        page.contains(">90%</text>") && page.contains(">99%</text>"),
+        "{page}"
+    );
+    assert!(page.contains("<title>stage 2</title>"), "the stage boundary");
+    assert!(
+        page.contains("<code>p99 &lt; 1s</code>"),
+        "the threshold, escaped"
+    );
+    for method in ["eth_blockNumber", "eth_chainId", "TOTAL"] {
+        assert!(
+            page.contains(&format!("<title>{method}</title>")),
+            "{method}'s spectrum"
+        );
+    }
+    // From the directory alone, the same page.
+    std::fs::remove_file(dir.join("report.html")).unwrap();
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_volley"))
+        .arg("report")
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert_eq!(read(&dir, "report.html"), page);
+}

@@ -3,6 +3,7 @@
 mod ci;
 mod csv;
 mod hlog;
+pub mod html;
 mod json;
 mod table;
 
@@ -111,7 +112,8 @@ pub enum ReportError {
 }
 
 /// Writes `summary.csv`, `timeseries.csv`, `latency.hlog`, the two
-/// github-action-benchmark files and, last, `summary.json` into `dir`,
+/// github-action-benchmark files, `report.html` and, last, `summary.json`
+/// into `dir`,
 /// returning the paths written.
 pub fn write_files(dir: &Path, report: &RunReport) -> Result<Vec<PathBuf>, ReportError> {
     std::fs::create_dir_all(dir).map_err(|source| ReportError::CreateDir {
@@ -119,12 +121,13 @@ pub fn write_files(dir: &Path, report: &RunReport) -> Result<Vec<PathBuf>, Repor
         source,
     })?;
     type Render = fn(&RunReport) -> Vec<u8>;
-    let files: [(&str, Render); 6] = [
+    let files: [(&str, Render); 7] = [
         ("summary.csv", csv::summary),
         ("timeseries.csv", csv::timeseries),
         ("latency.hlog", hlog::render),
         ("benchmark-latency.json", ci::benchmark_latency),
         ("benchmark-rate.json", ci::benchmark_rate),
+        ("report.html", page),
         ("summary.json", json::summary),
     ];
     // Each file is written whole under a temporary name, then all are
@@ -149,4 +152,19 @@ pub fn write_files(dir: &Path, report: &RunReport) -> Result<Vec<PathBuf>, Repor
         written.push(path);
     }
     Ok(written)
+}
+
+/// `report.html`, from the same document `summary.json` holds and the
+/// run's latencies merged per tag.
+fn page(report: &RunReport) -> Vec<u8> {
+    let document = serde_json::to_value(report).expect("the report is plain data");
+    let mut spectra = html::Spectra::new();
+    for interval in &report.summary.latency_log.intervals {
+        // Auto-resizing: each second's histogram was sized to its own values.
+        let merged = spectra
+            .entry(interval.tag.clone())
+            .or_insert_with(|| hdrhistogram::Histogram::new(3).expect("3 significant figures"));
+        let _ = merged.add(interval.histogram());
+    }
+    html::render(&document, &spectra).into_bytes()
 }

@@ -1,0 +1,451 @@
+//! `report.html`: one self-contained page (no script, no network) with the
+//! run's table, verdict and thresholds, and lean SVG plots: the latency
+//! percentile spectrum per method on a log-scaled percentile axis, calls/s,
+//! p50/p99 and errors over time with stage boundaries and dashboard events.
+//!
+//! It reads what `summary.json` and `latency.hlog` hold, so `volley report
+//! DIR` renders the same page from a result directory.
+
+use std::collections::BTreeMap;
+use std::fmt::Write;
+
+use hdrhistogram::Histogram;
+use serde_json::Value;
+
+/// Each tag's (method's, and `TOTAL`'s) latencies over the whole run, µs.
+pub type Spectra = BTreeMap<String, Histogram<u64>>;
+
+const COLORS: [&str; 8] = [
+    "#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf",
+];
+
+/// The page for `report` (a `summary.json` document) and its spectra.
+pub fn render(report: &Value, spectra: &Spectra) -> String {
+    let meta = &report["meta"];
+    let summary = &report["summary"];
+    let mut out = String::new();
+    let title = format!("volley · {}", text(&meta["scenario"]));
+    let _ = write!(
+        out,
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>{}</title>\n<style>{STYLE}</style></head><body>\n",
+        esc(&title)
+    );
+    let _ = writeln!(out, "<h1>{}</h1>", esc(&title));
+    let _ = writeln!(
+        out,
+        "<p class=\"meta\">{} ({}) · {} model · {:.2} s measured · started {}</p>",
+        esc(&text(&meta["target"])),
+        esc(&text(&meta["transport"])),
+        esc(&text(&meta["load"]["model"])),
+        summary["measured_seconds"].as_f64().unwrap_or(0.0),
+        esc(&text(&meta["started_at"]))
+    );
+    verdict(&mut out, report);
+    table(&mut out, summary);
+    let _ = writeln!(out, "<div class=\"charts\">");
+    out.push_str(&spectrum_chart(spectra));
+    let warmup = meta["load"]["warmup_s"].as_f64().unwrap_or(0.0);
+    for chart in time_charts(summary, warmup) {
+        out.push_str(&chart);
+    }
+    let _ = writeln!(out, "</div>");
+    for warning in summary_warnings(meta) {
+        let _ = writeln!(out, "<p class=\"warning\">warning: {}</p>", esc(&warning));
+    }
+    out.push_str("</body></html>\n");
+    out
+}
+
+const STYLE: &str = "body{font:14px/1.4 system-ui,sans-serif;margin:24px;color:#222;max-width:1200px}\
+h1{font-size:20px;margin:0 0 4px}.meta{color:#555;margin:0 0 12px}\
+table{border-collapse:collapse;margin:8px 0 16px}th,td{padding:3px 10px;text-align:right;border-bottom:1px solid #ddd}\
+th:first-child,td:first-child{text-align:left}tr.total td{font-weight:600}\
+.valid{color:#1a7f37}.invalid,.fail{color:#cf222e}.pass{color:#1a7f37}\
+.charts{display:grid;grid-template-columns:repeat(auto-fit,minmax(540px,1fr));gap:16px}\
+svg{background:#fff;border:1px solid #e5e5e5}.warning{color:#9a6700}\
+svg text{font:12px system-ui,sans-serif;fill:#333}";
+
+fn text(value: &Value) -> String {
+    match value {
+        Value::String(s) => s.clone(),
+        Value::Null => String::new(),
+        other => other.to_string(),
+    }
+}
+
+/// Text safe in HTML and SVG.
+fn esc(text: &str) -> String {
+    text.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
+fn verdict(out: &mut String, report: &Value) {
+    let verdict = &report["summary"]["verdict"];
+    match verdict["valid"].as_bool() {
+        Some(false) => {
+            let reasons: Vec<String> = verdict["reasons"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(text)
+                .collect();
+            let _ = writeln!(
+                out,
+                "<p class=\"invalid\"><b>verdict: invalid</b>: {}</p>",
+                esc(&reasons.join("; "))
+            );
+        }
+        _ => {
+            let _ = writeln!(out, "<p class=\"valid\"><b>verdict: valid</b></p>");
+        }
+    }
+    let thresholds = report["thresholds"].as_array().cloned().unwrap_or_default();
+    if thresholds.is_empty() {
+        return;
+    }
+    out.push_str("<table><tr><th>threshold</th><th>measured</th><th></th></tr>\n");
+    for t in &thresholds {
+        let passed = t["passed"].as_bool().unwrap_or(false);
+        let _ = writeln!(
+            out,
+            "<tr><td><code>{}</code></td><td>{}</td><td class=\"{}\">{}</td></tr>",
+            esc(&text(&t["expression"])),
+            esc(&text(&t["shown"])),
+            if passed { "pass" } else { "fail" },
+            if passed { "pass" } else { "FAIL" }
+        );
+    }
+    out.push_str("</table>\n");
+}
+
+fn table(out: &mut String, summary: &Value) {
+    out.push_str("<table><tr><th>method</th><th>calls</th><th>ok</th><th>errors</th><th>calls/s</th><th>p50 ms</th><th>p90 ms</th><th>p99 ms</th><th>p99.9 ms</th><th>max ms</th></tr>\n");
+    let methods = summary["methods"].as_array().cloned().unwrap_or_default();
+    for (m, class) in methods
+        .iter()
+        .map(|m| (m, ""))
+        .chain([(&summary["total"], " class=\"total\"")])
+    {
+        let l = &m["latency"];
+        let f = |v: &Value| v.as_f64().unwrap_or(0.0);
+        let _ = writeln!(
+            out,
+            "<tr{class}><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{:.1}</td><td>{:.3}</td><td>{:.3}</td><td>{:.3}</td><td>{:.3}</td><td>{:.3}</td></tr>",
+            esc(&text(&m["method"])),
+            text(&m["calls"]),
+            text(&m["ok"]),
+            text(&m["errors"]),
+            f(&m["calls_per_s"]),
+            f(&l["p50_ms"]),
+            f(&l["p90_ms"]),
+            f(&l["p99_ms"]),
+            f(&l["p999_ms"]),
+            f(&l["max_ms"])
+        );
+    }
+    out.push_str("</table>\n");
+}
+
+fn summary_warnings(meta: &Value) -> Vec<String> {
+    meta["warnings"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(text)
+        .collect()
+}
+
+/// A line of points in data coordinates.
+struct Series {
+    name: String,
+    points: Vec<(f64, f64)>,
+}
+
+/// How the x axis reads: seconds, or percentiles placed by log10(1/(1-q)).
+#[derive(Clone, Copy)]
+enum XAxis {
+    Seconds,
+    Percentile,
+}
+
+/// Quantiles of the spectrum: each decade of "nines" and its halves.
+const QUANTILES: [f64; 13] = [
+    0.0, 0.5, 0.75, 0.9, 0.95, 0.99, 0.995, 0.999, 0.9995, 0.9999, 0.99995, 0.99999, 0.999999,
+];
+
+fn spectrum_chart(spectra: &Spectra) -> String {
+    let series: Vec<Series> = spectra
+        .iter()
+        .filter(|(_, h)| !h.is_empty())
+        .map(|(tag, h)| Series {
+            name: tag.clone(),
+            points: QUANTILES
+                .iter()
+                // No quantile finer than the calls recorded can resolve.
+                .filter(|q| (1.0 - **q) * h.len() as f64 >= 1.0 || **q == 0.0)
+                .map(|q| ((1.0 / (1.0 - q)).log10(), h.value_at_quantile(*q) as f64 / 1000.0))
+                .collect(),
+        })
+        .collect();
+    chart(
+        "Latency by percentile",
+        "percentile (log scale)",
+        "latency ms",
+        &series,
+        XAxis::Percentile,
+        &[],
+    )
+}
+
+/// `warmup`: events are timed from the run's start, the rows from the
+/// measured part's.
+fn time_charts(summary: &Value, warmup: f64) -> Vec<String> {
+    let rows = summary["timeseries"].as_array().cloned().unwrap_or_default();
+    let at = |row: &Value, key: &str| row[key].as_f64().unwrap_or(0.0);
+    let series = |name: &str, key: &str| Series {
+        name: name.to_string(),
+        points: rows.iter().map(|r| (at(r, "second") + 1.0, at(r, key))).collect(),
+    };
+    let mut markers: Vec<(f64, String)> = summary["stages"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .skip(1)
+        .map(|s| (at(s, "start_s"), format!("stage {}", text(&s["stage"]))))
+        .collect();
+    markers.extend(
+        summary["events"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|e| (at(e, "at_s") - warmup, text(&e["what"]))),
+    );
+    vec![
+        chart(
+            "Calls per second",
+            "second of the run",
+            "calls/s",
+            &[series("calls/s", "calls_per_s")],
+            XAxis::Seconds,
+            &markers,
+        ),
+        chart(
+            "Latency over time",
+            "second of the run",
+            "latency ms",
+            &[series("p50", "p50_ms"), series("p99", "p99_ms")],
+            XAxis::Seconds,
+            &markers,
+        ),
+        chart(
+            "Errors per second",
+            "second of the run",
+            "errors",
+            &[series("errors", "errors")],
+            XAxis::Seconds,
+            &markers,
+        ),
+    ]
+}
+
+const WIDTH: f64 = 560.0;
+const HEIGHT: f64 = 300.0;
+const LEFT: f64 = 64.0;
+const RIGHT: f64 = 16.0;
+const TOP: f64 = 36.0;
+const BOTTOM: f64 = 48.0;
+
+/// A line chart in SVG, axes labelled, with vertical markers (stage
+/// boundaries, events) and a legend.
+fn chart(
+    title: &str,
+    x_label: &str,
+    y_label: &str,
+    series: &[Series],
+    x_axis: XAxis,
+    markers: &[(f64, String)],
+) -> String {
+    let all = || series.iter().flat_map(|s| s.points.iter());
+    let x_max = all().map(|p| p.0).fold(f64::NAN, f64::max);
+    let x_min = match x_axis {
+        XAxis::Seconds => 0.0,
+        XAxis::Percentile => 0.0,
+    };
+    let x_max = if x_max.is_finite() && x_max > x_min {
+        x_max
+    } else {
+        x_min + 1.0
+    };
+    let y_max = nice(all().map(|p| p.1).fold(0.0, f64::max));
+    let (plot_w, plot_h) = (WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM);
+    let x = |v: f64| LEFT + (v - x_min) / (x_max - x_min) * plot_w;
+    let y = |v: f64| TOP + plot_h - v / y_max * plot_h;
+    let mut svg = String::new();
+    let _ = writeln!(
+        svg,
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 {WIDTH} {HEIGHT}\" width=\"{WIDTH}\" height=\"{HEIGHT}\" role=\"img\" aria-label=\"{}\">",
+        esc(title)
+    );
+    let _ = writeln!(
+        svg,
+        "<text x=\"{LEFT}\" y=\"20\" style=\"font-weight:600;font-size:14px\">{}</text>",
+        esc(title)
+    );
+    // Grid and y ticks.
+    for i in 0..=4 {
+        let v = y_max * i as f64 / 4.0;
+        let _ = writeln!(
+            svg,
+            "<line x1=\"{LEFT}\" x2=\"{0}\" y1=\"{1:.1}\" y2=\"{1:.1}\" stroke=\"#eee\"/><text x=\"{2}\" y=\"{3:.1}\" text-anchor=\"end\">{4}</text>",
+            WIDTH - RIGHT,
+            y(v),
+            LEFT - 6.0,
+            y(v) + 4.0,
+            tick(v)
+        );
+    }
+    for (value, label) in x_ticks(x_axis, x_min, x_max) {
+        let _ = writeln!(
+            svg,
+            "<line x1=\"{0:.1}\" x2=\"{0:.1}\" y1=\"{TOP}\" y2=\"{1}\" stroke=\"#f3f3f3\"/><text x=\"{0:.1}\" y=\"{2}\" text-anchor=\"middle\">{3}</text>",
+            x(value),
+            TOP + plot_h,
+            TOP + plot_h + 16.0,
+            esc(&label)
+        );
+    }
+    let _ = writeln!(
+        svg,
+        "<line x1=\"{LEFT}\" x2=\"{LEFT}\" y1=\"{TOP}\" y2=\"{0}\" stroke=\"#999\"/><line x1=\"{LEFT}\" x2=\"{1}\" y1=\"{0}\" y2=\"{0}\" stroke=\"#999\"/>",
+        TOP + plot_h,
+        WIDTH - RIGHT
+    );
+    let _ = writeln!(
+        svg,
+        "<text x=\"{:.1}\" y=\"{}\" text-anchor=\"middle\">{}</text><text transform=\"translate(14 {:.1}) rotate(-90)\" text-anchor=\"middle\">{}</text>",
+        LEFT + plot_w / 2.0,
+        HEIGHT - 10.0,
+        esc(x_label),
+        TOP + plot_h / 2.0,
+        esc(y_label)
+    );
+    for (at, label) in markers.iter().filter(|(at, _)| *at >= x_min && *at <= x_max) {
+        let _ = writeln!(
+            svg,
+            "<line x1=\"{0:.1}\" x2=\"{0:.1}\" y1=\"{TOP}\" y2=\"{1}\" stroke=\"#888\" stroke-dasharray=\"4 3\"><title>{2}</title></line><text x=\"{3:.1}\" y=\"{4:.1}\" style=\"font-size:10px;fill:#666\">{5}</text>",
+            x(*at),
+            TOP + plot_h,
+            esc(label),
+            x(*at) + 3.0,
+            TOP + plot_h - 4.0,
+            esc(&shorten(label, 24))
+        );
+    }
+    // The legend runs left to right, each entry as wide as its name.
+    let (mut lx, mut ly) = (LEFT + 10.0, TOP + 14.0);
+    for (i, s) in series.iter().enumerate() {
+        let color = COLORS[i % COLORS.len()];
+        let points: Vec<String> = s
+            .points
+            .iter()
+            .map(|(px, py)| format!("{:.1},{:.1}", x(*px), y(*py)))
+            .collect();
+        let _ = writeln!(
+            svg,
+            "<polyline fill=\"none\" stroke=\"{color}\" stroke-width=\"2\" points=\"{}\"><title>{}</title></polyline>",
+            points.join(" "),
+            esc(&s.name)
+        );
+        let name = shorten(&s.name, 20);
+        let width = 24.0 + 7.0 * name.chars().count() as f64;
+        if lx + width > WIDTH - RIGHT {
+            (lx, ly) = (LEFT + 10.0, ly + 16.0);
+        }
+        let _ = writeln!(
+            svg,
+            "<rect x=\"{lx:.1}\" y=\"{:.1}\" width=\"10\" height=\"10\" fill=\"{color}\"/><text x=\"{:.1}\" y=\"{ly:.1}\">{}</text>",
+            ly - 9.0,
+            lx + 14.0,
+            esc(&name)
+        );
+        lx += width;
+    }
+    svg.push_str("</svg>\n");
+    svg
+}
+
+fn shorten(name: &str, most: usize) -> String {
+    match name.char_indices().nth(most) {
+        Some((at, _)) => format!("{}…", &name[..at]),
+        None => name.to_string(),
+    }
+}
+
+/// The x axis's ticks: whole seconds, or the percentiles 0, 90, 99, 99.9 …
+fn x_ticks(axis: XAxis, min: f64, max: f64) -> Vec<(f64, String)> {
+    match axis {
+        XAxis::Percentile => (0..=6)
+            .map(|nines| nines as f64)
+            .filter(|v| *v <= max + 1e-9)
+            .map(|v| {
+                let label = match v as u32 {
+                    0 => "0%".to_string(),
+                    n => format!("{}%", 100.0 - 100.0 / 10f64.powi(n as i32)),
+                };
+                (v, label)
+            })
+            .collect(),
+        XAxis::Seconds => {
+            let step = nice((max - min) / 6.0).max(1.0);
+            let mut ticks = Vec::new();
+            let mut v = min;
+            while v <= max + 1e-9 {
+                ticks.push((v, tick(v)));
+                v += step;
+            }
+            ticks
+        }
+    }
+}
+
+/// The next round number at or above `v` (1, 2, 5 times a power of ten).
+fn nice(v: f64) -> f64 {
+    if v <= 0.0 || !v.is_finite() {
+        return 1.0;
+    }
+    let power = 10f64.powf(v.log10().floor());
+    [1.0, 2.0, 5.0, 10.0]
+        .iter()
+        .map(|m| m * power)
+        .find(|n| *n >= v)
+        .unwrap_or(10.0 * power)
+}
+
+/// A tick's label: at most three decimals, none trailing.
+fn tick(v: f64) -> String {
+    let text = format!("{v:.3}");
+    text.trim_end_matches('0').trim_end_matches('.').to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn axes_are_round_and_percentiles_read_as_nines() {
+        assert_eq!(
+            (nice(0.0), nice(7.0), nice(12.0), nice(0.031)),
+            (1.0, 10.0, 20.0, 0.05)
+        );
+        let ticks: Vec<String> = x_ticks(XAxis::Percentile, 0.0, 3.0)
+            .into_iter()
+            .map(|t| t.1)
+            .collect();
+        assert_eq!(ticks, ["0%", "90%", "99%", "99.9%"]);
+        assert_eq!(esc("<a & \"b\">"), "&lt;a &amp; &quot;b&quot;&gt;");
+        let labels: Vec<String> = [0.0, 0.75, 37.5, 2500.0, 0.0125].map(tick).to_vec();
+        assert_eq!(labels, ["0", "0.75", "37.5", "2500", "0.013"]);
+    }
+}

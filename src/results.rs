@@ -1,0 +1,82 @@
+//! A result directory read back: `summary.json` and `latency.hlog`, for the
+//! commands that work on finished runs (`compare`, `report`).
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use anyhow::Context;
+use hdrhistogram::serialization::interval_log::{IntervalLogIterator, LogEntry};
+use hdrhistogram::serialization::Deserializer;
+use hdrhistogram::Histogram;
+use serde_json::Value;
+
+pub struct ResultDir {
+    /// `summary.json` as written.
+    pub summary: Value,
+    /// Per tag (method or TOTAL): each second's latency histogram and length.
+    pub seconds: BTreeMap<String, Vec<(Histogram<u64>, f64)>>,
+}
+
+impl ResultDir {
+    pub fn read(dir: &Path) -> anyhow::Result<ResultDir> {
+        let summary: Value = serde_json::from_slice(
+            &std::fs::read(dir.join("summary.json"))
+                .with_context(|| format!("{}: no summary.json", dir.display()))?,
+        )
+        .with_context(|| format!("{}/summary.json is not JSON", dir.display()))?;
+        let log = std::fs::read(dir.join("latency.hlog")).with_context(|| {
+            format!(
+                "{}: no latency.hlog (written by volley 0.1 and later)",
+                dir.display()
+            )
+        })?;
+        let mut seconds: BTreeMap<String, Vec<(Histogram<u64>, f64)>> = BTreeMap::new();
+        let mut deserializer = Deserializer::new();
+        use base64::Engine;
+        // A line that does not read is skipped: the file is from outside.
+        for entry in IntervalLogIterator::new(&log) {
+            let Ok(LogEntry::Interval(interval)) = entry else {
+                continue;
+            };
+            let Some(tag) = interval.tag() else { continue };
+            let Ok(bytes) = base64::engine::general_purpose::STANDARD.decode(interval.encoded_histogram())
+            else {
+                continue;
+            };
+            let Ok(histogram) = deserializer.deserialize::<u64, _>(&mut &bytes[..]) else {
+                continue;
+            };
+            let length = interval.duration().as_secs_f64();
+            seconds
+                .entry(tag.as_str().to_string())
+                .or_default()
+                .push((histogram, length));
+        }
+        Ok(ResultDir { summary, seconds })
+    }
+
+    /// Each tag's latencies over the whole run.
+    pub fn spectra(&self) -> crate::report::html::Spectra {
+        self.seconds
+            .iter()
+            .map(|(tag, seconds)| {
+                let mut merged = Histogram::new(3).expect("3 significant figures");
+                for (histogram, _) in seconds {
+                    let _ = merged.add(histogram);
+                }
+                (tag.clone(), merged)
+            })
+            .collect()
+    }
+}
+
+/// `volley report DIR`: renders `report.html` again from the directory's
+/// `summary.json` and `latency.hlog`.
+pub fn report_command(args: crate::cli::ReportArgs) -> anyhow::Result<std::process::ExitCode> {
+    let run = ResultDir::read(&args.dir)?;
+    let page = crate::report::html::render(&run.summary, &run.spectra());
+    let path = args.dir.join("report.html");
+    std::fs::write(&path, page).with_context(|| format!("cannot write {}", path.display()))?;
+    crate::output::print(&format!("{}\n", path.display()));
+    Ok(std::process::ExitCode::SUCCESS)
+}
