@@ -191,3 +191,58 @@ fn scenario_language_mistakes_name_their_key() {
         assert!(e.message.contains(message), "{text}: {}", e.message);
     }
 }
+
+/// The plan a scenario compiles to, and its warnings.
+fn planned(text: &str) -> (crate::engine::LoadPlan, Vec<String>) {
+    let compiled = parse(text).unwrap().compile();
+    (compiled.plan, compiled.warnings)
+}
+
+#[test]
+fn connections_and_calls_per_connection_follow_the_transport() {
+    let calls = "[[calls]]\nmethod = \"m\"\n";
+    // HTTP/1.1: one call a connection.
+    let (plan, warnings) = planned(&format!(
+        "target = \"http://127.0.0.1:1\"\n[load]\nconcurrency = 8\n{calls}"
+    ));
+    assert_eq!((plan.connections, plan.per_connection), (8, 1));
+    assert!(warnings.is_empty(), "{warnings:?}");
+    // A child's stdio is one multiplexed connection, as a socket would be.
+    for target in [
+        "command = [\"sh\", \"-c\", \"cat\"]",
+        "target = \"tcp://127.0.0.1:1\"",
+        "target = \"http://127.0.0.1:1\"\nhttp2 = true",
+    ] {
+        let (plan, _) = planned(&format!("{target}\n[load]\nconcurrency = 8\n{calls}"));
+        assert_eq!((plan.connections, plan.per_connection), (1, 8), "{target}");
+    }
+    // Fewer connections than calls in flight on HTTP/1.1 is said, and only then.
+    let (plan, warnings) = planned(&format!(
+        "target = \"http://127.0.0.1:1\"\n[load]\nconcurrency = 8\nconnections = 4\n{calls}"
+    ));
+    assert_eq!(plan.connections, 4);
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert!(
+        warnings[0].contains("4 connections give at most 4 calls in flight, not 8"),
+        "{warnings:?}"
+    );
+    let (_, warnings) = planned(&format!(
+        "target = \"http://127.0.0.1:1\"\n[load]\nconcurrency = 8\nconnections = 8\n{calls}"
+    ));
+    assert!(warnings.is_empty(), "{warnings:?}");
+    // --max-in-flight is for multiplexed transports: said on HTTP/1.1 alone.
+    let (_, warnings) = planned(&format!(
+        "target = \"http://127.0.0.1:1\"\n[load]\nconcurrency = 8\nmax_in_flight = 2\n{calls}"
+    ));
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w.contains("--max-in-flight applies to multiplexed")),
+        "{warnings:?}"
+    );
+    let (plan, warnings) = planned(&format!(
+        "target = \"tcp://127.0.0.1:1\"\n[load]\nconcurrency = 8\nmax_in_flight = 2\n{calls}"
+    ));
+    assert!(warnings.is_empty(), "{warnings:?}");
+    assert_eq!((plan.connections, plan.per_connection), (4, 2));
+}
