@@ -293,7 +293,10 @@ fn every_shipped_scenario_validates() {
             .collect();
         assert_eq!(requests.len(), 5, "{}", file.display());
         if file.ends_with("ci.toml") {
-            assert!(stdout.contains("threshold:   p99 < 50ms (a failure exits 2)"), "{stdout}");
+            assert!(
+                stdout.contains("threshold:   p99 < 50ms (a failure exits 2)"),
+                "{stdout}"
+            );
         }
         if file.ends_with("ethereum-batch.toml") {
             // The plan as a reader checks it: the batch sizes drawn.

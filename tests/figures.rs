@@ -6,12 +6,9 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::Value;
-use tokio_util::sync::CancellationToken;
-use volley::engine::Control;
 use volley::report::{self, RunReport};
 use volley::serve::{self, ServeConfig, ServerHandle, ServerStats};
 use volley::stats::Snapshot;
@@ -23,35 +20,6 @@ fn server(config: ServeConfig) -> ServerHandle {
         ..config
     })
     .unwrap()
-}
-
-/// Runs `text` while `steer` acts on its control from another thread;
-/// returns the report and every snapshot the run published.
-fn run_observed(text: &str, steer: impl FnOnce(&Control) + Send + 'static) -> (RunReport, Vec<Snapshot>) {
-    let scenario = common::scenario(text);
-    let control = Arc::new(Control::new());
-    let steering = {
-        let control = control.clone();
-        std::thread::spawn(move || steer(&control))
-    };
-    let snapshots = Arc::new(Mutex::new(Vec::new()));
-    let seen = snapshots.clone();
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    let report = runtime
-        .block_on(volley::execute(
-            &scenario,
-            None,
-            CancellationToken::new(),
-            control,
-            |s| seen.lock().unwrap().push(s.clone()),
-        ))
-        .unwrap();
-    steering.join().unwrap();
-    let snapshots = std::mem::take(&mut *snapshots.lock().unwrap());
-    (report, snapshots)
 }
 
 fn written(report: &RunReport) -> std::path::PathBuf {
@@ -223,7 +191,7 @@ fn the_closed_model_keeps_each_stages_calls_in_flight() {
         "target = \"{}\"\n[load]\nstages = [{{ duration = \"500ms\", concurrency = 2 }}, {{ duration = \"1500ms\", concurrency = 2 }}, {{ duration = \"500ms\", concurrency = 6 }}, {{ duration = \"1500ms\", concurrency = 6 }}]\n[[calls]]\nmethod = \"eth_chainId\"\n",
         server.url()
     );
-    let (report, snapshots) = run_observed(&text, |_| {});
+    let (report, snapshots) = common::run_steered(&text, |_| {});
     assert_eq!(report.summary.stages.len(), 4);
     let two = most_in_flight(&snapshots, |s| s.stage == Some(1));
     let six = most_in_flight(&snapshots, |s| s.stage == Some(3) && !s.finished);
@@ -240,7 +208,7 @@ fn plus_and_minus_steer_the_closed_models_calls_in_flight() {
         "target = \"{}\"\n[load]\nconcurrency = 5\nduration = \"4s\"\n[[calls]]\nmethod = \"eth_chainId\"\n",
         server.url()
     );
-    let (report, snapshots) = run_observed(&text, |control| {
+    let (report, snapshots) = common::run_steered(&text, |control| {
         while control.target_now() == 0.0 {
             std::thread::sleep(Duration::from_millis(1));
         }

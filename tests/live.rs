@@ -3,15 +3,13 @@
 mod common;
 
 use std::io::{Read, Write};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 use volley::engine::Control;
 use volley::metrics::{self, Metrics};
-use volley::report::RunReport;
 use volley::serve::{self, ServeConfig};
-use volley::stats::Snapshot;
 
 fn server() -> serve::ServerHandle {
     serve::spawn(ServeConfig {
@@ -20,34 +18,6 @@ fn server() -> serve::ServerHandle {
         ..ServeConfig::default()
     })
     .unwrap()
-}
-
-/// Runs `text` while `steer` acts on the run's control from another thread.
-fn run_steered(text: &str, steer: impl FnOnce(&Control) + Send + 'static) -> (RunReport, Vec<Snapshot>) {
-    let scenario = common::scenario(text);
-    let control = Arc::new(Control::new());
-    let steering = {
-        let control = control.clone();
-        std::thread::spawn(move || steer(&control))
-    };
-    let snapshots = Arc::new(Mutex::new(Vec::new()));
-    let seen = snapshots.clone();
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    let report = runtime
-        .block_on(volley::execute(
-            &scenario,
-            None,
-            CancellationToken::new(),
-            control,
-            |s| seen.lock().unwrap().push(s.clone()),
-        ))
-        .unwrap();
-    steering.join().unwrap();
-    let snapshots = std::mem::take(&mut *snapshots.lock().unwrap());
-    (report, snapshots)
 }
 
 /// Waits until the run has started (its control knows the target), so that
@@ -73,7 +43,7 @@ fn raising_the_rate_takes_effect_without_a_burst() {
         "target = \"{}\"\n[load]\nrate = 200\nconnections = 32\nduration = \"3s\"\n[[calls]]\nmethod = \"eth_chainId\"\n",
         server.url()
     );
-    let (report, snapshots) = run_steered(&text, |control| {
+    let (report, snapshots) = common::run_steered(&text, |control| {
         wait_for_the_start(control);
         std::thread::sleep(Duration::from_millis(1000));
         for _ in 0..5 {
@@ -118,7 +88,7 @@ fn a_pause_sends_nothing_and_owes_nothing() {
         "target = \"{}\"\n[load]\nrate = 100\nduration = \"3s\"\n[[calls]]\nmethod = \"eth_chainId\"\n",
         server.url()
     );
-    let (report, snapshots) = run_steered(&text, |control| {
+    let (report, snapshots) = common::run_steered(&text, |control| {
         wait_for_the_start(control);
         std::thread::sleep(Duration::from_millis(900));
         control.toggle_pause();

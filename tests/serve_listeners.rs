@@ -335,15 +335,7 @@ fn the_mcp_http_scenario_runs_clean_against_serve_mcp() {
 
 #[test]
 fn serve_mcp_says_it_speaks_mcp_when_it_starts() {
-    let mut child = volley()
-        .args(["serve", "--mcp", "--listen", "127.0.0.1:0", "--threads", "1"])
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut first = String::new();
-    BufReader::new(child.stdout.as_mut().unwrap())
-        .read_line(&mut first)
-        .unwrap();
+    let (mut child, first) = common::bin::serve_saying(&["--mcp"]);
     child.kill().unwrap();
     let _ = child.wait();
     assert!(

@@ -35,16 +35,7 @@ pub fn summary_json(dir: &Path) -> Value {
 /// Starts `volley serve` on a free port with `args`; returns the child and
 /// its URL.
 pub fn serve(args: &[&str]) -> (Child, String) {
-    let mut child = volley()
-        .args(["serve", "--listen", "127.0.0.1:0", "--threads", "1"])
-        .args(args)
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut first = String::new();
-    BufReader::new(child.stdout.as_mut().unwrap())
-        .read_line(&mut first)
-        .unwrap();
+    let (child, first) = serve_saying(args);
     let url = first
         .split_whitespace()
         .find(|w| w.starts_with("http://") || w.starts_with("https://"))
@@ -77,4 +68,19 @@ pub fn run_guarded(args: &[&str], out: &Path) -> Output {
         .spawn()
         .unwrap();
     wait_or_kill(child, Duration::from_secs(60))
+}
+
+/// `volley serve` on a free loopback port, and the first line it printed.
+pub fn serve_saying(args: &[&str]) -> (Child, String) {
+    let mut child = volley()
+        .args(["serve", "--listen", "127.0.0.1:0", "--threads", "1"])
+        .args(args)
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    BufReader::new(child.stdout.as_mut().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    (child, first)
 }

@@ -13,9 +13,12 @@ use http_body_util::{BodyExt, Full};
 use hyper::{Request, Response};
 use hyper_util::rt::TokioIo;
 use serde_json::Value;
+use std::sync::{Arc, Mutex};
 use tokio_util::sync::CancellationToken;
+use volley::engine::Control;
 use volley::report::RunReport;
 use volley::scenario::Scenario;
+use volley::stats::Snapshot;
 
 /// What the crafted server sends back: status and body.
 pub type Craft = fn(&Value) -> (u16, String);
@@ -120,4 +123,32 @@ pub fn assert_timed_from_the_intended_send(report: &RunReport) {
         pairs.iter().all(|(l, s)| l >= s),
         "latency under service time: {latency:?} vs {service:?}"
     );
+}
+
+/// Runs `text` while `steer` acts on the run's control from another thread.
+pub fn run_steered(text: &str, steer: impl FnOnce(&Control) + Send + 'static) -> (RunReport, Vec<Snapshot>) {
+    let scenario = scenario(text);
+    let control = Arc::new(Control::new());
+    let steering = {
+        let control = control.clone();
+        std::thread::spawn(move || steer(&control))
+    };
+    let snapshots = Arc::new(Mutex::new(Vec::new()));
+    let seen = snapshots.clone();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let report = runtime
+        .block_on(volley::execute(
+            &scenario,
+            None,
+            CancellationToken::new(),
+            control,
+            |s| seen.lock().unwrap().push(s.clone()),
+        ))
+        .unwrap();
+    steering.join().unwrap();
+    let snapshots = std::mem::take(&mut *snapshots.lock().unwrap());
+    (report, snapshots)
 }
