@@ -245,4 +245,22 @@ fn connections_and_calls_per_connection_follow_the_transport() {
     ));
     assert!(warnings.is_empty(), "{warnings:?}");
     assert_eq!((plan.connections, plan.per_connection), (4, 2));
+    // Without a concurrency, the calls in flight are what the connections carry.
+    for (target, load, expected) in [
+        ("target = \"tcp://127.0.0.1:1\"", "", (1, 16, 16)),
+        (
+            "target = \"http://127.0.0.1:1\"",
+            "[load]\nconnections = 4\n",
+            (4, 1, 4),
+        ),
+        (
+            "target = \"tcp://127.0.0.1:1\"",
+            "[load]\nconnections = 2\n",
+            (2, 8, 16),
+        ),
+    ] {
+        let (plan, _) = planned(&format!("{target}\n{load}{calls}"));
+        let got = (plan.connections, plan.per_connection, plan.initial_concurrency);
+        assert_eq!(got, expected, "{target} {load}");
+    }
 }
