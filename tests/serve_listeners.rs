@@ -343,3 +343,51 @@ fn serve_mcp_says_it_speaks_mcp_when_it_starts() {
         "{first}"
     );
 }
+
+#[test]
+fn a_line_past_the_request_limit_closes_its_tcp_connection() {
+    let server = serve::spawn(ServeConfig {
+        tcp: Some("127.0.0.1:0".parse().unwrap()),
+        ..config()
+    })
+    .unwrap();
+    let addr = server.tcp_addr.unwrap();
+    // 16 MiB and more without an end of line: the server hangs up rather
+    // than hold it (it reads on only as far as its limit).
+    let mut stream = std::net::TcpStream::connect(addr).unwrap();
+    stream.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    let chunk = vec![b'x'; 1 << 20];
+    let mut closed = false;
+    for _ in 0..64 {
+        if stream.write_all(&chunk).is_err() {
+            closed = true;
+            break;
+        }
+    }
+    if !closed {
+        // Before, the server took all of it and answered the garbage at the end.
+        let _ = stream.shutdown(std::net::Shutdown::Write);
+    }
+    let mut rest = Vec::new();
+    let read = stream.read_to_end(&mut rest);
+    let timed_out = read.as_ref().is_err_and(|e| {
+        matches!(
+            e.kind(),
+            std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+        )
+    });
+    assert!(!timed_out, "the server hung up rather than wait");
+    assert!(
+        rest.is_empty(),
+        "no answer to an overlong line: {}",
+        String::from_utf8_lossy(&rest)
+    );
+    // A well-formed line on a new connection is answered as ever.
+    let mut stream = std::net::TcpStream::connect(addr).unwrap();
+    stream
+        .write_all(b"{\"jsonrpc\":\"2.0\",\"method\":\"eth_chainId\",\"id\":1}\n")
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(stream).read_line(&mut line).unwrap();
+    assert!(line.contains("\"id\":1"), "{line}");
+}

@@ -42,7 +42,7 @@ use crate::transport::tls::NetStream;
 use handler::Handler;
 
 /// Requests larger than this are refused with 413.
-const MAX_REQUEST_BYTES: usize = 16 * 1024 * 1024;
+pub(crate) const MAX_REQUEST_BYTES: usize = 16 * 1024 * 1024;
 
 #[derive(Clone, Debug)]
 pub struct ServeConfig {

@@ -154,14 +154,19 @@ where
     };
     let mut lines = BufReader::new(reader);
     let mut line = Vec::new();
+    // A client's line is held to the HTTP body limit: one without its end
+    // within it closes the connection, never grows the server's memory.
+    let most = super::MAX_REQUEST_BYTES as u64 + 1;
     loop {
         line.clear();
+        let mut limited = tokio::io::AsyncReadExt::take(&mut lines, most);
         let read = tokio::select! {
-            read = lines.read_until(b'\n', &mut line) => read,
+            read = limited.read_until(b'\n', &mut line) => read,
             _ = serving.stop.cancelled() => break,
         };
         match read {
             Ok(0) | Err(_) => break,
+            Ok(n) if n as u64 == most && line.last() != Some(&b'\n') => break,
             Ok(_) => {}
         }
         let request = std::mem::take(&mut line);
@@ -201,7 +206,13 @@ where
     use futures_util::{SinkExt, StreamExt};
     use tokio_tungstenite::tungstenite::Message;
 
-    let Ok(socket) = tokio_tungstenite::accept_async(stream).await else {
+    // Messages held to the HTTP body limit too (tungstenite's own is 64 MiB).
+    let config = tokio_tungstenite::tungstenite::protocol::WebSocketConfig {
+        max_message_size: Some(super::MAX_REQUEST_BYTES),
+        max_frame_size: Some(super::MAX_REQUEST_BYTES),
+        ..Default::default()
+    };
+    let Ok(socket) = tokio_tungstenite::accept_async_with_config(stream, Some(config)).await else {
         return;
     };
     let (mut sink, mut frames) = socket.split();
