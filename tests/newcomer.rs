@@ -815,7 +815,7 @@ fn run_help_states_the_flag_rule_and_the_defaults() {
         help.contains("a flag replaces what it names in the file"),
         "{help}"
     );
-    for default in ["default 16", "default 10s", "default 0s", "default 64"] {
+    for default in ["or 16)", "default 10s", "default 0s", "default 64"] {
         assert!(help.contains(default), "{default} missing from:\n{help}");
     }
 }
