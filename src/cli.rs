@@ -175,6 +175,10 @@ pub struct RunArgs {
     /// [thresholds]). A failed one exits 2.
     #[arg(long = "threshold", value_name = "EXPR", value_parser = crate::thresholds::parse)]
     pub thresholds: Vec<crate::thresholds::Threshold>,
+    /// Stop the run as soon as a threshold fails on the figures so far, this long into the
+    /// measured run at the earliest (e.g. 10s; a stage's threshold waits for the end).
+    #[arg(long, value_name = "GRACE", value_parser = parse_duration)]
+    pub abort_on_fail: Option<Duration>,
     /// Exit 2 when the run's verdict is invalid (schedule not kept, client saturated, stopped
     /// early), so CI never passes figures that cannot be trusted. On whenever thresholds are
     /// given.
@@ -318,6 +322,7 @@ impl RunArgs {
             key: self.key.clone(),
             headers: self.headers.clone(),
             thresholds: self.thresholds.clone(),
+            abort_on_fail: self.abort_on_fail,
         }
     }
 }

@@ -333,9 +333,17 @@ fn run_to_report(args: &RunArgs, scenario: &Scenario) -> anyhow::Result<(RunRepo
         let mut tui = start_dashboard(args, scenario, &control, &cancel);
         let quiet = args.quiet;
         let mut warming = !scenario.load.warmup.is_zero();
+        let mut aborted: Option<String> = None;
+        let stop_on_fail = cancel.clone();
         let report = execute(scenario, args.scenario.as_deref(), cancel, control, |snapshot| {
             if let Some(metrics) = &metrics {
                 metrics.publish(snapshot);
+            }
+            if aborted.is_none() {
+                aborted = failed_so_far(scenario, snapshot);
+                if aborted.is_some() {
+                    stop_on_fail.cancel();
+                }
             }
             match tui.as_mut() {
                 Some(tui) => tui.show(snapshot),
@@ -362,11 +370,35 @@ fn run_to_report(args: &RunArgs, scenario: &Scenario) -> anyhow::Result<(RunRepo
             signal => signal,
         };
         match report {
-            Ok(report) => Ok((report, signal)),
+            Ok(mut report) => {
+                report.meta.warnings.extend(aborted);
+                Ok((report, signal))
+            }
             Err(RunError::StoppedBeforeStart(_)) => Err(RunError::StoppedBeforeStart(signal).into()),
             Err(error) => Err(error.into()),
         }
     })
+}
+
+/// With `abort_on_fail`, past its grace: the first threshold that fails on
+/// the figures so far, said as the reason the run stopped.
+fn failed_so_far(scenario: &Scenario, snapshot: &crate::stats::Snapshot) -> Option<String> {
+    let grace = scenario.abort_on_fail?;
+    let measured = snapshot.elapsed.saturating_sub(snapshot.warmup);
+    if measured < grace || snapshot.finished {
+        return None;
+    }
+    let failed = scenario
+        .thresholds
+        .iter()
+        .filter_map(|t| t.evaluate_so_far(&snapshot.methods, &snapshot.total))
+        .find(|result| !result.passed)?;
+    Some(format!(
+        "stopped after {:.1} s measured: threshold `{}` failed on the figures so far ({}), and abort_on_fail stops the run",
+        measured.as_secs_f64(),
+        failed.expression,
+        failed.shown
+    ))
 }
 
 /// The live dashboard, when stdout is a terminal and it was not turned off.

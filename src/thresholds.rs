@@ -459,6 +459,29 @@ impl Threshold {
         }
     }
 
+    /// Judges the threshold on a run still going (its figures so far), for
+    /// `abort_on_fail`; `None` for a stage's, which only the end can judge.
+    pub fn evaluate_so_far(
+        &self,
+        methods: &[MethodSummary],
+        total: &MethodSummary,
+    ) -> Option<ThresholdResult> {
+        let figures = match &self.scope {
+            Scope::Total => total,
+            Scope::Method(name) => methods.iter().find(|m| &m.method == name)?,
+            Scope::Stage(_) => return None,
+        };
+        let measured = self.measure(figures).ok()?;
+        Some(ThresholdResult {
+            expression: self.text.clone(),
+            measured: Some(measured),
+            unit: self.limit.unit(),
+            passed: self.op.holds(self.compare(measured)),
+            shown: self.show(measured),
+            note: None,
+        })
+    }
+
     fn figures_in<'a>(&self, summary: &'a RunSummary) -> Result<&'a MethodSummary, String> {
         match &self.scope {
             Scope::Total => Ok(&summary.total),

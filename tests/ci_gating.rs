@@ -171,6 +171,11 @@ fn a_scenarios_thresholds_are_checked_before_anything_is_sent() {
             "key `thresholds.checks`: threshold `eth_getLogs.p99 < 200ms`: no method `eth_getLogs` in this run; its methods are `eth_call`",
         ),
         (
+            "grace-alone",
+            "checks = [\"p99 < 1s\"]\nabort_grace = \"5s\"",
+            "key `thresholds.abort_grace`: abort_grace goes with `abort_on_fail = true`",
+        ),
+        (
             "no-stages",
             "checks = [\"stage[2].rps > 10\"]",
             "threshold `stage[2].rps > 10`: the load has no stages",
@@ -303,4 +308,74 @@ fn junit_markdown_and_benchmark_files_say_what_ci_shows() {
         assert!(total["value"].as_f64().unwrap() > 0.0);
     }
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn abort_on_fail_stops_a_run_once_a_threshold_has_failed() {
+    let (mut server, url) = serve(&["--latency", "5ms"]);
+    let out = out_dir("abort");
+    let output = volley()
+        .args([
+            "run",
+            "--target",
+            &url,
+            "--method",
+            "eth_chainId",
+            "-c",
+            "2",
+            "-d",
+            "60s",
+        ])
+        .args([
+            "--no-tui",
+            "-q",
+            "--threshold",
+            "p99 < 1ms",
+            "--abort-on-fail",
+            "1s",
+            "--out",
+        ])
+        .arg(&out)
+        .output()
+        .unwrap();
+    let _ = server.kill();
+    let _ = server.wait();
+    assert_eq!(
+        output.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let json: Value = serde_json::from_slice(&std::fs::read(out.join("summary.json")).unwrap()).unwrap();
+    let summary = &json["summary"];
+    // Stopped long before its 60 s: a guard far from any timing, not a bound on it.
+    assert!(
+        summary["measured_seconds"].as_f64().unwrap() < 50.0,
+        "{}",
+        summary["measured_seconds"]
+    );
+    assert_eq!(summary["partial"], true);
+    let warnings = json["meta"]["warnings"].to_string();
+    assert!(
+        warnings.contains("threshold `p99 < 1ms` failed on the figures so far"),
+        "{warnings}"
+    );
+    assert_eq!(json["thresholds"][0]["passed"], false);
+    // Without a threshold there is nothing to stop on.
+    let output = volley()
+        .args([
+            "run",
+            "--target",
+            "builtin",
+            "--method",
+            "m",
+            "--abort-on-fail",
+            "1s",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&output.stderr)
+        .contains("--abort-on-fail: stops a run when a threshold fails"));
+    std::fs::remove_dir_all(&out).unwrap();
 }

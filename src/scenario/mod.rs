@@ -65,7 +65,14 @@ pub struct Scenario {
     /// Pass/fail limits judged on the finished run (`[thresholds]` and
     /// `--threshold`).
     pub thresholds: Vec<crate::thresholds::Threshold>,
+    /// Stop once a threshold fails on the figures so far, this long into
+    /// the measured run at the earliest (`abort_on_fail`).
+    pub abort_on_fail: Option<Duration>,
 }
+
+/// How long a run goes before `abort_on_fail` may stop it: the first
+/// seconds' figures are few and noisy.
+pub const DEFAULT_ABORT_GRACE: Duration = Duration::from_secs(10);
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum TargetSpec {
@@ -259,6 +266,7 @@ impl Scenario {
             polls: Vec::new(),
             polled: Arc::new(Polled::default()),
             thresholds: Vec::new(),
+            abort_on_fail: None,
         }
     }
 }

@@ -44,6 +44,8 @@ pub struct Overrides {
     pub headers: Vec<String>,
     /// Added to the file's `[thresholds]`.
     pub thresholds: Vec<crate::thresholds::Threshold>,
+    /// `--abort-on-fail GRACE`.
+    pub abort_on_fail: Option<Duration>,
 }
 
 fn flag(flag: &'static str, message: impl Into<String>) -> ScenarioError {
@@ -86,6 +88,15 @@ impl Scenario {
         flags.apply_connection(&mut scenario)?;
         scenario.check_connections(flags)?;
         scenario.thresholds.extend(flags.thresholds.iter().cloned());
+        if let Some(grace) = flags.abort_on_fail {
+            if scenario.thresholds.is_empty() {
+                return Err(flag(
+                    "--abort-on-fail",
+                    "stops a run when a threshold fails: give one (--threshold or [thresholds])",
+                ));
+            }
+            scenario.abort_on_fail = Some(grace);
+        }
         // Again with the flags: --threshold, or --method replacing the mix.
         scenario.check_thresholds().map_err(|m| flag("--threshold", m))?;
         Ok(scenario)

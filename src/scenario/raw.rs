@@ -58,6 +58,11 @@ struct RawScenario {
 #[serde(deny_unknown_fields)]
 struct RawThresholds {
     checks: Spanned<Vec<Spanned<String>>>,
+    /// Stop the run once a threshold fails on the figures so far.
+    #[serde(default)]
+    abort_on_fail: bool,
+    /// How long into the measured run before a failure may stop it.
+    abort_grace: Option<Spanned<String>>,
 }
 
 impl RawThresholds {
@@ -375,6 +380,23 @@ impl RawScenario {
             None => Vec::new(),
         };
         let thresholds_at = self.thresholds.as_ref().map(|t| t.checks.span());
+        let abort_on_fail = match &self.thresholds {
+            Some(raw) if raw.abort_on_fail => Some(match &raw.abort_grace {
+                Some(grace) => duration(at, grace)?,
+                None => super::DEFAULT_ABORT_GRACE,
+            }),
+            Some(RawThresholds {
+                abort_grace: Some(grace),
+                ..
+            }) => {
+                return Err(at.error(
+                    Some(grace.span()),
+                    Some("thresholds.abort_grace"),
+                    "abort_grace goes with `abort_on_fail = true`",
+                ))
+            }
+            _ => None,
+        };
 
         let scenario = Scenario {
             name: self.name.unwrap_or_else(|| default_name.to_string()),
@@ -396,6 +418,7 @@ impl RawScenario {
             polls,
             polled,
             thresholds,
+            abort_on_fail,
         };
         // A method or stage the run will not have is named now, not judged
         // a failure at the end.
