@@ -61,6 +61,13 @@ pub struct CompareArgs {
     /// How far each metric may move the wrong way (default p50=10%,p99=10%,rps=5%,error_rate=0.1pp).
     #[arg(long, value_name = "LIMITS", default_value = "")]
     pub max_regression: crate::compare::Tolerances,
+    /// Also write the comparison as GitHub-flavoured Markdown here (and append it to
+    /// $GITHUB_STEP_SUMMARY when that is set).
+    #[arg(long, value_name = "FILE")]
+    pub summary_md: Option<PathBuf>,
+    /// Also write JUnit XML here: each metric of each method a test case, a regression a failure.
+    #[arg(long, value_name = "FILE")]
+    pub junit: Option<PathBuf>,
 }
 
 #[derive(Args, Debug, Clone)]

@@ -356,13 +356,135 @@ fn normal_tail(z: f64) -> f64 {
 
 /// `volley compare`: prints the table; exit 2 on a regression.
 pub fn command(args: crate::cli::CompareArgs) -> anyhow::Result<std::process::ExitCode> {
+    use anyhow::Context;
     let comparison = compare(&args.baseline, &args.current, &args.max_regression)?;
+    let step_summary = std::env::var_os("GITHUB_STEP_SUMMARY").filter(|p| !p.is_empty());
+    if args.summary_md.is_some() || step_summary.is_some() {
+        let text = markdown(&comparison);
+        if let Some(path) = &args.summary_md {
+            std::fs::write(path, &text).with_context(|| format!("--summary-md {}", path.display()))?;
+        }
+        if let Some(path) = step_summary {
+            crate::output::append(std::path::Path::new(&path), &text)
+                .with_context(|| format!("$GITHUB_STEP_SUMMARY {}", path.to_string_lossy()))?;
+        }
+    }
+    if let Some(path) = &args.junit {
+        std::fs::write(path, junit(&comparison)).with_context(|| format!("--junit {}", path.display()))?;
+    }
     crate::output::print(&render(&comparison, &args.baseline, &args.current));
     Ok(std::process::ExitCode::from(if comparison.failed() {
         2
     } else {
         0
     }))
+}
+
+/// The verdict line every format ends with.
+fn result_line(comparison: &Comparison) -> String {
+    match (comparison.invalid.is_empty(), comparison.regressed()) {
+        (false, _) => format!("result: CANNOT COMPARE: {}", comparison.invalid.join("; ")),
+        (true, true) => {
+            "result: REGRESSION (a change past its limit that the runs' spread says is not noise)".into()
+        }
+        (true, false) => "result: no regression".into(),
+    }
+}
+
+/// How a row's change and limit read: percent, or points for error rates.
+fn change_and_limit(r: &Row) -> (String, String) {
+    match r.metric {
+        "error_rate" => (
+            format!("{:+.2}pp", r.change * 100.0),
+            format!("{:.2}pp", r.tolerance * 100.0),
+        ),
+        _ => (
+            format!("{:+.1}%", r.change * 100.0),
+            format!("{:.0}%", r.tolerance * 100.0),
+        ),
+    }
+}
+
+/// The comparison as GitHub-flavoured Markdown.
+pub fn markdown(comparison: &Comparison) -> String {
+    use crate::report::cell;
+    let mut out = String::new();
+    let mark = if comparison.failed() { "❌" } else { "✅" };
+    let _ = writeln!(out, "### volley compare {mark}\n");
+    out.push_str("| method | metric | baseline | current | change | limit | p | verdict |\n");
+    out.push_str("|---|---|---:|---:|---:|---:|---:|---|\n");
+    for r in &comparison.rows {
+        let (change, limit) = change_and_limit(r);
+        let p = r.p_value.map_or("-".to_string(), |p| format!("{p:.3}"));
+        let _ = writeln!(
+            out,
+            "| `{}` | {} | {:.3} | {:.3} | {change} | {limit} | {p} | {} |",
+            cell(&r.method),
+            r.metric,
+            r.baseline,
+            r.current,
+            r.verdict
+        );
+    }
+    for note in &comparison.notes {
+        let _ = writeln!(out, "\n> note: {}", cell(note));
+    }
+    let _ = writeln!(out, "\n**{}**", cell(&result_line(comparison)));
+    out
+}
+
+/// JUnit XML: each metric of each method a test case; a regression (or a
+/// run that cannot be compared) a failure.
+pub fn junit(comparison: &Comparison) -> String {
+    use crate::report::xml;
+    let mut cases = Vec::new();
+    for r in &comparison.rows {
+        let (change, limit) = change_and_limit(r);
+        let failure = (r.verdict == "REGRESSION").then(|| {
+            format!(
+                "{} {:.3} → {:.3} ({change}, limit {limit})",
+                r.metric, r.baseline, r.current
+            )
+        });
+        cases.push((format!("{} {}", r.method, r.metric), failure));
+    }
+    if !comparison.invalid.is_empty() {
+        cases.push((
+            "the runs can be compared".into(),
+            Some(comparison.invalid.join("; ")),
+        ));
+    }
+    let failures = cases.iter().filter(|(_, f)| f.is_some()).count();
+    let mut out = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
+    let _ = writeln!(
+        out,
+        "<testsuites name=\"volley compare\" tests=\"{}\" failures=\"{failures}\" errors=\"0\">",
+        cases.len()
+    );
+    let _ = writeln!(
+        out,
+        "  <testsuite name=\"compare\" tests=\"{}\" failures=\"{failures}\" errors=\"0\" skipped=\"0\">",
+        cases.len()
+    );
+    for (name, failure) in &cases {
+        let _ = write!(
+            out,
+            "    <testcase name=\"{}\" classname=\"volley.compare\"",
+            xml(name)
+        );
+        match failure {
+            None => out.push_str("/>\n"),
+            Some(message) => {
+                let _ = writeln!(
+                    out,
+                    ">\n      <failure message=\"{0}\" type=\"regression\">{0}</failure>\n    </testcase>",
+                    xml(message)
+                );
+            }
+        }
+    }
+    out.push_str("  </testsuite>\n</testsuites>\n");
+    out
 }
 
 pub fn render(comparison: &Comparison, baseline: &Path, current: &Path) -> String {
@@ -379,16 +501,7 @@ pub fn render(comparison: &Comparison, baseline: &Path, current: &Path) -> Strin
         "method", "metric", "baseline", "current", "change", "limit", "p"
     );
     for r in &comparison.rows {
-        let (change, limit) = match r.metric {
-            "error_rate" => (
-                format!("{:+.2}pp", r.change * 100.0),
-                format!("{:.2}pp", r.tolerance * 100.0),
-            ),
-            _ => (
-                format!("{:+.1}%", r.change * 100.0),
-                format!("{:.0}%", r.tolerance * 100.0),
-            ),
-        };
+        let (change, limit) = change_and_limit(r);
         let p = r.p_value.map_or("-".to_string(), |p| format!("{p:.3}"));
         let _ = writeln!(
             out,
@@ -399,14 +512,7 @@ pub fn render(comparison: &Comparison, baseline: &Path, current: &Path) -> Strin
     for note in &comparison.notes {
         let _ = writeln!(out, "note: {note}");
     }
-    let result = match (comparison.invalid.is_empty(), comparison.regressed()) {
-        (false, _) => format!("result: CANNOT COMPARE: {}", comparison.invalid.join("; ")),
-        (true, true) => {
-            "result: REGRESSION (a change past its limit that the runs' spread says is not noise)".into()
-        }
-        (true, false) => "result: no regression".into(),
-    };
-    let _ = writeln!(out, "\n{result}");
+    let _ = writeln!(out, "\n{}", result_line(comparison));
     out
 }
 

@@ -120,6 +120,16 @@ impl ResultDir {
     }
 }
 
+/// Appends `text` to the file at `path`, made if missing (a CI job's step
+/// summary, which earlier steps may have written to).
+pub fn append(path: &Path, text: &str) -> io::Result<()> {
+    File::options()
+        .create(true)
+        .append(true)
+        .open(path)
+        .and_then(|mut file| file.write_all(text.as_bytes()))
+}
+
 /// Writes `text` to stdout. A closed stdout (`| head`, `| true`) is not an
 /// error worth a panic: the results are already on disk, so it returns
 /// false and the caller stops printing.

@@ -279,7 +279,6 @@ pub fn run_command(args: RunArgs) -> anyhow::Result<ExitCode> {
 /// to `$GITHUB_STEP_SUMMARY` when set) and `--junit`.
 fn write_ci_files(args: &RunArgs, report: &RunReport) -> anyhow::Result<()> {
     use anyhow::Context;
-    use std::io::Write;
     let step_summary = std::env::var_os("GITHUB_STEP_SUMMARY").filter(|p| !p.is_empty());
     if args.summary_md.is_some() || step_summary.is_some() {
         let text = report::markdown(report);
@@ -287,11 +286,7 @@ fn write_ci_files(args: &RunArgs, report: &RunReport) -> anyhow::Result<()> {
             std::fs::write(path, &text).with_context(|| format!("--summary-md {}", path.display()))?;
         }
         if let Some(path) = step_summary {
-            std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(&path)
-                .and_then(|mut file| file.write_all(text.as_bytes()))
+            crate::output::append(Path::new(&path), &text)
                 .with_context(|| format!("$GITHUB_STEP_SUMMARY {}", path.to_string_lossy()))?;
         }
     }

@@ -147,6 +147,36 @@ fn a_run_of_a_server_that_answered_nothing_cannot_pass_a_comparison() {
         table.contains("note: a run of 1 s is too short to tell a change from noise"),
         "{table}"
     );
+    // The same in the formats CI reads.
+    let (junit, step) = (dir("compare-junit.xml"), dir("compare-step.md"));
+    let output = volley()
+        .arg("compare")
+        .arg(&base)
+        .arg(&dead)
+        .arg("--junit")
+        .arg(&junit)
+        .env("GITHUB_STEP_SUMMARY", &step)
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    let xml = std::fs::read_to_string(&junit).unwrap();
+    let doc = roxmltree::Document::parse(&xml).expect("well-formed XML");
+    let failures: Vec<_> = doc.descendants().filter(|n| n.has_tag_name("failure")).collect();
+    assert_eq!(failures.len(), 1, "{xml}");
+    assert!(failures[0]
+        .attribute("message")
+        .unwrap()
+        .contains("the server answered no call"));
+    let cases = doc.descendants().filter(|n| n.has_tag_name("testcase")).count();
+    assert_eq!(cases.to_string(), doc.root_element().attribute("tests").unwrap());
+    let md = std::fs::read_to_string(&step).unwrap();
+    assert!(
+        md.contains("| `eth_chainId` | p50 |") && md.contains("**result: CANNOT COMPARE"),
+        "{md}"
+    );
+    for file in [junit, step] {
+        std::fs::remove_file(file).unwrap();
+    }
     for dir in [base, dead] {
         std::fs::remove_dir_all(dir).unwrap();
     }

@@ -68,7 +68,7 @@ fn markdown_row(m: &MethodSummary) -> String {
 
 /// Text safe inside a Markdown table cell: a pipe or a line break from a
 /// method name or a server's reason would break the table.
-fn cell(text: &str) -> String {
+pub(crate) fn cell(text: &str) -> String {
     text.replace('|', "\\|").replace(['\n', '\r'], " ")
 }
 
@@ -136,7 +136,7 @@ struct Case {
 
 /// Text safe in an XML attribute or element; characters XML 1.0 cannot
 /// hold at all (most control characters) are dropped.
-fn xml(text: &str) -> String {
+pub(crate) fn xml(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
         match c {

@@ -7,6 +7,7 @@ pub mod html;
 mod json;
 mod table;
 
+pub(crate) use ci::{cell, xml};
 pub use ci::{junit, markdown};
 pub use table::{count, progress_line, render_table};
 
