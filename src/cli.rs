@@ -68,6 +68,9 @@ pub struct CompareArgs {
     /// Also write JUnit XML here: each metric of each method a test case, a regression a failure.
     #[arg(long, value_name = "FILE")]
     pub junit: Option<PathBuf>,
+    /// Also write an HTML page here: the table, and both runs' percentile spectra overlaid.
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
 }
 
 #[derive(Args, Debug, Clone)]

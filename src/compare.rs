@@ -372,7 +372,13 @@ pub fn command(args: crate::cli::CompareArgs) -> anyhow::Result<std::process::Ex
     if let Some(path) = &args.junit {
         std::fs::write(path, junit(&comparison)).with_context(|| format!("--junit {}", path.display()))?;
     }
-    crate::output::print(&render(&comparison, &args.baseline, &args.current));
+    let table = render(&comparison, &args.baseline, &args.current);
+    if let Some(path) = &args.html {
+        let (base, cur) = (Run::read(&args.baseline)?, Run::read(&args.current)?);
+        let page = crate::report::html::compare_page(&table, &base.spectra(), &cur.spectra());
+        std::fs::write(path, page).with_context(|| format!("--html {}", path.display()))?;
+    }
+    crate::output::print(&table);
     Ok(std::process::ExitCode::from(if comparison.failed() {
         2
     } else {

@@ -87,6 +87,25 @@ fn a_slower_server_regresses_a_faster_one_improves_and_one_server_compares_clean
         table.contains("improved") && !table.contains("REGRESSION"),
         "{table}"
     );
+    // The overlay page: both runs' spectra on one plot per method.
+    let page = dir("overlay.html");
+    let output = volley()
+        .arg("compare")
+        .arg(&dirs[0])
+        .arg(&dirs[1])
+        .arg("--html")
+        .arg(&page)
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(
+        html.contains(">eth_chainId: latency by percentile</text>"),
+        "{html}"
+    );
+    assert!(html.contains("<title>baseline</title>") && html.contains("<title>current</title>"));
+    assert!(html.contains("result: REGRESSION"));
+    std::fs::remove_file(&page).unwrap();
     let same = compare(&dirs[2], &dirs[3]);
     let table = String::from_utf8_lossy(&same.stdout);
     assert_eq!(same.status.code(), Some(0), "{table}");

@@ -175,19 +175,49 @@ const QUANTILES: [f64; 13] = [
     0.0, 0.5, 0.75, 0.9, 0.95, 0.99, 0.995, 0.999, 0.9995, 0.9999, 0.99995, 0.99999, 0.999999,
 ];
 
+/// A histogram's percentile spectrum as a line.
+fn spectrum(name: &str, h: &Histogram<u64>) -> Series {
+    Series {
+        name: name.to_string(),
+        points: QUANTILES
+            .iter()
+            // No quantile finer than the calls recorded can resolve.
+            .filter(|q| (1.0 - **q) * h.len() as f64 >= 1.0 || **q == 0.0)
+            .map(|q| ((1.0 / (1.0 - q)).log10(), h.value_at_quantile(*q) as f64 / 1000.0))
+            .collect(),
+    }
+}
+
+/// `volley compare --html`: the comparison's table, and for each method
+/// both runs' percentile spectra on one plot.
+pub fn compare_page(table: &str, baseline: &Spectra, current: &Spectra) -> String {
+    let mut out = format!(
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>volley compare</title>\n<style>{STYLE}</style></head><body>\n<h1>volley compare</h1>\n<pre>{}</pre>\n<div class=\"charts\">\n",
+        esc(table)
+    );
+    for (tag, base) in baseline.iter().filter(|(_, h)| !h.is_empty()) {
+        let Some(cur) = current.get(tag).filter(|h| !h.is_empty()) else {
+            continue;
+        };
+        let series = [spectrum("baseline", base), spectrum("current", cur)];
+        out.push_str(&chart(
+            &format!("{tag}: latency by percentile"),
+            "percentile (log scale)",
+            "latency ms",
+            &series,
+            XAxis::Percentile,
+            &[],
+        ));
+    }
+    out.push_str("</div></body></html>\n");
+    out
+}
+
 fn spectrum_chart(spectra: &Spectra) -> String {
     let series: Vec<Series> = spectra
         .iter()
         .filter(|(_, h)| !h.is_empty())
-        .map(|(tag, h)| Series {
-            name: tag.clone(),
-            points: QUANTILES
-                .iter()
-                // No quantile finer than the calls recorded can resolve.
-                .filter(|q| (1.0 - **q) * h.len() as f64 >= 1.0 || **q == 0.0)
-                .map(|q| ((1.0 / (1.0 - q)).log10(), h.value_at_quantile(*q) as f64 / 1000.0))
-                .collect(),
-        })
+        .map(|(tag, h)| spectrum(tag, h))
         .collect();
     chart(
         "Latency by percentile",
