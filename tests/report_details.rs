@@ -315,6 +315,7 @@ fn counts_are_said_in_words() {
         p50_ms: 1.0,
         p99_ms: 1.0,
         max_ms: 1.0,
+        error_outcomes: Default::default(),
     };
     let line = report::progress_line(&row);
     assert!(line.contains(" 1 call ") && !line.contains("1 calls"), "{line}");
@@ -406,6 +407,7 @@ fn report_html_is_one_self_contained_page_and_volley_report_renders_it_again() {
     let server = volley::serve::spawn(volley::serve::ServeConfig {
         listen: "127.0.0.1:0".parse().unwrap(),
         threads: 1,
+        error_rate: 0.2,
         ..Default::default()
     })
     .unwrap();
@@ -425,7 +427,7 @@ fn report_html_is_one_self_contained_page_and_volley_report_renders_it_again() {
         "Latency by percentile",
         "Calls per second",
         "Latency over time",
-        "Errors per second",
+        "Errors per second, by outcome",
     ] {
         assert!(page.contains(&format!(">{title}</text>")), "{title}");
     }
@@ -453,6 +455,8 @@ fn report_html_is_one_self_contained_page_and_volley_report_renders_it_again() {
             "{method}'s spectrum"
         );
     }
+    // The injected errors, as a line of their own outcome.
+    assert!(page.contains("<title>rpc_error</title>"), "errors by outcome");
     // From the directory alone, the same page.
     std::fs::remove_file(dir.join("report.html")).unwrap();
     let output = std::process::Command::new(env!("CARGO_BIN_EXE_volley"))

@@ -270,14 +270,42 @@ fn time_charts(summary: &Value, warmup: f64) -> Vec<String> {
             &markers,
         ),
         chart(
-            "Errors per second",
+            "Errors per second, by outcome",
             "second of the run",
             "errors",
-            &[series("errors", "errors")],
+            &error_series(&rows),
             XAxis::Seconds,
             &markers,
         ),
     ]
+}
+
+/// One line per error outcome that happened (or one of all errors, at
+/// zero, when none did).
+fn error_series(rows: &[Value]) -> Vec<Series> {
+    let mut outcomes: Vec<String> = rows
+        .iter()
+        .filter_map(|r| r["error_outcomes"].as_object())
+        .flat_map(|o| o.keys().cloned())
+        .collect();
+    outcomes.sort();
+    outcomes.dedup();
+    if outcomes.is_empty() {
+        outcomes.push("errors".into());
+    }
+    outcomes
+        .into_iter()
+        .map(|outcome| Series {
+            points: rows
+                .iter()
+                .map(|r| {
+                    let second = r["second"].as_f64().unwrap_or(0.0) + 1.0;
+                    (second, r["error_outcomes"][&outcome].as_f64().unwrap_or(0.0))
+                })
+                .collect(),
+            name: outcome,
+        })
+        .collect()
 }
 
 const WIDTH: f64 = 560.0;

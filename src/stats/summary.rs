@@ -132,6 +132,8 @@ pub struct SecondRow {
     pub p50_ms: f64,
     pub p99_ms: f64,
     pub max_ms: f64,
+    /// The second's errors by outcome (those that happened).
+    pub error_outcomes: BTreeMap<&'static str, u64>,
 }
 
 impl SecondRow {
@@ -155,6 +157,12 @@ impl SecondRow {
             p50_ms: latency.p50_ms,
             p99_ms: latency.p99_ms,
             max_ms: latency.max_ms,
+            error_outcomes: OutcomeKind::ALL
+                .iter()
+                .skip(1)
+                .map(|kind| (kind.name(), total.outcomes[*kind as usize]))
+                .filter(|(_, n)| *n > 0)
+                .collect(),
         }
     }
 }

@@ -61,6 +61,7 @@ fn snapshot() -> Snapshot {
                 p50_ms: 0.4,
                 p99_ms: 1.5,
                 max_ms: 3.0,
+                error_outcomes: [("rpc_error", 3)].into(),
             })
             .collect(),
         histogram: vec![(0.5, 3000), (1.0, 1500), (2.5, 500)],
