@@ -120,8 +120,8 @@ impl Run {
         };
         seconds
             .iter()
-            .filter(|(_, length)| *length >= 0.999)
-            .map(|(h, length)| match metric {
+            .filter(|(_, length, _)| *length >= 0.999)
+            .map(|(h, length, _)| match metric {
                 Metric::P50 => h.value_at_quantile(0.5) as f64 / 1000.0,
                 Metric::P99 => h.value_at_quantile(0.99) as f64 / 1000.0,
                 Metric::Rps => h.len() as f64 / length,
@@ -375,7 +375,8 @@ pub fn command(args: crate::cli::CompareArgs) -> anyhow::Result<std::process::Ex
     let table = render(&comparison, &args.baseline, &args.current);
     if let Some(path) = &args.html {
         let (base, cur) = (Run::read(&args.baseline)?, Run::read(&args.current)?);
-        let page = crate::report::html::compare_page(&table, &base.spectra(), &cur.spectra());
+        let page =
+            crate::report::html::compare_page(&table, &base.latencies().spectra, &cur.latencies().spectra);
         std::fs::write(path, page).with_context(|| format!("--html {}", path.display()))?;
     }
     crate::output::print(&table);

@@ -13,8 +13,9 @@ use serde_json::Value;
 pub struct ResultDir {
     /// `summary.json` as written.
     pub summary: Value,
-    /// Per tag (method or TOTAL): each second's latency histogram and length.
-    pub seconds: BTreeMap<String, Vec<(Histogram<u64>, f64)>>,
+    /// Per tag (method or TOTAL): each second's latency histogram, its
+    /// length and its start (seconds into the measured run).
+    pub seconds: BTreeMap<String, Vec<(Histogram<u64>, f64, f64)>>,
 }
 
 impl ResultDir {
@@ -30,7 +31,7 @@ impl ResultDir {
                 dir.display()
             )
         })?;
-        let mut seconds: BTreeMap<String, Vec<(Histogram<u64>, f64)>> = BTreeMap::new();
+        let mut seconds: BTreeMap<String, Vec<(Histogram<u64>, f64, f64)>> = BTreeMap::new();
         let mut deserializer = Deserializer::new();
         use base64::Engine;
         // A line that does not read is skipped: the file is from outside.
@@ -47,26 +48,24 @@ impl ResultDir {
                 continue;
             };
             let length = interval.duration().as_secs_f64();
+            let start = interval.start_timestamp().as_secs_f64();
             seconds
                 .entry(tag.as_str().to_string())
                 .or_default()
-                .push((histogram, length));
+                .push((histogram, length, start));
         }
         Ok(ResultDir { summary, seconds })
     }
 
-    /// Each tag's latencies over the whole run.
-    pub fn spectra(&self) -> crate::report::html::Spectra {
-        self.seconds
-            .iter()
-            .map(|(tag, seconds)| {
-                let mut merged = Histogram::new(3).expect("3 significant figures");
-                for (histogram, _) in seconds {
-                    let _ = merged.add(histogram);
-                }
-                (tag.clone(), merged)
-            })
-            .collect()
+    /// Each tag's latencies, over the whole run and second by second.
+    pub fn latencies(&self) -> crate::report::html::Latencies {
+        let mut latencies = crate::report::html::Latencies::default();
+        for (tag, seconds) in &self.seconds {
+            for (histogram, _, start) in seconds {
+                latencies.add(tag, start.round() as u32, histogram);
+            }
+        }
+        latencies
     }
 }
 
@@ -74,7 +73,7 @@ impl ResultDir {
 /// `summary.json` and `latency.hlog`.
 pub fn report_command(args: crate::cli::ReportArgs) -> anyhow::Result<std::process::ExitCode> {
     let run = ResultDir::read(&args.dir)?;
-    let page = crate::report::html::render(&run.summary, &run.spectra());
+    let page = crate::report::html::render(&run.summary, &run.latencies());
     let path = args.dir.join("report.html");
     std::fs::write(&path, page).with_context(|| format!("cannot write {}", path.display()))?;
     crate::output::print(&format!("{}\n", path.display()));

@@ -422,9 +422,10 @@ fn report_html_is_one_self_contained_page_and_volley_report_renders_it_again() {
     for outside in ["<script", " src=", " href=", "@import", "url("] {
         assert!(!page.contains(outside), "{outside} in the page");
     }
-    assert_eq!(page.matches("<svg ").count(), 4, "four plots");
+    assert_eq!(page.matches("<svg ").count(), 5, "five plots");
     for title in [
         "Latency by percentile",
+        "p99 by method over time",
         "Calls per second",
         "Latency over time",
         "Errors per second, by outcome",

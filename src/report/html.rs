@@ -15,12 +15,37 @@ use serde_json::Value;
 /// Each tag's (method's, and `TOTAL`'s) latencies over the whole run, µs.
 pub type Spectra = BTreeMap<String, Histogram<u64>>;
 
+/// What the page plots of the latencies: each tag's whole run, and its p99
+/// second by second.
+#[derive(Default)]
+pub struct Latencies {
+    pub spectra: Spectra,
+    /// Per tag: (second of the measured run, p99 in ms).
+    pub p99_by_second: BTreeMap<String, Vec<(u32, f64)>>,
+}
+
+impl Latencies {
+    /// Adds one second's histogram of `tag`.
+    pub fn add(&mut self, tag: &str, second: u32, histogram: &Histogram<u64>) {
+        // Auto-resizing: each second's histogram was sized to its own values.
+        let merged = self
+            .spectra
+            .entry(tag.to_string())
+            .or_insert_with(|| Histogram::new(3).expect("3 significant figures"));
+        let _ = merged.add(histogram);
+        self.p99_by_second
+            .entry(tag.to_string())
+            .or_default()
+            .push((second, histogram.value_at_quantile(0.99) as f64 / 1000.0));
+    }
+}
+
 const COLORS: [&str; 8] = [
     "#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf",
 ];
 
 /// The page for `report` (a `summary.json` document) and its spectra.
-pub fn render(report: &Value, spectra: &Spectra) -> String {
+pub fn render(report: &Value, latencies: &Latencies) -> String {
     let meta = &report["meta"];
     let summary = &report["summary"];
     let mut out = String::new();
@@ -43,7 +68,8 @@ pub fn render(report: &Value, spectra: &Spectra) -> String {
     verdict(&mut out, report);
     table(&mut out, summary);
     let _ = writeln!(out, "<div class=\"charts\">");
-    out.push_str(&spectrum_chart(spectra));
+    out.push_str(&spectrum_chart(&latencies.spectra));
+    out.push_str(&per_method_chart(&latencies.p99_by_second));
     let warmup = meta["load"]["warmup_s"].as_f64().unwrap_or(0.0);
     for chart in time_charts(summary, warmup) {
         out.push_str(&chart);
@@ -211,6 +237,26 @@ pub fn compare_page(table: &str, baseline: &Spectra, current: &Spectra) -> Strin
     }
     out.push_str("</div></body></html>\n");
     out
+}
+
+/// Each method's p99 second by second, from the latency log (with
+/// `TOTAL`, so each line has the colour it has in the spectrum).
+fn per_method_chart(p99: &BTreeMap<String, Vec<(u32, f64)>>) -> String {
+    let series: Vec<Series> = p99
+        .iter()
+        .map(|(tag, seconds)| Series {
+            name: tag.clone(),
+            points: seconds.iter().map(|(s, ms)| (f64::from(*s) + 1.0, *ms)).collect(),
+        })
+        .collect();
+    chart(
+        "p99 by method over time",
+        "second of the run",
+        "p99 ms",
+        &series,
+        XAxis::Seconds,
+        &[],
+    )
 }
 
 fn spectrum_chart(spectra: &Spectra) -> String {

@@ -156,16 +156,12 @@ pub fn write_files(dir: &Path, report: &RunReport) -> Result<Vec<PathBuf>, Repor
 }
 
 /// `report.html`, from the same document `summary.json` holds and the
-/// run's latencies merged per tag.
+/// run's latencies per tag.
 fn page(report: &RunReport) -> Vec<u8> {
     let document = serde_json::to_value(report).expect("the report is plain data");
-    let mut spectra = html::Spectra::new();
+    let mut latencies = html::Latencies::default();
     for interval in &report.summary.latency_log.intervals {
-        // Auto-resizing: each second's histogram was sized to its own values.
-        let merged = spectra
-            .entry(interval.tag.clone())
-            .or_insert_with(|| hdrhistogram::Histogram::new(3).expect("3 significant figures"));
-        let _ = merged.add(interval.histogram());
+        latencies.add(&interval.tag, interval.second, &interval.histogram());
     }
-    html::render(&document, &spectra).into_bytes()
+    html::render(&document, &latencies).into_bytes()
 }
