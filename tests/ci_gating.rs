@@ -379,3 +379,40 @@ fn abort_on_fail_stops_a_run_once_a_threshold_has_failed() {
         .contains("--abort-on-fail: stops a run when a threshold fails"));
     std::fs::remove_dir_all(&out).unwrap();
 }
+
+#[test]
+fn a_server_whose_every_call_timed_out_answered_nothing_and_fails_ci() {
+    let (mut server, url) = serve(&["--chaos", "hang=1"]);
+    let out = out_dir("all-timeouts");
+    let output = volley()
+        .args(["run", "--target", &url, "--method", "eth_chainId", "--rate", "20"])
+        .args([
+            "--connections",
+            "8",
+            "--timeout",
+            "200ms",
+            "-d",
+            "1s",
+            "--no-tui",
+            "-q",
+        ])
+        .args(["--require-valid", "--out"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    let _ = server.kill();
+    let _ = server.wait();
+    let json: Value = serde_json::from_slice(&std::fs::read(out.join("summary.json")).unwrap()).unwrap();
+    let total = &json["summary"]["total"];
+    assert!(total["outcomes"]["timeout"].as_u64().unwrap() > 0, "{total}");
+    assert_eq!(total["ok"], 0);
+    assert_eq!(
+        output.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&output.stdout)
+    );
+    let reasons = json["summary"]["verdict"]["reasons"].to_string();
+    assert!(reasons.contains("the server answered no call"), "{reasons}");
+    std::fs::remove_dir_all(&out).unwrap();
+}

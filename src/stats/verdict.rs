@@ -7,6 +7,7 @@ use std::fmt;
 use serde::Serialize;
 
 use super::{RunSummary, ScheduleSummary};
+use crate::rpc::OutcomeKind;
 
 /// Engine threads busy this share of the run's wall time or more were the
 /// bottleneck: the figures include volley's own queueing.
@@ -134,8 +135,19 @@ impl fmt::Display for Unanswered {
 /// flight at the end of a healthy run (every closed-model run has some) are
 /// answered within the usual latency and say nothing.
 pub fn unanswered(summary: &RunSummary) -> Option<Unanswered> {
-    let answered = summary.total.calls;
+    let total = &summary.total;
+    let calls = total.calls;
     let waiting = summary.in_flight_at_end > 0;
+    // Calls that ended without a word from the server: timed out, never
+    // connected, or cut off.
+    let silent = [OutcomeKind::Timeout, OutcomeKind::Connect, OutcomeKind::Io]
+        .iter()
+        .map(|kind| total.outcome(*kind))
+        .sum::<u64>();
+    if calls > 0 && silent == calls && summary.children_exited == 0 {
+        return Some(Unanswered::NoAnswer);
+    }
+    let answered = calls;
     if answered == 0 {
         // Subscriptions alone, or children that ended, are figures of their own.
         if summary.subscriptions.is_some() || summary.children_exited > 0 {
