@@ -213,12 +213,34 @@ pub fn compare(baseline: &Path, current: &Path, tolerances: &Tolerances) -> anyh
             ));
         }
     }
-    let mut methods: Vec<String> = base.summary["summary"]["methods"]
-        .as_array()
+    let names = |run: &Run| -> Vec<String> {
+        run.summary["summary"]["methods"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|m| m["method"].as_str().map(str::to_string))
+            .collect()
+    };
+    let (base_methods, cur_methods) = (names(&base), names(&cur));
+    for (which, mine, theirs) in [
+        ("baseline", &base_methods, &cur_methods),
+        ("current", &cur_methods, &base_methods),
+    ] {
+        let alone: Vec<&str> = mine
+            .iter()
+            .filter(|m| !theirs.contains(m))
+            .map(String::as_str)
+            .collect();
+        if !alone.is_empty() {
+            notes.push(format!(
+                "only the {which} run called {}: not compared",
+                alone.join(", ")
+            ));
+        }
+    }
+    let mut methods: Vec<String> = base_methods
         .into_iter()
-        .flatten()
-        .filter_map(|m| m["method"].as_str().map(str::to_string))
-        .filter(|m| cur.figures(m).is_some())
+        .filter(|m| cur_methods.contains(m))
         .collect();
     methods.push(crate::stats::TOTAL_TAG.to_string());
     let mut rows = Vec::new();
@@ -237,11 +259,22 @@ pub fn compare(baseline: &Path, current: &Path, tolerances: &Tolerances) -> anyh
         notes.push(format!(
             "a run of {shortest} s is too short to tell a change from noise (at least {MIN_SECONDS} s each): latency and rate changes are called noise"
         ));
+        // One long run can carry the rank test below 1% alone: the rule is
+        // both sides, as the note says.
+        for row in rows.iter_mut().filter(|r| r.metric != "error_rate") {
+            if matches!(row.verdict, "REGRESSION" | "improved") {
+                row.verdict = "noise";
+            }
+        }
     }
-    let invalid = [("baseline", &base), ("current", &cur)]
+    let invalid: Vec<String> = [("baseline", &base), ("current", &cur)]
         .into_iter()
         .filter_map(|(which, run)| invalid_reason(which, run))
         .collect();
+    if !invalid.is_empty() {
+        // Figures that cannot be trusted are not judged row by row.
+        rows.iter_mut().for_each(|r| r.verdict = "-");
+    }
     Ok(Comparison { rows, notes, invalid })
 }
 
@@ -358,6 +391,9 @@ fn normal_tail(z: f64) -> f64 {
 pub fn command(args: crate::cli::CompareArgs) -> anyhow::Result<std::process::ExitCode> {
     use anyhow::Context;
     let comparison = compare(&args.baseline, &args.current, &args.max_regression)?;
+    // The table first: a file that cannot be written must not hide the verdict.
+    let table = render(&comparison, &args.baseline, &args.current);
+    crate::output::print(&table);
     let step_summary = std::env::var_os("GITHUB_STEP_SUMMARY").filter(|p| !p.is_empty());
     if args.summary_md.is_some() || step_summary.is_some() {
         let text = markdown(&comparison);
@@ -372,14 +408,12 @@ pub fn command(args: crate::cli::CompareArgs) -> anyhow::Result<std::process::Ex
     if let Some(path) = &args.junit {
         std::fs::write(path, junit(&comparison)).with_context(|| format!("--junit {}", path.display()))?;
     }
-    let table = render(&comparison, &args.baseline, &args.current);
     if let Some(path) = &args.html {
         let (base, cur) = (Run::read(&args.baseline)?, Run::read(&args.current)?);
         let page =
             crate::report::html::compare_page(&table, &base.latencies().spectra, &cur.latencies().spectra);
         std::fs::write(path, page).with_context(|| format!("--html {}", path.display()))?;
     }
-    crate::output::print(&table);
     Ok(std::process::ExitCode::from(if comparison.failed() {
         2
     } else {

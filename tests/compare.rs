@@ -58,12 +58,30 @@ fn a_slower_server_regresses_a_faster_one_improves_and_one_server_compares_clean
     let (fast_server, fast) = serve("1ms");
     let (slow_server, slow) = serve("20ms");
     let (steady_server, steady) = serve("20ms");
-    let dirs = ["fast", "slow", "steady-1", "steady-2"].map(dir);
+    let dirs = ["fast", "slow", "steady-1", "steady-2", "slow-short"].map(dir);
+    let short = volley()
+        .args([
+            "run",
+            "--target",
+            &slow,
+            "--method",
+            "eth_chainId",
+            "-c",
+            "4",
+            "-d",
+            "3s",
+        ])
+        .args(["--no-tui", "-q", "--out"])
+        .arg(&dirs[4])
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
     let runs = [
         start_run(&fast, "4", &dirs[0]),
         start_run(&slow, "4", &dirs[1]),
         start_run(&steady, "2", &dirs[2]),
         start_run(&steady, "2", &dirs[3]),
+        short,
     ];
     for mut run in runs {
         assert!(run.wait().unwrap().success());
@@ -106,6 +124,16 @@ fn a_slower_server_regresses_a_faster_one_improves_and_one_server_compares_clean
     assert!(html.contains("<title>baseline</title>") && html.contains("<title>current</title>"));
     assert!(html.contains("result: REGRESSION"));
     std::fs::remove_file(&page).unwrap();
+    // One side too short to tell: a 20x slower server is still only noise,
+    // however long the other side ran.
+    let short = compare(&dirs[0], &dirs[4]);
+    let table = String::from_utf8_lossy(&short.stdout);
+    assert_eq!(short.status.code(), Some(0), "{table}");
+    assert!(table.contains("note: a run of 3 s is too short"), "{table}");
+    assert!(
+        !table.contains("REGRESSION") && table.contains("noise"),
+        "{table}"
+    );
     let same = compare(&dirs[2], &dirs[3]);
     let table = String::from_utf8_lossy(&same.stdout);
     assert_eq!(same.status.code(), Some(0), "{table}");
