@@ -460,7 +460,8 @@ impl Threshold {
     }
 
     /// Judges the threshold on a run still going (its figures so far), for
-    /// `abort_on_fail`; `None` for a stage's, which only the end can judge.
+    /// `abort_on_fail`; `None` for a stage's, which only the end can judge,
+    /// and for a count that may yet pass as the run goes on.
     pub fn evaluate_so_far(
         &self,
         methods: &[MethodSummary],
@@ -472,11 +473,25 @@ impl Threshold {
             Scope::Stage(_) => return None,
         };
         let measured = self.measure(figures).ok()?;
+        let passed = self.op.holds(self.compare(measured));
+        // A count only grows over a run: one still short of `> 500` (or of
+        // `== 500`, or at `!= 0`) may yet pass, so it stops nothing.
+        if !passed && matches!(self.limit, Limit::Count(_)) {
+            let ahead = self.compare(measured) == Ordering::Greater;
+            let may_yet = match self.op {
+                Op::Gt | Op::Ge | Op::Ne => true,
+                Op::Eq => !ahead,
+                Op::Lt | Op::Le => false,
+            };
+            if may_yet {
+                return None;
+            }
+        }
         Some(ThresholdResult {
             expression: self.text.clone(),
             measured: Some(measured),
             unit: self.limit.unit(),
-            passed: self.op.holds(self.compare(measured)),
+            passed,
             shown: self.show(measured),
             note: None,
         })
@@ -879,6 +894,27 @@ mod tests {
             (Some(1.0), "1 call")
         );
         assert_eq!(judge("errors < 5", &s).shown, "20 calls");
+    }
+
+    #[test]
+    fn a_run_still_going_stops_only_on_a_count_that_can_no_longer_pass() {
+        let s = summary();
+        let so_far = |text: &str| parse(text).unwrap().evaluate_so_far(&s.methods, &s.total);
+        // 1,110 calls and 20 errors so far.
+        for may_yet_pass in ["calls > 5000", "calls >= 5000", "errors == 30", "protocol != 1"] {
+            assert_eq!(so_far(may_yet_pass), None, "{may_yet_pass}");
+        }
+        for past_saving in ["errors < 5", "errors <= 19", "errors == 10"] {
+            assert_eq!(
+                so_far(past_saving).map(|r| r.passed),
+                Some(false),
+                "{past_saving}"
+            );
+        }
+        // Shares and latencies are judged as they stand; stages at the end.
+        assert_eq!(so_far("error_rate < 0.1%").map(|r| r.passed), Some(false));
+        assert_eq!(so_far("calls > 10").map(|r| r.passed), Some(true));
+        assert_eq!(so_far("stage[1].p99 < 1ms"), None);
     }
 
     #[test]
