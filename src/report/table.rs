@@ -49,6 +49,7 @@ pub fn render_table(report: &RunReport) -> String {
     if !report.thresholds.is_empty() {
         let failed = report.thresholds.iter().filter(|t| !t.passed).count();
         let _ = match failed {
+            0 if report.thresholds.len() == 1 => writeln!(out, "thresholds: passed"),
             0 => writeln!(out, "thresholds: all {} passed", report.thresholds.len()),
             n => writeln!(out, "thresholds: {n} of {} FAILED", report.thresholds.len()),
         };
