@@ -527,5 +527,24 @@ mod tests {
             outcomes(200, "", &entries, true).0,
             vec![Outcome::Protocol(ProtocolKind::NoAnswer); 2]
         );
+        // A whole-batch rejection must itself be JSON-RPC 2.0.
+        let old_version = r#"{"jsonrpc":"1.0","error":{"code":-32005,"message":"limit"},"id":null}"#;
+        assert_eq!(
+            outcomes(200, old_version, &entries, true).0,
+            vec![Outcome::Protocol(ProtocolKind::NotAResponse); 2]
+        );
+    }
+
+    #[test]
+    fn each_batch_entry_is_handed_its_own_answer() {
+        let entries = [call(1), call(2)];
+        let first = r#"{"jsonrpc":"2.0","result":"0x1","id":1}"#;
+        let second = r#"{"jsonrpc":"2.0","error":{"code":-32000,"message":"m"},"id":2}"#;
+        let body = format!("[ {second}, {first} ]");
+        let mut answers = vec![String::new(); 2];
+        Judge::default().judge(200, body.as_bytes(), &entries, true, &[], |i, _, answer| {
+            answers[i] = String::from_utf8(answer.to_vec()).unwrap();
+        });
+        assert_eq!(answers, [first, second]);
     }
 }
