@@ -38,6 +38,10 @@ batch = 5
     let _ = std::fs::remove_dir_all(&dir);
     volley::report::write_files(&dir, &report).unwrap();
     let log = std::fs::read(dir.join("latency.hlog")).unwrap();
+    assert!(
+        log.starts_with(b"#[Histogram log format version 1.3]\n"),
+        "the version line HdrHistogram's tools look for first"
+    );
     std::fs::remove_dir_all(&dir).unwrap();
 
     let mut by_tag: BTreeMap<String, Histogram<u64>> = BTreeMap::new();

@@ -25,7 +25,9 @@ pub fn render(report: &RunReport) -> Vec<u8> {
         meta.target,
         crate::stats::TOTAL_TAG
     );
+    // The version line HdrHistogram's Java tools write first (tags need 1.3).
     let Ok(mut log) = IntervalLogWriterBuilder::new()
+        .add_comment("[Histogram log format version 1.3]")
         .add_comment(&header)
         .with_start_time(started)
         .with_base_time(measured_from)
