@@ -432,15 +432,30 @@ fn result_line(comparison: &Comparison) -> String {
     }
 }
 
+/// A row's figure with its unit: ms, calls/s, or an error rate in percent.
+fn figure(r: &Row, value: f64) -> String {
+    match r.metric {
+        "error_rate" => format!("{:.2}%", value * 100.0),
+        "rps" => format!("{value:.1}/s"),
+        _ => format!("{value:.3} ms"),
+    }
+}
+
 /// How a row's change and limit read: percent, or points for error rates.
+/// A change that rounds to nothing reads as `+0.0%`, never `-0.0%`.
 fn change_and_limit(r: &Row) -> (String, String) {
+    let change = if (r.change * 1e4).round() == 0.0 {
+        0.0
+    } else {
+        r.change
+    };
     match r.metric {
         "error_rate" => (
-            format!("{:+.2}pp", r.change * 100.0),
+            format!("{:+.2}pp", change * 100.0),
             format!("{:.2}pp", r.tolerance * 100.0),
         ),
         _ => (
-            format!("{:+.1}%", r.change * 100.0),
+            format!("{:+.1}%", change * 100.0),
             format!("{:.0}%", r.tolerance * 100.0),
         ),
     }
@@ -459,11 +474,11 @@ pub fn markdown(comparison: &Comparison) -> String {
         let p = r.p_value.map_or("-".to_string(), |p| format!("{p:.3}"));
         let _ = writeln!(
             out,
-            "| `{}` | {} | {:.3} | {:.3} | {change} | {limit} | {p} | {} |",
+            "| `{}` | {} | {} | {} | {change} | {limit} | {p} | {} |",
             cell(&r.method),
             r.metric,
-            r.baseline,
-            r.current,
+            figure(r, r.baseline),
+            figure(r, r.current),
             r.verdict
         );
     }
@@ -483,8 +498,10 @@ pub fn junit(comparison: &Comparison) -> String {
         let (change, limit) = change_and_limit(r);
         let failure = (r.verdict == "REGRESSION").then(|| {
             format!(
-                "{} {:.3} → {:.3} ({change}, limit {limit})",
-                r.metric, r.baseline, r.current
+                "{} {} → {} ({change}, limit {limit})",
+                r.metric,
+                figure(r, r.baseline),
+                figure(r, r.current)
             )
         });
         cases.push((format!("{} {}", r.method, r.metric), failure));
@@ -538,7 +555,7 @@ pub fn render(comparison: &Comparison, baseline: &Path, current: &Path) -> Strin
     );
     let _ = writeln!(
         out,
-        "{:<24} {:<10} {:>12} {:>12} {:>9} {:>9} {:>8}  verdict",
+        "{:<24} {:<10} {:>14} {:>14} {:>9} {:>9} {:>8}  verdict",
         "method", "metric", "baseline", "current", "change", "limit", "p"
     );
     for r in &comparison.rows {
@@ -546,8 +563,15 @@ pub fn render(comparison: &Comparison, baseline: &Path, current: &Path) -> Strin
         let p = r.p_value.map_or("-".to_string(), |p| format!("{p:.3}"));
         let _ = writeln!(
             out,
-            "{:<24} {:<10} {:>12.3} {:>12.3} {:>9} {:>9} {:>8}  {}",
-            r.method, r.metric, r.baseline, r.current, change, limit, p, r.verdict
+            "{:<24} {:<10} {:>14} {:>14} {:>9} {:>9} {:>8}  {}",
+            r.method,
+            r.metric,
+            figure(r, r.baseline),
+            figure(r, r.current),
+            change,
+            limit,
+            p,
+            r.verdict
         );
     }
     for note in &comparison.notes {
