@@ -410,8 +410,7 @@ pub fn command(args: crate::cli::CompareArgs) -> anyhow::Result<std::process::Ex
     }
     if let Some(path) = &args.html {
         let (base, cur) = (Run::read(&args.baseline)?, Run::read(&args.current)?);
-        let page =
-            crate::report::html::compare_page(&table, &base.latencies().spectra, &cur.latencies().spectra);
+        let page = html_page(&comparison, &base, &cur);
         std::fs::write(path, page).with_context(|| format!("--html {}", path.display()))?;
     }
     Ok(std::process::ExitCode::from(if comparison.failed() {
@@ -459,6 +458,44 @@ fn change_and_limit(r: &Row) -> (String, String) {
             format!("{:.0}%", r.tolerance * 100.0),
         ),
     }
+}
+
+/// `--html`: the table, coloured by verdict, and the spectra overlaid.
+fn html_page(comparison: &Comparison, base: &Run, cur: &Run) -> String {
+    use crate::report::html::{compare_page, CompareRow};
+    let rows: Vec<CompareRow> = comparison
+        .rows
+        .iter()
+        .map(|r| {
+            let (change, limit) = change_and_limit(r);
+            let p = r.p_value.map_or("-".to_string(), |p| format!("{p:.3}"));
+            CompareRow {
+                cells: vec![
+                    r.method.clone(),
+                    r.metric.to_string(),
+                    figure(r, r.baseline),
+                    figure(r, r.current),
+                    change,
+                    limit,
+                    p,
+                    r.verdict.to_string(),
+                ],
+                verdict: r.verdict.to_string(),
+            }
+        })
+        .collect();
+    let mut lines: Vec<String> = comparison.notes.iter().map(|n| format!("note: {n}")).collect();
+    lines.push(result_line(comparison));
+    let head = [
+        "method", "metric", "baseline", "current", "change", "limit", "p", "verdict",
+    ];
+    compare_page(
+        &head,
+        &rows,
+        &lines,
+        &base.latencies().spectra,
+        &cur.latencies().spectra,
+    )
 }
 
 /// The comparison as GitHub-flavoured Markdown.

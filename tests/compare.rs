@@ -123,6 +123,11 @@ fn a_slower_server_regresses_a_faster_one_improves_and_one_server_compares_clean
     );
     assert!(html.contains("<title>baseline</title>") && html.contains("<title>current</title>"));
     assert!(html.contains("result: REGRESSION"));
+    // A table, its regressions marked.
+    assert!(
+        html.contains("<tr class=\"fail\"><td>eth_chainId</td><td>p50</td>"),
+        "{html}"
+    );
     std::fs::remove_file(&page).unwrap();
     // One side too short to tell: a 20x slower server is still only noise,
     // however long the other side ran.

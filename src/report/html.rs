@@ -216,11 +216,47 @@ fn spectrum(name: &str, h: &Histogram<u64>) -> Series {
 
 /// `volley compare --html`: the comparison's table, and for each method
 /// both runs' percentile spectra on one plot.
-pub fn compare_page(table: &str, baseline: &Spectra, current: &Spectra) -> String {
+/// One row of the comparison's table: its cells, and its verdict (which
+/// colours the row).
+pub struct CompareRow {
+    pub cells: Vec<String>,
+    pub verdict: String,
+}
+
+/// `volley compare --html`: the comparison's table (`head` its column
+/// names; `lines` the notes and the result), and for each method both
+/// runs' percentile spectra on one plot.
+pub fn compare_page(
+    head: &[&str],
+    rows: &[CompareRow],
+    lines: &[String],
+    baseline: &Spectra,
+    current: &Spectra,
+) -> String {
     let mut out = format!(
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>volley compare</title>\n<style>{STYLE}</style></head><body>\n<h1>volley compare</h1>\n<pre>{}</pre>\n<div class=\"charts\">\n",
-        esc(table)
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>volley compare</title>\n<style>{STYLE}</style></head><body>\n<h1>volley compare</h1>\n<table><tr>"
     );
+    for name in head {
+        let _ = write!(out, "<th>{}</th>", esc(name));
+    }
+    out.push_str("</tr>\n");
+    for row in rows {
+        let class = match row.verdict.as_str() {
+            "REGRESSION" => " class=\"fail\"",
+            "improved" => " class=\"pass\"",
+            _ => "",
+        };
+        let _ = write!(out, "<tr{class}>");
+        for cell in &row.cells {
+            let _ = write!(out, "<td>{}</td>", esc(cell));
+        }
+        out.push_str("</tr>\n");
+    }
+    out.push_str("</table>\n");
+    for line in lines {
+        let _ = writeln!(out, "<p>{}</p>", esc(line));
+    }
+    out.push_str("<div class=\"charts\">\n");
     for (tag, base) in baseline.iter().filter(|(_, h)| !h.is_empty()) {
         let Some(cur) = current.get(tag).filter(|h| !h.is_empty()) else {
             continue;
