@@ -393,7 +393,7 @@ fn error_series(rows: &[Value]) -> Vec<Series> {
 const WIDTH: f64 = 560.0;
 const HEIGHT: f64 = 300.0;
 const LEFT: f64 = 64.0;
-const RIGHT: f64 = 16.0;
+const RIGHT: f64 = 30.0;
 const TOP: f64 = 36.0;
 const BOTTOM: f64 = 48.0;
 
