@@ -20,6 +20,7 @@ target = "builtin"
 [load]
 concurrency = 4
 requests = 3000
+warmup = "300ms"
 [[calls]]
 method = "eth_chainId"
 weight = 3
@@ -41,6 +42,23 @@ batch = 5
     assert!(
         log.starts_with(b"#[Histogram log format version 1.3]\n"),
         "the version line HdrHistogram's tools look for first"
+    );
+    // Interval times count from the measured part: the log's base time is
+    // its start plus the warmup.
+    let text = String::from_utf8_lossy(&log);
+    let time = |key: &str| -> f64 {
+        let line = text.lines().find(|l| l.starts_with(key)).unwrap();
+        line[key.len()..]
+            .split_whitespace()
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap()
+    };
+    let warmup = time("#[BaseTime: ") - time("#[StartTime: ");
+    assert!(
+        (warmup - 0.3).abs() < 0.002,
+        "base time {warmup} s after the start"
     );
     std::fs::remove_dir_all(&dir).unwrap();
 
