@@ -394,20 +394,12 @@ pub fn command(args: crate::cli::CompareArgs) -> anyhow::Result<std::process::Ex
     // The table first: a file that cannot be written must not hide the verdict.
     let table = render(&comparison, &args.baseline, &args.current);
     crate::output::print(&table);
-    let step_summary = std::env::var_os("GITHUB_STEP_SUMMARY").filter(|p| !p.is_empty());
-    if args.summary_md.is_some() || step_summary.is_some() {
-        let text = markdown(&comparison);
-        if let Some(path) = &args.summary_md {
-            std::fs::write(path, &text).with_context(|| format!("--summary-md {}", path.display()))?;
-        }
-        if let Some(path) = step_summary {
-            crate::output::append(std::path::Path::new(&path), &text)
-                .with_context(|| format!("$GITHUB_STEP_SUMMARY {}", path.to_string_lossy()))?;
-        }
-    }
-    if let Some(path) = &args.junit {
-        std::fs::write(path, junit(&comparison)).with_context(|| format!("--junit {}", path.display()))?;
-    }
+    crate::output::write_ci_files(
+        args.summary_md.as_deref(),
+        args.junit.as_deref(),
+        || markdown(&comparison),
+        || junit(&comparison),
+    )?;
     if let Some(path) = &args.html {
         let (base, cur) = (Run::read(&args.baseline)?, Run::read(&args.current)?);
         let page = html_page(&comparison, &base, &cur);

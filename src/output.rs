@@ -130,6 +130,32 @@ pub fn append(path: &Path, text: &str) -> io::Result<()> {
         .and_then(|mut file| file.write_all(text.as_bytes()))
 }
 
+/// The files CI reads, where asked: `--summary-md` (the Markdown is also
+/// appended to `$GITHUB_STEP_SUMMARY` when that is set, as in GitHub
+/// Actions) and `--junit`. Each text is made only when it is written.
+pub fn write_ci_files(
+    summary_md: Option<&Path>,
+    junit: Option<&Path>,
+    markdown: impl FnOnce() -> String,
+    junit_xml: impl FnOnce() -> String,
+) -> anyhow::Result<()> {
+    let step_summary = std::env::var_os("GITHUB_STEP_SUMMARY").filter(|p| !p.is_empty());
+    if summary_md.is_some() || step_summary.is_some() {
+        let text = markdown();
+        if let Some(path) = summary_md {
+            fs::write(path, &text).with_context(|| format!("--summary-md {}", path.display()))?;
+        }
+        if let Some(path) = step_summary {
+            append(Path::new(&path), &text)
+                .with_context(|| format!("$GITHUB_STEP_SUMMARY {}", path.to_string_lossy()))?;
+        }
+    }
+    if let Some(path) = junit {
+        fs::write(path, junit_xml()).with_context(|| format!("--junit {}", path.display()))?;
+    }
+    Ok(())
+}
+
 /// Writes `text` to stdout. A closed stdout (`| head`, `| true`) is not an
 /// error worth a panic: the results are already on disk, so it returns
 /// false and the caller stops printing.

@@ -251,7 +251,13 @@ pub fn run_command(args: RunArgs) -> anyhow::Result<ExitCode> {
             return Ok(write_elsewhere(&report, &error));
         }
     };
-    if let Err(error) = write_ci_files(&args, &report) {
+    let ci_files = crate::output::write_ci_files(
+        args.summary_md.as_deref(),
+        args.junit.as_deref(),
+        || report::markdown(&report),
+        || report::junit(&report),
+    );
+    if let Err(error) = ci_files {
         crate::output::print(&report::render_table(&report));
         crate::note!("error: {error:#}\nthe result files are in {}", out.path.display());
         return Ok(ExitCode::from(EXIT_RESULTS_ELSEWHERE));
@@ -273,27 +279,6 @@ pub fn run_command(args: RunArgs) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::from(EXIT_FAILED_CHECK));
     }
     Ok(ExitCode::from(signal))
-}
-
-/// The files CI reads, where the flags ask: `--summary-md` (also appended
-/// to `$GITHUB_STEP_SUMMARY` when set) and `--junit`.
-fn write_ci_files(args: &RunArgs, report: &RunReport) -> anyhow::Result<()> {
-    use anyhow::Context;
-    let step_summary = std::env::var_os("GITHUB_STEP_SUMMARY").filter(|p| !p.is_empty());
-    if args.summary_md.is_some() || step_summary.is_some() {
-        let text = report::markdown(report);
-        if let Some(path) = &args.summary_md {
-            std::fs::write(path, &text).with_context(|| format!("--summary-md {}", path.display()))?;
-        }
-        if let Some(path) = step_summary {
-            crate::output::append(Path::new(&path), &text)
-                .with_context(|| format!("$GITHUB_STEP_SUMMARY {}", path.to_string_lossy()))?;
-        }
-    }
-    if let Some(path) = &args.junit {
-        std::fs::write(path, report::junit(report)).with_context(|| format!("--junit {}", path.display()))?;
-    }
-    Ok(())
 }
 
 /// Runs the scenario with the dashboard or progress lines, and returns

@@ -147,8 +147,7 @@ pub fn unanswered(summary: &RunSummary) -> Option<Unanswered> {
     if calls > 0 && silent == calls && summary.children_exited == 0 {
         return Some(Unanswered::NoAnswer);
     }
-    let answered = calls;
-    if answered == 0 {
+    if calls == 0 {
         // Subscriptions alone, or children that ended, are figures of their own.
         if summary.subscriptions.is_some() || summary.children_exited > 0 {
             return None;
@@ -171,8 +170,12 @@ pub fn unanswered(summary: &RunSummary) -> Option<Unanswered> {
         .rposition(|row| row.calls > 0)
         .map_or(0.0, |i| i as f64 + 1.0);
     let silent_s = summary.measured_seconds - last_answering_second;
-    (silent_s >= 1.0 && silent_s * 1000.0 > summary.total.latency.max_ms)
-        .then_some(Unanswered::StoppedAnswering { answered, silent_s })
+    (silent_s >= 1.0 && silent_s * 1000.0 > summary.total.latency.max_ms).then_some(
+        Unanswered::StoppedAnswering {
+            answered: calls,
+            silent_s,
+        },
+    )
 }
 
 /// Marks the run's verdict invalid when its figures say nothing of the
