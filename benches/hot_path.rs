@@ -9,8 +9,10 @@ use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use rand::rngs::SmallRng;
 use rand::SeedableRng;
 use serde_json::json;
-use volley::rpc::{CallTemplate, Entry, Judge, Outcome, RequestBuilder};
+use volley::plan::{CallTemplate, RequestBuilder};
+use volley::rpc::{Entry, Judge};
 use volley::scenario::Scenario;
+use volley::stats::Outcome;
 use volley::stats::Recorder;
 
 fn entry(id: u64) -> Entry {

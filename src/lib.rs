@@ -9,6 +9,7 @@ pub mod engine;
 pub mod init;
 pub mod metrics;
 pub mod output;
+pub mod plan;
 pub mod report;
 pub mod results;
 pub mod rpc;

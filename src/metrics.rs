@@ -14,7 +14,7 @@ use hyper_util::rt::TokioIo;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
-use crate::rpc::OutcomeKind;
+use crate::stats::OutcomeKind;
 use crate::stats::{MethodSummary, Snapshot};
 
 /// The latest snapshot, shared by the run (writer) and the endpoint.

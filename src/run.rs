@@ -103,7 +103,9 @@ pub async fn execute(
         };
         let tls = target.check_reachable(plan.timeout).await?;
         for poll in &polls {
-            poll.first(&target, plan.timeout).await.map_err(RunError::Poll)?;
+            engine::first_poll(poll, &target, plan.timeout)
+                .await
+                .map_err(RunError::Poll)?;
         }
         Ok::<_, RunError>((target, tls))
     };

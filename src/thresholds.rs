@@ -10,8 +10,8 @@ use std::fmt;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use crate::rpc::{OutcomeKind, ProtocolKind};
 use crate::stats::{LatencySummary, MethodSummary, RunSummary};
+use crate::stats::{OutcomeKind, ProtocolKind};
 
 /// What a threshold looks at: the whole run, one method, or one stage.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -670,7 +670,7 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::rpc::Outcome;
+    use crate::stats::Outcome;
     use crate::stats::{ClientCpu, LatencyLog, Recorder, StageSummary, Verdict};
 
     const METHODS: [&str; 4] = ["eth_call", "tools/call", "rpc.discover", "eth_getLogs"];

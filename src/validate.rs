@@ -6,8 +6,7 @@ use std::fmt::Write;
 use rand::rngs::SmallRng;
 use rand::SeedableRng;
 
-use crate::engine::{Pacing, Planned};
-use crate::rpc::RequestBuilder;
+use crate::plan::{Pacing, Planned, RequestBuilder};
 use crate::scenario::{Compiled, Scenario};
 
 /// Sample requests shown.

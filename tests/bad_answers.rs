@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{json, Value};
 use volley::report::RunReport;
-use volley::rpc::OutcomeKind;
+use volley::stats::OutcomeKind;
 
 const REQUESTS: u64 = 40;
 
@@ -231,4 +231,36 @@ fn a_null_result_is_a_valid_result() {
         SINGLE,
     );
     assert_eq!(outcomes(&report), BTreeMap::from([("ok", REQUESTS)]));
+}
+
+#[test]
+fn a_poll_answered_with_a_wrong_id_is_judged_as_any_call() {
+    // Polls and setup calls go the load's own way: the judge that counts
+    // the load's wrong ids refuses a poll's too, before anything is measured.
+    let addr = common::crafted_server(|req| {
+        let id = req["id"].as_u64().unwrap();
+        (200, ok(&json!(id + 7)).to_string())
+    });
+    let text = format!(
+        "target = \"http://{addr}\"\ntimeout = \"2s\"\n[load]\nrequests = 4\n[poll.head]\nmethod = \"eth_blockNumber\"\nevery = \"1s\"\n[[calls]]\nmethod = \"eth_chainId\"\nparams = [\"${{head}}\"]\n"
+    );
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let error = runtime
+        .block_on(volley::execute(
+            &common::scenario(&text),
+            None,
+            tokio_util::sync::CancellationToken::new(),
+            std::sync::Arc::new(volley::engine::Control::new()),
+            |_| {},
+        ))
+        .err()
+        .expect("the poll fails, so the run does not start");
+    let message = error.to_string();
+    assert!(
+        message.contains("poll `head`: protocol(id_mismatch)"),
+        "{message}"
+    );
 }

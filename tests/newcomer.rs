@@ -14,7 +14,7 @@ use std::time::Duration;
 use common::bin::{summary_json, temp_dir, text, volley, wait_or_kill};
 use rand::SeedableRng;
 use serde_json::Value;
-use volley::engine::Pacing;
+use volley::plan::Pacing;
 use volley::scenario::{Overrides, Scenario, ScenarioError, TargetSpec};
 
 /// A listener that accepts and never says a word; each accept is reported.
@@ -446,7 +446,7 @@ fn first_body(scenario: &Scenario) -> String {
     let mut rng = rand::rngs::SmallRng::seed_from_u64(1);
     let mut planned = Vec::new();
     let batch = compiled.mix.next_request(&mut rng, &mut planned).unwrap();
-    let mut builder = volley::rpc::RequestBuilder::default();
+    let mut builder = volley::plan::RequestBuilder::default();
     let body = compiled.mix.write(&mut builder, &planned, batch, 1, &mut rng);
     text(&body)
 }

@@ -3,8 +3,8 @@
 
 mod common;
 
-use volley::rpc::OutcomeKind;
 use volley::serve::{self, ServeConfig, ServerStats};
+use volley::stats::OutcomeKind;
 
 fn server() -> serve::ServerHandle {
     serve::spawn(ServeConfig {

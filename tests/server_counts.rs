@@ -2,8 +2,8 @@
 
 mod common;
 
-use volley::rpc::OutcomeKind;
 use volley::serve::{self, ServeConfig, ServerStats};
+use volley::stats::OutcomeKind;
 
 fn server(config: ServeConfig) -> serve::ServerHandle {
     serve::spawn(ServeConfig {

@@ -242,7 +242,7 @@ method = "eth_chainId"
     let summary = &report.summary;
     assert_eq!(summary.total.calls, 4);
     assert_eq!(
-        summary.total.outcome(volley::rpc::OutcomeKind::Io),
+        summary.total.outcome(volley::stats::OutcomeKind::Io),
         4,
         "{:?}",
         summary.total.outcomes

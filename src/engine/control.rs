@@ -6,21 +6,13 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Instant;
 
-use serde::Serialize;
 use tokio::sync::Notify;
 
-use super::plan::Profile;
+use crate::plan::Profile;
+use crate::stats::ControlEvent;
 
 /// Changes of rate allowed in one run; later ones are refused.
 pub const MAX_CHANGES: usize = 1024;
-
-/// One change made during the run.
-#[derive(Clone, Debug, Serialize, PartialEq)]
-pub struct ControlEvent {
-    /// Seconds since the run's start (warmup included).
-    pub at_s: f64,
-    pub what: String,
-}
 
 /// From request `at_seq` on, requests are due `1/rate` apart from `at_s`.
 #[derive(Clone, Copy, Debug)]
@@ -241,7 +233,8 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::engine::plan::{LoadPlan, Pacing, Schedule};
+    use crate::engine::schedule::Schedule;
+    use crate::plan::{LoadPlan, Pacing};
 
     /// An open-model run of `rate` requests/s for `duration`, started `ago`.
     fn open_run(rate: f64, ago: Duration, duration: Duration) -> (Arc<Control>, Schedule, Instant) {

@@ -2,17 +2,15 @@
 //! It knows nothing of screens or files; it publishes snapshots to a
 //! callback, takes steering through a `Control`, and returns the summary.
 
+mod call;
 mod control;
 mod gather;
-mod mix;
-mod plan;
 mod poll;
+mod schedule;
 mod worker;
 
-pub use control::{Control, ControlEvent};
-pub use mix::{BatchSize, Mix, MixBatch, MixCall, Planned, ReplaySource};
-pub use plan::{LoadPlan, Pacing, Stage};
-pub use poll::Poll;
+pub use control::Control;
+pub use poll::first as first_poll;
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -21,7 +19,7 @@ use std::time::Instant;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use crate::rpc::CallTemplate;
+use crate::plan::{LoadPlan, Mix, Pacing, Poll, SetupCall};
 use crate::stats::{
     micros, over_one_percent, BatchSummary, ClientCpu, Evidence, LatencySummary, MethodSummary, RunSummary,
     ScheduleSummary, SetupSummary, Snapshot, StageSummary, SubscriptionSummary, Verdict, LATE_THRESHOLD,
@@ -38,17 +36,6 @@ pub struct RunSpec {
     /// Sent on each new connection before it joins the load.
     pub setup: Vec<SetupCall>,
     pub polls: Vec<Poll>,
-}
-
-/// A call sent once per connection, outside the figures.
-#[derive(Clone, Debug)]
-pub struct SetupCall {
-    pub method: String,
-    pub template: CallTemplate,
-    pub notification: bool,
-    /// Opens a subscription (`eth_subscribe`): its result is the id the
-    /// server's notifications will name.
-    pub subscribe: bool,
 }
 
 /// Runs the load until the plan's end or until `cancel` fires (then the

@@ -4,71 +4,39 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use rand::rngs::SmallRng;
-use rand::SeedableRng;
 use serde_json::Value;
 
+use super::call::call_once;
 use super::worker::Shared;
-use crate::rpc::wire::{self, Message};
-use crate::rpc::{CallTemplate, Entry, RequestBuilder};
-use crate::scenario::Polled;
+use crate::plan::Poll;
+use crate::rpc::wire::Message;
 use crate::transport::{Connection, Target};
 
-/// One polled value.
-#[derive(Clone, Debug)]
-pub struct Poll {
-    pub name: String,
-    pub template: CallTemplate,
-    pub every: Duration,
-    pub polled: Arc<Polled>,
-    pub index: usize,
+/// Makes the poll's call once on `connection`, judged as any call is, and
+/// stores its result.
+async fn refresh(poll: &Poll, connection: &mut Connection, timeout: Duration) -> Result<(), String> {
+    let reply = call_once(connection, &poll.template, Some(1), timeout, true).await?;
+    // The judge found a version-2 answer with a result to this call.
+    let result = serde_json::from_slice::<Message>(&reply.body)
+        .ok()
+        .and_then(|message| message.result)
+        .ok_or("no result")?;
+    let value: Value = serde_json::from_str(result.get()).map_err(|e| e.to_string())?;
+    poll.polled.set(poll.index, &value)
 }
 
-impl Poll {
-    /// Makes the call once on `connection` and stores its result.
-    async fn refresh(&self, connection: &mut Connection, timeout: Duration) -> Result<(), String> {
-        let mut builder = RequestBuilder::default();
-        builder.begin(false);
-        builder.push(
-            &self.template,
-            Entry {
-                method: 0,
-                call: 0,
-                id: Some(1),
-            },
-            &mut SmallRng::seed_from_u64(0),
-        );
-        let reply = tokio::time::timeout(timeout, connection.exchange(builder.finish(), 1, 1))
-            .await
-            .map_err(|_| format!("no answer within {timeout:?}"))?
-            .map_err(|e| e.to_string())?;
-        let message: Message = serde_json::from_slice(&reply.body)
-            .map_err(|_| format!("not a JSON-RPC answer: {}", String::from_utf8_lossy(&reply.body)))?;
-        if let Some(error) = message.error {
-            return Err(format!("answered with an error: {error}"));
-        }
-        let result = message
-            .result
-            .filter(|_| wire::is_version_2(message.jsonrpc))
-            .ok_or("no result")?;
-        let value: Value = serde_json::from_str(result.get()).map_err(|e| e.to_string())?;
-        self.polled.set(self.index, &value)
-    }
-
-    /// Polls once before the run, so generated values start right.
-    pub async fn first(&self, target: &Target, timeout: Duration) -> Result<(), String> {
-        let name = &self.name;
-        let local = tokio::task::LocalSet::new();
-        local
-            .run_until(async {
-                let mut connection = Connection::open(target, timeout)
-                    .await
-                    .map_err(|e| e.to_string())?;
-                self.refresh(&mut connection, timeout).await
-            })
-            .await
-            .map_err(|e| format!("poll `{name}`: {e}"))
-    }
+/// Polls once before the run, so generated values start right.
+pub async fn first(poll: &Poll, target: &Target, timeout: Duration) -> Result<(), String> {
+    let local = tokio::task::LocalSet::new();
+    local
+        .run_until(async {
+            let mut connection = Connection::open(target, timeout)
+                .await
+                .map_err(|e| e.to_string())?;
+            refresh(poll, &mut connection, timeout).await
+        })
+        .await
+        .map_err(|e| format!("poll `{}`: {e}", poll.name))
 }
 
 /// Refreshes poll `index` every `every` until the task is dropped. A failed
@@ -87,7 +55,7 @@ pub(super) async fn keep_polling(shared: Arc<Shared>, index: usize) {
             connection = Connection::open(&shared.target, shared.plan.timeout).await.ok();
         }
         if let Some(conn) = connection.as_mut() {
-            if poll.refresh(conn, shared.plan.timeout).await.is_err() {
+            if refresh(poll, conn, shared.plan.timeout).await.is_err() {
                 connection = None;
             }
         }

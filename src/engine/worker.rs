@@ -14,16 +14,18 @@ use std::time::{Duration, Instant};
 use rand::rngs::SmallRng;
 use rand::SeedableRng;
 use tokio::sync::mpsc::UnboundedSender;
-use tokio::time::{sleep, sleep_until, timeout};
+use tokio::time::{sleep, sleep_until};
 use tokio_util::sync::CancellationToken;
 
+use super::call::{self, call_once};
 use super::control::{Control, RunInfo};
-use super::mix::{Mix, Planned};
-use super::plan::{LoadPlan, Pacing, Profile, Schedule};
-use super::{Poll, RunSpec, SetupCall};
-use crate::rpc::{Entry, Judge, Outcome, RequestBuilder};
+use super::schedule::Schedule;
+use super::RunSpec;
+use crate::plan::{LoadPlan, Mix, Pacing, Planned, Poll, Profile, RequestBuilder, SetupCall};
+use crate::rpc::Judge;
+use crate::stats::Outcome;
 use crate::stats::{micros, ChildShutdown, Recorder};
-use crate::transport::{ChildEnd, Connection, Target, TransportError};
+use crate::transport::{ChildEnd, Connection, Target};
 
 /// What every thread and connection shares for the whole run.
 pub(super) struct Shared {
@@ -338,14 +340,9 @@ impl Slot {
 
     /// Opens the slot's connection and sends its setup calls, while the
     /// slot's other callers wait; returns the caller's handle on it.
-    async fn open(
-        &self,
-        shared: &Shared,
-        local: &Rc<Local>,
-        rng: &mut SmallRng,
-    ) -> Result<Connection, OpenFailure> {
+    async fn open(&self, shared: &Shared, local: &Rc<Local>) -> Result<Connection, OpenFailure> {
         self.opening.set(true);
-        let opened = open_and_set_up(shared, local, rng).await;
+        let opened = open_and_set_up(shared, local).await;
         self.opening.set(false);
         self.opened.notify_waiters();
         opened.map(|connection| self.install(connection))
@@ -392,7 +389,7 @@ async fn connection_loop(shared: Arc<Shared>, local: Rc<Local>, index: usize, sl
         // happens to be given (seconds, at a low rate over many callers)
         // and every subscription counts from the start. A failure here is
         // left to the first call, which retries and counts it.
-        if let Ok(connection) = slot.open(&shared, &local, &mut rng).await {
+        if let Ok(connection) = slot.open(&shared, &local).await {
             slot.checkin(connection);
         }
     }
@@ -459,7 +456,7 @@ async fn connection_loop(shared: Arc<Shared>, local: Rc<Local>, index: usize, sl
             }
             set_up_now = !shared.setup.is_empty();
             opened_now = true;
-            break slot.open(&shared, &local, &mut rng).await;
+            break slot.open(&shared, &local).await;
         };
         let mut conn = match opened {
             Ok(conn) => conn,
@@ -485,15 +482,10 @@ async fn connection_loop(shared: Arc<Shared>, local: Rc<Local>, index: usize, sl
         local.sent.set(local.sent.get() + 1);
         let calls_sent = builder.entries().len() as u64;
         local.in_flight.set(local.in_flight.get() + calls_sent);
-        let result = timeout(shared.plan.timeout, conn.exchange(body, first_id, calls)).await;
+        let result = call::exchange(&mut conn, body, first_id, calls, shared.plan.timeout).await;
         local.in_flight.set(local.in_flight.get() - calls_sent);
         let answered_at = Instant::now();
-        let failure = match &result {
-            Ok(Ok(_)) => None,
-            Ok(Err(TransportError::Connect { .. })) => Some(Outcome::Connect),
-            Ok(Err(_)) => Some(Outcome::Io),
-            Err(_) => Some(Outcome::Timeout),
-        };
+        let failure = call::failure(&result);
         match failure {
             None => {
                 backoff = BACKOFF_MIN;
@@ -534,13 +526,7 @@ async fn connection_loop(shared: Arc<Shared>, local: Rc<Local>, index: usize, sl
         let entries = builder.entries();
         let mut failed: Option<(usize, Outcome)> = None;
         let methods = &mut recorder.methods;
-        // Why a call failed beyond its outcome (the transport's own words),
-        // for the examples kept: borrowed, so it costs nothing until one is.
-        let cause = match &result {
-            Ok(Ok(_)) => crate::stats::Cause::Answer,
-            Ok(Err(error)) => crate::stats::Cause::Transport(error),
-            Err(_) => crate::stats::Cause::Timeout(shared.plan.timeout),
-        };
+        let cause = call::cause(&result, shared.plan.timeout);
         let mut record = |i: usize, outcome: Outcome, answer: &[u8]| {
             let entry = entries[i];
             let stats = &mut methods[entry.method as usize];
@@ -640,59 +626,20 @@ struct OpenFailure {
 
 /// Opens a connection and sends the scenario's setup calls on it. Setup
 /// calls stay out of the load's figures; a failure is counted and kept.
-async fn open_and_set_up(
-    shared: &Shared,
-    local: &Rc<Local>,
-    rng: &mut SmallRng,
-) -> Result<Connection, OpenFailure> {
+async fn open_and_set_up(shared: &Shared, local: &Rc<Local>) -> Result<Connection, OpenFailure> {
     let mut connection = Connection::open(&shared.target, shared.plan.timeout)
         .await
         .map_err(|error| OpenFailure {
             outcome: Outcome::Connect,
             reason: error.to_string(),
         })?;
-    if shared.setup.is_empty() {
-        return Ok(connection);
-    }
-    let mut builder = RequestBuilder::default();
-    let mut judge = Judge::default();
     for setup in &shared.setup {
-        builder.begin(false);
         let id = (!setup.notification).then(|| local.take_ids(shared, 1));
-        builder.push(
-            &setup.template,
-            Entry {
-                method: 0,
-                call: 0,
-                id,
-            },
-            rng,
-        );
-        let body = builder.finish();
-        let failure = match timeout(
-            shared.plan.timeout,
-            connection.exchange(body, id.unwrap_or(0), u64::from(id.is_some())),
-        )
-        .await
-        {
-            Ok(Ok(reply)) => {
-                let mut outcome = Outcome::Ok;
-                judge.judge(
-                    reply.status,
-                    &reply.body,
-                    builder.entries(),
-                    false,
-                    &[],
-                    |_, o, _| outcome = o,
-                );
-                match (outcome, setup.subscribe) {
-                    (Outcome::Ok, true) => subscribe(shared, local, &connection, &reply.body).err(),
-                    (Outcome::Ok, false) => None,
-                    _ => Some(outcome.to_string()),
-                }
-            }
-            Ok(Err(error)) => Some(error.to_string()),
-            Err(_) => Some(format!("no answer within {:?}", shared.plan.timeout)),
+        let within = shared.plan.timeout;
+        let failure = match call_once(&mut connection, &setup.template(), id, within, false).await {
+            Ok(reply) if setup.subscribe => subscribe(shared, local, &connection, &reply.body).err(),
+            Ok(_) => None,
+            Err(failure) => Some(failure),
         };
         if let Some(failure) = failure {
             let reason = format!("setup call `{}` failed: {failure}", setup.method);
@@ -707,6 +654,8 @@ async fn open_and_set_up(
             });
         }
     }
-    local.recorder.borrow_mut().setup_ok += 1;
+    if !shared.setup.is_empty() {
+        local.recorder.borrow_mut().setup_ok += 1;
+    }
     Ok(connection)
 }

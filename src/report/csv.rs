@@ -6,8 +6,8 @@
 //! loads one row, or one file without `summary.json`, must still see it.
 
 use super::RunReport;
-use crate::rpc::OutcomeKind;
 use crate::stats::MethodSummary;
+use crate::stats::OutcomeKind;
 
 pub fn summary(report: &RunReport) -> Vec<u8> {
     let mut out = csv::Writer::from_writer(Vec::new());

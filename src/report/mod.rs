@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 use thiserror::Error;
 
-use crate::engine::{LoadPlan, Pacing};
+use crate::plan::{LoadPlan, Pacing};
 use crate::stats::RunSummary;
 
 /// A run's figures and what is needed to read them.

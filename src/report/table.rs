@@ -3,7 +3,7 @@
 use std::fmt::Write;
 
 use super::RunReport;
-use crate::rpc::OutcomeKind;
+use crate::stats::OutcomeKind;
 use crate::stats::{MethodSummary, RunSummary, SecondRow, LATE_THRESHOLD};
 
 pub fn render_table(report: &RunReport) -> String {

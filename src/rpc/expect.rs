@@ -7,7 +7,7 @@ use regex::Regex;
 use serde_json::value::RawValue;
 use serde_json::Value;
 
-use super::Outcome;
+use crate::stats::Outcome;
 
 #[derive(Clone, Debug)]
 pub enum Expectation {

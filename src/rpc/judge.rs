@@ -10,7 +10,8 @@ use serde::de::{Deserializer as _, SeqAccess, Visitor};
 use serde_json::value::RawValue;
 
 use super::wire::{self, Message};
-use super::{Entry, Expectation, Outcome, ProtocolKind};
+use super::{Entry, Expectation};
+use crate::stats::{Outcome, ProtocolKind};
 
 /// What a judged answer held besides the calls' outcomes.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -1,13 +1,11 @@
-//! JSON-RPC 2.0 itself: request bodies, the wire shape of messages, and the
-//! judging of answers into outcomes.
+//! JSON-RPC 2.0 itself: the wire shape of messages, what answers must look
+//! like, and the judging of answers into outcomes.
 
+mod entry;
 mod expect;
 mod judge;
-mod outcome;
-mod request;
 pub mod wire;
 
+pub use entry::Entry;
 pub use expect::{Expectation, JsonType, ResultCheck};
 pub use judge::{Judge, Verdict};
-pub use outcome::{Outcome, OutcomeKind, ProtocolKind};
-pub use request::{CallTemplate, Entry, RequestBuilder};

@@ -4,8 +4,9 @@
 use std::time::SystemTime;
 
 use super::{Scenario, TargetSpec, DEFAULT_CONCURRENCY, DEFAULT_DURATION, DEFAULT_OPEN_CONNECTIONS};
-use crate::engine::{LoadPlan, Mix, MixBatch, MixCall, Pacing, Planned, Poll, ReplaySource, SetupCall};
-use crate::rpc::CallTemplate;
+use crate::plan::{
+    CallTemplate, LoadPlan, Mix, MixBatch, MixCall, Pacing, Planned, Poll, ReplaySource, SetupCall,
+};
 
 pub struct Compiled {
     pub plan: LoadPlan,
@@ -22,16 +23,7 @@ impl Scenario {
         Compiled {
             plan: self.load_plan(&mut warnings),
             mix: self.mix(),
-            setup: self
-                .setup
-                .iter()
-                .map(|s| SetupCall {
-                    method: s.method.clone(),
-                    template: CallTemplate::new(&s.method, s.params.as_ref()),
-                    notification: s.notification,
-                    subscribe: s.subscribe,
-                })
-                .collect(),
+            setup: self.setup.clone(),
             polls: self
                 .polls
                 .iter()

@@ -8,7 +8,7 @@ use toml::Spanned;
 use super::error::{Locator, ScenarioError};
 use super::raw::{duration, positive};
 use super::Load;
-use crate::engine::{Pacing, Stage};
+use crate::plan::{Pacing, Stage};
 
 #[derive(Deserialize, Default)]
 #[serde(deny_unknown_fields)]

@@ -3,22 +3,16 @@
 //! and key.
 
 mod compile;
-mod data;
 mod error;
 mod expect;
-mod expr;
 mod load;
 mod overrides;
-mod poll;
 mod raw;
 mod replay;
-mod template;
 
 pub use compile::Compiled;
 pub use error::{Located, ScenarioError};
 pub use overrides::Overrides;
-pub use poll::{PollSpec, Polled};
-pub use template::Template;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -27,7 +21,7 @@ use std::time::Duration;
 use serde_json::value::RawValue;
 use serde_json::Value;
 
-use crate::engine::{BatchSize, Pacing, Stage};
+use crate::plan::{BatchSize, Pacing, PollSpec, Polled, SetupCall, Stage, Template};
 use crate::rpc::Expectation;
 use error::Locator;
 
@@ -159,16 +153,6 @@ pub struct ReplayCall {
     pub method: String,
     pub params: Option<Box<RawValue>>,
     pub notification: bool,
-}
-
-#[derive(Clone, Debug, PartialEq)]
-pub struct SetupCall {
-    pub method: String,
-    pub params: Option<Value>,
-    pub notification: bool,
-    /// From `[[subscribe]]`: opens a subscription whose notifications are
-    /// counted.
-    pub subscribe: bool,
 }
 
 pub const DEFAULT_CONCURRENCY: u64 = 16;
@@ -329,10 +313,10 @@ pub fn parse_duration(text: &str) -> Result<Duration, String> {
 /// Replaces every `${NAME}` with the variable's value; `$${` stays a literal `${`.
 pub fn interpolate(value: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<String, String> {
     let mut out = String::with_capacity(value.len());
-    for part in template::split(value)? {
+    for part in crate::plan::split(value)? {
         match part {
-            template::Part::Text(text) => out.push_str(&text),
-            template::Part::Expr(name) => {
+            crate::plan::Part::Text(text) => out.push_str(&text),
+            crate::plan::Part::Expr(name) => {
                 out.push_str(&env(name).ok_or_else(|| format!("environment variable `{name}` is not set"))?)
             }
         }

@@ -12,9 +12,8 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use super::expr::Scope;
 use super::{load, CallSpec, Scenario, ScenarioError, TargetSpec, Template};
-use crate::engine::Pacing;
+use crate::plan::{Pacing, Scope};
 
 /// The flags of `volley run` that change a scenario, as given.
 #[derive(Clone, Debug, Default)]

@@ -10,13 +10,12 @@ use toml::Spanned;
 
 use super::error::{Locator, ScenarioError};
 use super::expect::expectation;
-use super::expr::Scope;
 use super::replay::replay;
 use super::{
     interpolate, parse_duration, BatchSpec, CallSpec, Framing, PollSpec, Polled, Scenario, SetupCall,
     TargetSpec, Template, DEFAULT_TIMEOUT,
 };
-use crate::engine::BatchSize;
+use crate::plan::{BatchSize, Scope};
 use crate::transport::TlsOptions;
 
 const MAX_BATCH: i64 = 100_000;

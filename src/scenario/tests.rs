@@ -71,7 +71,7 @@ notification = true
     assert_eq!(s.load.requests, Some(1000));
     assert_eq!(s.load.warmup, Duration::from_millis(500));
     assert_eq!(s.load.threads, Some(2));
-    assert_eq!(s.calls[0].batch, Some(crate::engine::BatchSize::Fixed(4)));
+    assert_eq!(s.calls[0].batch, Some(crate::plan::BatchSize::Fixed(4)));
     assert_eq!(s.calls[0].params, Some(serde_json::json!(["0xab", "latest"])));
     assert_eq!(s.calls[1].params, Some(serde_json::json!({"level": "info"})));
     assert!(s.calls[1].notification);
@@ -193,7 +193,7 @@ fn scenario_language_mistakes_name_their_key() {
 }
 
 /// The plan a scenario compiles to, and its warnings.
-fn planned(text: &str) -> (crate::engine::LoadPlan, Vec<String>) {
+fn planned(text: &str) -> (crate::plan::LoadPlan, Vec<String>) {
     let compiled = parse(text).unwrap().compile();
     (compiled.plan, compiled.warnings)
 }

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::rpc::{Outcome, ProtocolKind};
+use super::{Outcome, ProtocolKind};
 
 /// Examples kept per error outcome, per method (and in the total).
 pub const EXAMPLES_PER_OUTCOME: usize = 3;

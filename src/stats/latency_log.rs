@@ -83,7 +83,7 @@ pub fn tag_for(method: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::rpc::Outcome;
+    use crate::stats::Outcome;
 
     #[test]
     fn each_seconds_histograms_come_back_whole() {

@@ -3,15 +3,17 @@
 
 mod examples;
 mod latency_log;
+mod outcome;
 mod snapshot;
 mod summary;
 mod verdict;
 
 pub use examples::{Cause, ErrorExample, EXAMPLES_PER_OUTCOME, EXAMPLE_ANSWER_BYTES};
 pub use latency_log::{tag_for, Interval, LatencyLog, TOTAL_TAG};
+pub use outcome::{Outcome, OutcomeKind, ProtocolKind};
 pub use snapshot::{latency_buckets, Snapshot};
 pub use summary::{
-    over_one_percent, BatchSummary, ChildShutdown, LatencySummary, MethodSummary, RunSummary,
+    over_one_percent, BatchSummary, ChildShutdown, ControlEvent, LatencySummary, MethodSummary, RunSummary,
     ScheduleSummary, SecondRow, SetupSummary, StageSummary, SubscriptionSummary, LATE_THRESHOLD,
 };
 pub use verdict::{unanswered, weigh_answers, ClientCpu, Evidence, Unanswered, Verdict, SATURATED_SHARE};
@@ -19,8 +21,6 @@ pub use verdict::{unanswered, weigh_answers, ClientCpu, Evidence, Unanswered, Ve
 use std::time::Duration;
 
 use hdrhistogram::Histogram;
-
-use crate::rpc::{Outcome, OutcomeKind, ProtocolKind};
 
 /// Three significant digits over microseconds: 1 µs resolution below 2 ms,
 /// 0.1% relative error above.

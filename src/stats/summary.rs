@@ -7,7 +7,7 @@ use hdrhistogram::Histogram;
 use serde::Serialize;
 
 use super::{ErrorExample, MethodStats, Recorder};
-use crate::rpc::{OutcomeKind, ProtocolKind};
+use super::{OutcomeKind, ProtocolKind};
 
 /// Latency percentiles in milliseconds.
 #[derive(Clone, Debug, Default, Serialize, PartialEq)]
@@ -275,6 +275,15 @@ pub fn over_one_percent(part: u64, whole: u64) -> bool {
     part.saturating_mul(100) > whole.max(1)
 }
 
+/// One change made during the run (pause, resume, a manual rate or
+/// concurrency), as the engine's control logs it.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct ControlEvent {
+    /// Seconds since the run's start (warmup included).
+    pub at_s: f64,
+    pub what: String,
+}
+
 /// All the figures of a run.
 #[derive(Clone, Debug, Serialize)]
 pub struct RunSummary {
@@ -306,7 +315,7 @@ pub struct RunSummary {
     /// Present for a staged load.
     pub stages: Vec<StageSummary>,
     /// Pauses and target changes made during the run.
-    pub events: Vec<crate::engine::ControlEvent>,
+    pub events: Vec<ControlEvent>,
     /// Calls abandoned in flight when the run stopped.
     pub in_flight_at_end: u64,
     /// Connection tasks that panicked (a bug); their calls so far are counted.

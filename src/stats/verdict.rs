@@ -6,8 +6,8 @@ use std::fmt;
 
 use serde::Serialize;
 
+use super::OutcomeKind;
 use super::{RunSummary, ScheduleSummary};
-use crate::rpc::OutcomeKind;
 
 /// Engine threads busy this share of the run's wall time or more were the
 /// bottleneck: the figures include volley's own queueing.

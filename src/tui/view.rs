@@ -10,8 +10,8 @@ use ratatui::widgets::{
 use ratatui::Frame;
 
 use super::state::Dashboard;
-use crate::rpc::OutcomeKind;
 use crate::stats::MethodSummary;
+use crate::stats::OutcomeKind;
 
 pub fn draw(frame: &mut Frame, dash: &Dashboard) {
     let area = frame.area();

@@ -8,7 +8,8 @@ use rand::Rng;
 
 use bytes::Bytes;
 
-use crate::rpc::{CallTemplate, Entry, Expectation, RequestBuilder};
+use super::{CallTemplate, RequestBuilder};
+use crate::rpc::{Entry, Expectation};
 
 /// How many calls a batch carries.
 #[derive(Clone, Debug)]

@@ -2,11 +2,13 @@
 //! chain head from `eth_blockNumber`), read by `${name}` in parameters.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::Value;
 
 use super::expr::Gen;
+use super::CallTemplate;
 
 /// A call made every `every` whose result feeds a named value.
 #[derive(Clone, Debug, PartialEq)]
@@ -15,6 +17,17 @@ pub struct PollSpec {
     pub method: String,
     pub params: Option<Value>,
     pub every: Duration,
+}
+
+/// A poll as the engine makes it: the call, how often, and where its
+/// result goes.
+#[derive(Clone, Debug)]
+pub struct Poll {
+    pub name: String,
+    pub template: CallTemplate,
+    pub every: Duration,
+    pub polled: Arc<Polled>,
+    pub index: usize,
 }
 
 /// The latest value of each poll, shared by every generator that reads it.

@@ -1,190 +1,13 @@
-//! The load plan: how calls are paced and when the run stops, as one
-//! schedule that every connection task claims its next request from.
+//! The schedule: one counter every connection task claims its next request
+//! from, pacing the calls as the load plan says and stopping the run at its
+//! limit or deadline.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::control::Control;
-
-/// Closed or open load model.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub enum Pacing {
-    /// Each connection keeps one call in flight and sends the next as soon as
-    /// the answer is in.
-    Closed,
-    /// Requests are due at fixed times (`rate` per second) whether or not
-    /// earlier ones were answered.
-    Open { rate: f64 },
-}
-
-/// Everything about the load, validated.
-#[derive(Clone, Debug)]
-pub struct LoadPlan {
-    pub pacing: Pacing,
-    /// Exactly this many connections.
-    pub connections: usize,
-    /// Calls in flight on each connection: 1 for HTTP/1.1, more for a
-    /// multiplexed transport (each a caller task sharing the connection).
-    pub per_connection: usize,
-    /// Measured duration (after the warmup). The run stops at whichever of
-    /// duration and requests comes first.
-    pub duration: Option<Duration>,
-    /// Measured requests to send (a batch is one request); a warmup comes on top.
-    pub requests: Option<u64>,
-    /// Sent but left out of the statistics.
-    pub warmup: Duration,
-    pub timeout: Duration,
-    /// Engine threads, each running its own share of the connections.
-    pub threads: usize,
-    pub seed: u64,
-    /// Steps of rate (open) or concurrency (closed) after the warmup, each
-    /// ramped linearly from the previous value. Empty: a constant load.
-    pub stages: Vec<Stage>,
-    /// Closed model with stages: calls in flight before the first ramp.
-    pub initial_concurrency: usize,
-}
-
-/// One step of a staged load: ramp to `target` over `duration`.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Stage {
-    pub duration: Duration,
-    /// Calls per second (open model) or calls in flight (closed).
-    pub target: f64,
-}
-
-impl LoadPlan {
-    pub fn threads_used(&self) -> usize {
-        self.threads.clamp(1, self.connections.max(1))
-    }
-
-    /// The load over time from the run's start: `start_value` (rate, or
-    /// concurrency) through the warmup, then the stages.
-    pub fn profile(&self, start_value: f64) -> Profile {
-        Profile::new(start_value, self.warmup, &self.stages)
-    }
-
-    /// Where each stage starts and ends, in seconds of measured time.
-    pub fn stage_bounds(&self) -> Vec<(f64, f64)> {
-        let mut at = 0.0;
-        self.stages
-            .iter()
-            .map(|stage| {
-                let start = at;
-                at += stage.duration.as_secs_f64();
-                (start, at)
-            })
-            .collect()
-    }
-}
-
-/// A load that changes linearly between points in time.
-#[derive(Clone, Debug)]
-pub struct Profile {
-    segments: Vec<Segment>,
-}
-
-#[derive(Clone, Debug)]
-struct Segment {
-    /// Seconds from the run's start.
-    start: f64,
-    /// Seconds; infinite for a constant load with no end.
-    length: f64,
-    from: f64,
-    to: f64,
-    /// Requests due before this segment (open model).
-    due_before: f64,
-}
-
-impl Segment {
-    fn due(&self) -> f64 {
-        if self.length.is_infinite() {
-            f64::INFINITY
-        } else {
-            (self.from + self.to) / 2.0 * self.length
-        }
-    }
-}
-
-impl Profile {
-    fn new(start_value: f64, warmup: Duration, stages: &[Stage]) -> Self {
-        let mut segments = Vec::new();
-        let mut push = |length: f64, from: f64, to: f64| {
-            let (start, due_before) = segments.last().map_or((0.0, 0.0), |s: &Segment| {
-                (s.start + s.length, s.due_before + s.due())
-            });
-            segments.push(Segment {
-                start,
-                length,
-                from,
-                to,
-                due_before,
-            });
-        };
-        if stages.is_empty() {
-            push(f64::INFINITY, start_value, start_value);
-        } else {
-            if !warmup.is_zero() {
-                push(warmup.as_secs_f64(), start_value, start_value);
-            }
-            let mut previous = start_value;
-            for stage in stages {
-                push(stage.duration.as_secs_f64(), previous, stage.target);
-                previous = stage.target;
-            }
-        }
-        Profile { segments }
-    }
-
-    /// The value (rate or concurrency) `seconds` after the start.
-    pub fn value_at(&self, seconds: f64) -> f64 {
-        let Some(segment) = self.segments.iter().find(|s| seconds < s.start + s.length) else {
-            return self.segments.last().map_or(0.0, |s| s.to);
-        };
-        if segment.length.is_infinite() {
-            return segment.from;
-        }
-        let progress = ((seconds - segment.start) / segment.length).clamp(0.0, 1.0);
-        segment.from + (segment.to - segment.from) * progress
-    }
-
-    /// When the request numbered `n` (from 0) is due, in seconds from the
-    /// start, under a rate that follows this profile; `None` past its end.
-    pub fn due_time(&self, n: f64) -> Option<f64> {
-        let segment = self.segments.iter().find(|s| n < s.due_before + s.due())?;
-        let left = n - segment.due_before;
-        let slope = if segment.length.is_infinite() {
-            0.0
-        } else {
-            (segment.to - segment.from) / segment.length
-        };
-        // The count grows as from·t + slope·t²/2; solve for t.
-        let t = if slope.abs() < 1e-12 {
-            left / segment.from
-        } else {
-            (-segment.from + (segment.from * segment.from + 2.0 * slope * left).max(0.0).sqrt()) / slope
-        };
-        Some(segment.start + t.max(0.0))
-    }
-
-    /// Requests due in the first `seconds`.
-    pub fn due_within(&self, seconds: f64) -> f64 {
-        let mut due = 0.0;
-        for segment in &self.segments {
-            if seconds <= segment.start {
-                break;
-            }
-            let t = (seconds - segment.start).min(segment.length);
-            let value_at_t = if segment.length.is_infinite() {
-                segment.from
-            } else {
-                segment.from + (segment.to - segment.from) * (t / segment.length)
-            };
-            due += (segment.from + value_at_t) / 2.0 * t;
-        }
-        due
-    }
-}
+use crate::plan::{LoadPlan, Pacing, Profile};
 
 /// A claim on the next request of the run.
 #[derive(Clone, Copy, Debug)]
@@ -294,6 +117,7 @@ impl Schedule {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::plan::Stage;
 
     fn plan(pacing: Pacing, requests: Option<u64>, duration: Option<Duration>) -> LoadPlan {
         LoadPlan {

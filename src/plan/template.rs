@@ -160,7 +160,7 @@ fn segments(text: &str, scope: &Scope) -> Result<Vec<Segment>, String> {
 }
 
 /// A string cut at its `${...}`s.
-pub(super) enum Part<'a> {
+pub enum Part<'a> {
     Text(String),
     /// What stands between `${` and `}`.
     Expr(&'a str),
@@ -168,7 +168,7 @@ pub(super) enum Part<'a> {
 
 /// Cuts `text` into literal text and `${...}` parts; `$${` is a literal
 /// `${`. Always at least one part.
-pub(super) fn split(text: &str) -> Result<Vec<Part<'_>>, String> {
+pub fn split(text: &str) -> Result<Vec<Part<'_>>, String> {
     let mut out = Vec::new();
     let mut literal = String::new();
     let mut rest = text;
@@ -264,7 +264,7 @@ mod tests {
     use serde_json::{json, Value};
 
     use super::*;
-    use crate::scenario::Polled;
+    use crate::plan::Polled;
 
     fn compile_in(dir: &Path, params: Value) -> Result<Template, String> {
         let polled = Arc::new(Polled::new(vec!["head".to_string()]));

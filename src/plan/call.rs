@@ -1,4 +1,5 @@
-//! Request bodies, written into one reused buffer.
+//! Call templates and the request bodies built from them, written into one
+//! reused buffer.
 //!
 //! Everything that does not change between calls (version, method, fixed
 //! params) is serialized once into a template; per call only the id and the
@@ -10,7 +11,8 @@ use bytes::{BufMut, Bytes, BytesMut};
 use rand::Rng;
 use serde_json::Value;
 
-use crate::scenario::Template;
+use super::Template;
+use crate::rpc::Entry;
 
 /// A call with everything but its id (and generated params) serialized.
 #[derive(Clone, Debug)]
@@ -67,16 +69,22 @@ impl CallTemplate {
     }
 }
 
-/// One call inside the request being built: what the judge needs to
-/// attribute an answer to it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Entry {
-    /// Index of the method in the run's method table.
-    pub method: u32,
-    /// Index of the call in the run's mix (for its expectation).
-    pub call: u32,
-    /// `None` for a notification.
-    pub id: Option<u64>,
+/// A call sent once on each new connection before it joins the load (a
+/// protocol's handshake, a subscription), outside the figures.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SetupCall {
+    pub method: String,
+    pub params: Option<Value>,
+    pub notification: bool,
+    /// From `[[subscribe]]`: opens a subscription whose notifications are
+    /// counted.
+    pub subscribe: bool,
+}
+
+impl SetupCall {
+    pub fn template(&self) -> CallTemplate {
+        CallTemplate::new(&self.method, self.params.as_ref())
+    }
 }
 
 /// Builds one request (a single call or a batch) at a time, reusing its

@@ -1,0 +1,105 @@
+//! How a request leaves and what becomes of it: one path for the load's
+//! calls, the setup calls and the polls, so each is sent under the same
+//! timeout and judged by the same rules (a wrong id, a missing version or an
+//! error object fails a poll as it fails a measured call).
+
+use std::time::Duration;
+
+use rand::rngs::SmallRng;
+use rand::SeedableRng;
+use tokio::time::error::Elapsed;
+
+use crate::plan::{CallTemplate, RequestBuilder};
+use crate::rpc::{Entry, Judge};
+use crate::stats::{Cause, Outcome};
+use crate::transport::{Connection, Reply, TransportError};
+
+/// A request's reply, or why none came: the transport failed, or the
+/// timeout passed first.
+pub(super) type Exchanged = Result<Result<Reply, TransportError>, Elapsed>;
+
+/// Sends one request (`calls` calls from `first_id`) and waits for its
+/// answer at most `within`.
+pub(super) async fn exchange(
+    connection: &mut Connection,
+    body: bytes::Bytes,
+    first_id: u64,
+    calls: u64,
+    within: Duration,
+) -> Exchanged {
+    tokio::time::timeout(within, connection.exchange(body, first_id, calls)).await
+}
+
+/// The outcome of every call of a request that got no reply; `None` when
+/// one came (its body is then judged call by call).
+pub(super) fn failure(exchanged: &Exchanged) -> Option<Outcome> {
+    match exchanged {
+        Ok(Ok(_)) => None,
+        Ok(Err(TransportError::Connect { .. })) => Some(Outcome::Connect),
+        Ok(Err(_)) => Some(Outcome::Io),
+        Err(_) => Some(Outcome::Timeout),
+    }
+}
+
+/// Why a call failed beyond its outcome (the transport's own words), for
+/// the examples kept: borrowed, so it costs nothing until one is.
+pub(super) fn cause(exchanged: &Exchanged, within: Duration) -> Cause<'_> {
+    match exchanged {
+        Ok(Ok(_)) => Cause::Answer,
+        Ok(Err(error)) => Cause::Transport(error),
+        Err(_) => Cause::Timeout(within),
+    }
+}
+
+/// Makes one call outside the figures and returns its answer when the
+/// judge finds it right; otherwise says what was wrong with it, as the
+/// outcome's name (and, with `show_answer`, the start of the answer).
+pub(super) async fn call_once(
+    connection: &mut Connection,
+    template: &CallTemplate,
+    id: Option<u64>,
+    within: Duration,
+    show_answer: bool,
+) -> Result<Reply, String> {
+    let mut builder = RequestBuilder::default();
+    builder.begin(false);
+    // Setup and poll params are fixed: the generator is never drawn from.
+    let entry = Entry {
+        method: 0,
+        call: 0,
+        id,
+    };
+    builder.push(template, entry, &mut SmallRng::seed_from_u64(0));
+    let calls = u64::from(id.is_some());
+    match exchange(connection, builder.finish(), id.unwrap_or(0), calls, within).await {
+        Ok(Ok(reply)) => {
+            let mut outcome = Outcome::Ok;
+            Judge::default().judge(
+                reply.status,
+                &reply.body,
+                builder.entries(),
+                false,
+                &[],
+                |_, o, _| outcome = o,
+            );
+            match outcome {
+                Outcome::Ok => Ok(reply),
+                _ if show_answer => Err(format!("{outcome}: {}", excerpt(&reply.body))),
+                _ => Err(outcome.to_string()),
+            }
+        }
+        Ok(Err(error)) => Err(error.to_string()),
+        Err(_) => Err(format!("no answer within {within:?}")),
+    }
+}
+
+/// The start of an answer, for a message.
+fn excerpt(body: &[u8]) -> String {
+    const SHOWN: usize = 200;
+    let text = String::from_utf8_lossy(&body[..body.len().min(SHOWN)]);
+    if body.len() > SHOWN {
+        format!("{text}…")
+    } else {
+        text.into_owned()
+    }
+}
