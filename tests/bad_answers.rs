@@ -248,16 +248,16 @@ fn a_poll_answered_with_a_wrong_id_is_judged_as_any_call() {
         .enable_all()
         .build()
         .unwrap();
-    let error = runtime
-        .block_on(volley::execute(
-            &common::scenario(&text),
-            None,
-            tokio_util::sync::CancellationToken::new(),
-            std::sync::Arc::new(volley::engine::Control::new()),
-            |_| {},
-        ))
-        .err()
-        .expect("the poll fails, so the run does not start");
+    let started = runtime.block_on(volley::execute(
+        &common::scenario(&text),
+        None,
+        tokio_util::sync::CancellationToken::new(),
+        std::sync::Arc::new(volley::engine::Control::new()),
+        |_| {},
+    ));
+    let Err(error) = started else {
+        panic!("the poll's wrong id went unseen: the run started");
+    };
     let message = error.to_string();
     assert!(
         message.contains("poll `head`: protocol(id_mismatch)"),
