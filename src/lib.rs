@@ -18,6 +18,7 @@ pub mod scenario;
 pub mod serve;
 pub mod stats;
 pub mod thresholds;
+pub mod tls;
 pub mod transport;
 pub mod tui;
 pub mod validate;

@@ -40,7 +40,7 @@ pub struct Scenario {
     pub max_response_bytes: usize,
     /// HTTP/2: by ALPN to `https://`, with prior knowledge to `http://`.
     pub http2: bool,
-    pub tls: crate::transport::TlsOptions,
+    pub tls: crate::tls::TlsOptions,
     /// Results for requests the server sends to volley.
     pub server_answers: crate::transport::ServerAnswers,
     pub seed: Option<u64>,

@@ -230,7 +230,7 @@ impl Overrides {
             tls.cert = Some(cert.clone());
             tls.key = Some(key.clone());
         }
-        crate::transport::tls::check_files(tls).map_err(|(key, m)| {
+        crate::tls::check_files(tls).map_err(|(key, m)| {
             let name = match key {
                 "cacert" => "--cacert",
                 "cert" => "--cert",

@@ -16,7 +16,7 @@ use super::{
     TargetSpec, Template, DEFAULT_TIMEOUT,
 };
 use crate::plan::{BatchSize, Scope};
-use crate::transport::TlsOptions;
+use crate::tls::TlsOptions;
 
 const MAX_BATCH: i64 = 100_000;
 
@@ -537,7 +537,7 @@ impl RawTls {
             cert: path(&self.cert),
             key: path(&self.key),
         };
-        crate::transport::tls::check_files(&options).map_err(|(key, message)| {
+        crate::tls::check_files(&options).map_err(|(key, message)| {
             let value = match key {
                 "cacert" => &self.cacert,
                 "cert" => &self.cert,

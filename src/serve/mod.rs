@@ -38,7 +38,7 @@ use serde::Serialize;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
-use crate::transport::tls::NetStream;
+use crate::tls::NetStream;
 use handler::Handler;
 
 /// Requests larger than this are refused with 413.

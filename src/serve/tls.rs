@@ -11,8 +11,8 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 use rustls::server::WebPkiClientVerifier;
 use rustls::{RootCertStore, ServerConfig};
 
-pub use crate::transport::tls::read_certificates;
-use crate::transport::tls::{provider, ALPN_H2, ALPN_HTTP1};
+pub use crate::tls::read_certificates;
+use crate::tls::{provider, ALPN_H2, ALPN_HTTP1};
 
 /// A certificate chain and its key.
 pub struct Identity {

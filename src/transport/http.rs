@@ -15,9 +15,10 @@ use std::task::Poll;
 use bytes::{Buf, Bytes, BytesMut};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
-use super::tls::{self, ClientTls, NetStream, ALPN_H2, ALPN_HTTP1};
+use super::tls::{self, ClientTls};
 use super::{Options, Reply, TargetError, TransportError};
 use crate::rpc::wire;
+use crate::tls::{NetStream, ALPN_H2, ALPN_HTTP1};
 
 /// Answers larger than this are cut off and counted as `io`.
 pub const DEFAULT_MAX_RESPONSE_BYTES: usize = 8 * 1024 * 1024;

@@ -18,7 +18,6 @@ use thiserror::Error;
 pub use h2::H2Connection;
 pub use http::{HttpConnection, HttpTarget, DEFAULT_MAX_RESPONSE_BYTES};
 pub use stream::{ChildEnd, MuxConnection, StreamAddr, StreamTarget};
-pub use tls::TlsOptions;
 
 /// How to reach a target URL, beyond the URL itself.
 #[derive(Clone, Debug)]
@@ -29,7 +28,7 @@ pub struct Options {
     pub max_response: usize,
     /// HTTP/2: by ALPN to `https://`, with prior knowledge to `http://`.
     pub http2: bool,
-    pub tls: TlsOptions,
+    pub tls: crate::tls::TlsOptions,
     /// Results for the requests a server sends to volley.
     pub server_answers: ServerAnswers,
 }

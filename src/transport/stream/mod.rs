@@ -27,9 +27,10 @@ mod child;
 use child::keep_stderr_tail;
 pub use child::ChildEnd;
 
-use super::tls::{self, ClientTls, NetStream, ALPN_HTTP1};
+use super::tls::{self, ClientTls};
 use super::{Options, Reply, ServerAnswers, TargetError, TransportError};
 use crate::rpc::wire::{self, Message};
+use crate::tls::{NetStream, ALPN_HTTP1};
 
 #[derive(Clone, Debug)]
 pub enum StreamAddr {
