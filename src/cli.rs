@@ -1,11 +1,11 @@
-//! Command-line types only. They become a validated scenario and output
-//! options before anything runs.
+//! Command-line types only: what each command's flags are. The commands
+//! (`cmd/`) turn them into a validated scenario or a server's config.
 
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::scenario::{parse_duration, Overrides, Scenario, ScenarioError};
-use crate::serve::{Latency, ServeConfig};
+use crate::scenario::parse_duration;
+use crate::serve::Latency;
 use clap::{Args, Parser, Subcommand};
 
 /// How flags meet a scenario file, shown under `volley run --help`.
@@ -269,70 +269,4 @@ pub struct ServeArgs {
     /// Framing on stdio: ndjson (MCP) or content-length (LSP).
     #[arg(long, default_value = "ndjson", value_parser = ["ndjson", "content-length"])]
     pub framing: String,
-}
-
-impl ServeArgs {
-    pub fn into_config(self) -> Result<ServeConfig, String> {
-        if !(0.0..=1.0).contains(&self.error_rate) {
-            return Err(format!(
-                "--error-rate: {} is not between 0 and 1",
-                self.error_rate
-            ));
-        }
-        if self.heads_every.is_zero() {
-            return Err("--heads-every must be above zero".into());
-        }
-        let defaults = ServeConfig::default();
-        Ok(ServeConfig {
-            listen: self.listen,
-            latency: self.latency,
-            error_rate: self.error_rate,
-            seed: self.seed,
-            shuffle_batches: self.shuffle_batches,
-            threads: self.threads.unwrap_or(defaults.threads),
-            chaos: self.chaos,
-            tcp: self.tcp,
-            unix: self.unix,
-            ws: self.ws,
-            tls: None,
-            mcp: self.mcp,
-            heads_every: self.heads_every,
-        })
-    }
-}
-
-impl RunArgs {
-    /// The scenario to run: the file's, or a one-liner's, with the flags
-    /// applied by the rule in `volley run --help`.
-    pub fn scenario(&self) -> Result<Scenario, ScenarioError> {
-        Scenario::with_flags(self.scenario.as_deref(), &self.overrides())
-    }
-
-    fn overrides(&self) -> Overrides {
-        Overrides {
-            target: self.target.clone(),
-            method: self.method.clone(),
-            params: self.params.clone(),
-            rate: self.rate,
-            concurrency: self.concurrency,
-            duration: self.duration,
-            requests: self.requests,
-            connections: self.connections,
-            warmup: self.warmup,
-            timeout: self.timeout,
-            threads: self.threads,
-            max_in_flight: self.max_in_flight,
-            seed: self.seed,
-            max_response_size: self.max_response_size,
-            http2: self.http2,
-            cacert: self.cacert.clone(),
-            system_roots: self.system_roots,
-            insecure: self.insecure,
-            cert: self.cert.clone(),
-            key: self.key.clone(),
-            headers: self.headers.clone(),
-            thresholds: self.thresholds.clone(),
-            abort_on_fail: self.abort_on_fail,
-        }
-    }
 }

@@ -387,31 +387,6 @@ fn normal_tail(z: f64) -> f64 {
     0.5 * poly * (-x * x).exp()
 }
 
-/// `volley compare`: prints the table; exit 2 on a regression.
-pub fn command(args: crate::cli::CompareArgs) -> anyhow::Result<std::process::ExitCode> {
-    use anyhow::Context;
-    let comparison = compare(&args.baseline, &args.current, &args.max_regression)?;
-    // The table first: a file that cannot be written must not hide the verdict.
-    let table = render(&comparison, &args.baseline, &args.current);
-    crate::output::print(&table);
-    crate::output::write_ci_files(
-        args.summary_md.as_deref(),
-        args.junit.as_deref(),
-        || markdown(&comparison),
-        || junit(&comparison),
-    )?;
-    if let Some(path) = &args.html {
-        let (base, cur) = (Run::read(&args.baseline)?, Run::read(&args.current)?);
-        let page = html_page(&comparison, &base, &cur);
-        std::fs::write(path, page).with_context(|| format!("--html {}", path.display()))?;
-    }
-    Ok(std::process::ExitCode::from(if comparison.failed() {
-        2
-    } else {
-        0
-    }))
-}
-
 /// The verdict line every format ends with.
 fn result_line(comparison: &Comparison) -> String {
     match (comparison.invalid.is_empty(), comparison.regressed()) {
@@ -453,7 +428,7 @@ fn change_and_limit(r: &Row) -> (String, String) {
 }
 
 /// `--html`: the table, coloured by verdict, and the spectra overlaid.
-fn html_page(comparison: &Comparison, base: &Run, cur: &Run) -> String {
+pub fn html_page(comparison: &Comparison, base: &Run, cur: &Run) -> String {
     use crate::report::html::{compare_page, CompareRow};
     let rows: Vec<CompareRow> = comparison
         .rows

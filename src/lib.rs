@@ -4,6 +4,7 @@
 //! report; see `docs/ARCHITECTURE.md`.
 
 pub mod cli;
+pub mod cmd;
 pub mod compare;
 pub mod engine;
 pub mod init;
@@ -13,7 +14,6 @@ pub mod plan;
 pub mod report;
 pub mod results;
 pub mod rpc;
-pub mod run;
 pub mod scenario;
 pub mod serve;
 pub mod stats;
@@ -23,4 +23,4 @@ pub mod transport;
 pub mod tui;
 pub mod validate;
 
-pub use run::{execute, init_command, run_command, serve_command, validate_command, RunError};
+pub use cmd::{execute, RunError};

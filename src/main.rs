@@ -2,6 +2,7 @@ use std::process::ExitCode;
 
 use clap::Parser as _;
 use volley::cli::{Cli, Command};
+use volley::cmd;
 
 fn main() -> ExitCode {
     // A usage error exits 1 ("could not run"), as every other bad flag
@@ -14,12 +15,12 @@ fn main() -> ExitCode {
         }
     };
     let result = match cli.command {
-        Command::Run(args) => volley::run_command(*args),
-        Command::Serve(args) => volley::serve_command(*args),
-        Command::Validate(args) => volley::validate_command(args),
-        Command::Init(args) => volley::init_command(args),
-        Command::Compare(args) => volley::compare::command(args),
-        Command::Report(args) => volley::results::report_command(args),
+        Command::Run(args) => cmd::run::command(*args),
+        Command::Serve(args) => cmd::serve::command(*args),
+        Command::Validate(args) => cmd::validate::command(args),
+        Command::Init(args) => cmd::init::command(args),
+        Command::Compare(args) => cmd::compare::command(args),
+        Command::Report(args) => cmd::report::command(args),
     };
     match result {
         Ok(code) => code,

@@ -68,14 +68,3 @@ impl ResultDir {
         latencies
     }
 }
-
-/// `volley report DIR`: renders `report.html` again from the directory's
-/// `summary.json` and `latency.hlog`.
-pub fn report_command(args: crate::cli::ReportArgs) -> anyhow::Result<std::process::ExitCode> {
-    let run = ResultDir::read(&args.dir)?;
-    let page = crate::report::html::render(&run.summary, &run.latencies());
-    let path = args.dir.join("report.html");
-    std::fs::write(&path, page).with_context(|| format!("cannot write {}", path.display()))?;
-    crate::output::print(&format!("{}\n", path.display()));
-    Ok(std::process::ExitCode::SUCCESS)
-}

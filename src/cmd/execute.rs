@@ -1,0 +1,213 @@
+//! A run from start to report: the built-in server when asked for, the
+//! target resolved and reached, the first polls, the engine, then the
+//! warnings, verdict and thresholds every report carries. What `volley run`
+//! and the tests call.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use thiserror::Error;
+use tokio_util::sync::CancellationToken;
+
+use super::process::EXIT_SIGINT;
+use crate::engine::{self, Control, RunSpec};
+use crate::report::{LoadMeta, RunMeta, RunReport};
+use crate::scenario::{Compiled, Scenario, TargetSpec};
+use crate::serve::{self, ServeConfig};
+use crate::stats::{RunSummary, Snapshot};
+use crate::transport::{Target, TargetError, TransportError};
+
+#[derive(Debug, Error)]
+pub enum RunError {
+    #[error(transparent)]
+    Target(#[from] TargetError),
+    #[error(transparent)]
+    Unreachable(#[from] TransportError),
+    #[error("cannot start the built-in server: {0}")]
+    BuiltinServer(std::io::Error),
+    #[error("{0}")]
+    Poll(String),
+    /// With the exit code of the signal that stopped it.
+    #[error("stopped before the run began: nothing was sent, no result written")]
+    StoppedBeforeStart(u8),
+}
+
+pub(super) const INSECURE: &str = "INSECURE: --insecure is on, the server's TLS certificate was not verified: these figures may come from a server other than the one named";
+
+/// Whether the run talks TLS without verifying the server: said at the
+/// start, on the dashboard and in every report.
+pub(super) fn is_insecure(scenario: &Scenario) -> bool {
+    let secure = matches!(&scenario.target, TargetSpec::Url(url) if url.starts_with("https://") || url.starts_with("wss://"));
+    secure && scenario.tls.insecure
+}
+
+/// Runs `scenario` to its end (or until `cancel`), starting the built-in
+/// server first when the target is `builtin`.
+pub async fn execute(
+    scenario: &Scenario,
+    scenario_file: Option<&Path>,
+    cancel: CancellationToken,
+    control: Arc<Control>,
+    observe: impl FnMut(&Snapshot),
+) -> Result<RunReport, RunError> {
+    let Compiled {
+        plan,
+        mix,
+        setup,
+        polls,
+        mut warnings,
+    } = scenario.compile();
+    if is_insecure(scenario) {
+        warnings.push(INSECURE.to_string());
+    }
+    let server = match scenario.target {
+        TargetSpec::Builtin => Some(
+            serve::spawn(ServeConfig {
+                listen: "127.0.0.1:0".parse().expect("a valid loopback address"),
+                ..ServeConfig::default()
+            })
+            .map_err(RunError::BuiltinServer)?,
+        ),
+        TargetSpec::Url(_) => None,
+        TargetSpec::Command { .. } => None,
+    };
+    let url = match (&scenario.target, &server) {
+        (TargetSpec::Url(url), _) => url.clone(),
+        (TargetSpec::Builtin, Some(server)) => server.url(),
+        (TargetSpec::Command { .. }, _) => scenario.target.to_string(),
+        (TargetSpec::Builtin, None) => unreachable!("builtin started a server above"),
+    };
+    let options = crate::transport::Options {
+        headers: scenario.headers.clone(),
+        max_response: scenario.max_response_bytes,
+        http2: scenario.http2,
+        tls: scenario.tls.clone(),
+        server_answers: scenario.server_answers.clone(),
+    };
+    // Nothing before the run may outlast a Ctrl-C: a target that accepts
+    // and never answers is bounded by the timeout, and a stop ends the wait.
+    let prepare = async {
+        let target = match &scenario.target {
+            TargetSpec::Command { argv, framing } => Target::Stream(crate::transport::StreamTarget::command(
+                argv.clone(),
+                *framing == crate::scenario::Framing::ContentLength,
+                &options,
+            )),
+            _ => Target::resolve(&url, &options).await?,
+        };
+        let tls = target.check_reachable(plan.timeout).await?;
+        for poll in &polls {
+            engine::first_poll(poll, &target, plan.timeout)
+                .await
+                .map_err(RunError::Poll)?;
+        }
+        Ok::<_, RunError>((target, tls))
+    };
+    let (target, tls) = tokio::select! {
+        prepared = prepare => prepared?,
+        _ = cancel.cancelled() => return Err(RunError::StoppedBeforeStart(EXIT_SIGINT)),
+    };
+
+    let load = LoadMeta::new(&plan);
+    let mut meta = RunMeta {
+        tool: "volley",
+        version: env!("CARGO_PKG_VERSION"),
+        scenario: scenario.name.clone(),
+        scenario_file: scenario_file.map(|p| p.display().to_string()),
+        target: if server.is_some() {
+            format!("builtin ({url})")
+        } else {
+            url.clone()
+        },
+        transport: target.transport_name(),
+        tls,
+        load,
+        seed: plan.seed,
+        started_at: timestamp(SystemTime::now()),
+        ended_at: String::new(),
+        header_names: scenario.headers.iter().map(|(name, _)| name.clone()).collect(),
+        warnings,
+    };
+    let (capacity, timeout) = (plan.connections * plan.per_connection.max(1), plan.timeout);
+    let mut summary = engine::run(
+        RunSpec {
+            plan,
+            mix,
+            target,
+            setup,
+            polls,
+        },
+        cancel,
+        control,
+        observe,
+    )
+    .await;
+    meta.ended_at = timestamp(SystemTime::now());
+    if summary.panicked_connections > 0 {
+        meta.warnings.push(format!(
+            "{} panicked (a bug in volley: please report it); the calls they made are counted",
+            crate::report::count(summary.panicked_connections, "connection task")
+        ));
+    }
+    meta.warnings.extend(run_warnings(&summary, capacity, timeout));
+    crate::stats::weigh_answers(&mut summary);
+    drop(server);
+    let thresholds = crate::thresholds::evaluate_all(&scenario.thresholds, &summary);
+    Ok(RunReport {
+        meta,
+        summary,
+        thresholds,
+    })
+}
+
+/// What a reader must know to trust the figures: calls left unanswered
+/// at the end, and a schedule that was not kept, said with its cause.
+fn run_warnings(summary: &RunSummary, capacity: usize, timeout: Duration) -> Vec<String> {
+    use crate::report::count;
+    use crate::stats::Unanswered;
+    let mut warnings = Vec::new();
+    let in_flight = summary.in_flight_at_end;
+    let run = Duration::from_secs_f64(summary.measured_seconds.max(0.0));
+    let run_shown = humantime::format_duration(Duration::from_millis(run.as_millis() as u64));
+    match crate::stats::unanswered(summary) {
+        Some(Unanswered::StoppedInWarmup) => warnings.push(
+            "stopped before the measured part began: nothing was measured (the warmup's calls are in no figure)".into(),
+        ),
+        Some(Unanswered::NothingSent) => warnings.push(format!(
+            "nothing was measured: no call was sent in the measured {run_shown} (after any warmup); a replay file used up in the warmup, or a run shorter than a call, leaves every figure at zero"
+        )),
+        Some(silence) if timeout > run => warnings.push(format!(
+            "{silence}; {} still waiting for an answer when the run ended, in no figure: the timeout ({}) is longer than the run ({run_shown}), so none could count as a timeout. Give --timeout shorter than the run to count them",
+            count(in_flight, "call"),
+            humantime::format_duration(timeout),
+        )),
+        Some(silence) => warnings.push(format!("{silence}")),
+        None => {}
+    }
+    if let Some(schedule) = summary.schedule.as_ref().filter(|s| s.behind) {
+        // Every connection busy at the end: requests waited for the server,
+        // not for volley.
+        let cause = if in_flight as usize >= capacity {
+            format!(
+                "every connection was waiting for an answer ({} in flight at the end): the server was too slow for this rate on {}",
+                count(in_flight, "call"),
+                count(capacity as u64, "connection")
+            )
+        } else {
+            "the generator fell behind schedule".to_string()
+        };
+        warnings.push(format!(
+            "{cause}: {} left more than {} ms late (start delay p99 {:.1} ms) and {} never sent; the latency figures include this wait. Add connections or lower the rate to measure the server alone",
+            count(schedule.late_requests, "request"),
+            crate::stats::LATE_THRESHOLD.as_millis(),
+            schedule.start_delay.p99_ms,
+            count(schedule.unsent, "request")
+        ));
+    }
+    warnings
+}
+
+pub(super) fn timestamp(time: SystemTime) -> String {
+    humantime::format_rfc3339_seconds(time).to_string()
+}

@@ -1,0 +1,14 @@
+//! The commands, one room each. Each turns its parsed flags (`cli`) into
+//! work for the layers below and says what came of it; `main.rs` only
+//! parses and dispatches.
+
+pub mod compare;
+mod execute;
+pub mod init;
+mod process;
+pub mod report;
+pub mod run;
+pub mod serve;
+pub mod validate;
+
+pub use execute::{execute, RunError};

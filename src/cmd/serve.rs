@@ -1,0 +1,165 @@
+//! `volley serve`: the built-in server on its listeners (or stdio), with
+//! TLS when asked for, until a signal; then what it served.
+
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+
+use super::process::runtime_with_signals;
+use crate::cli::ServeArgs;
+use crate::serve::{self, ServeConfig, ServerStats};
+
+/// The server's TLS configuration, if asked for, and where the CA made for
+/// it was written.
+fn serve_tls(
+    args: &ServeArgs,
+) -> anyhow::Result<Option<(Arc<rustls::ServerConfig>, Option<std::path::PathBuf>)>> {
+    use crate::serve::tls::{read_certificates, server_config, Identity, LocalCa, LOOPBACK_NAMES};
+    if !(args.tls || args.tls_cert.is_some() || args.tls_client_ca.is_some()) {
+        return Ok(None);
+    }
+    let client_ca = args
+        .tls_client_ca
+        .as_deref()
+        .map(|path| read_certificates(path).map_err(anyhow::Error::msg))
+        .transpose()
+        .context("--tls-client-ca")?;
+    let (identity, written) = match (&args.tls_cert, &args.tls_key) {
+        (Some(cert), Some(key)) => (Identity::from_files(cert, key).map_err(anyhow::Error::msg)?, None),
+        _ => {
+            let ca = LocalCa::new().map_err(anyhow::Error::msg)?;
+            let path = args
+                .tls_ca_out
+                .clone()
+                .unwrap_or_else(|| std::env::temp_dir().join("volley-serve-ca.pem"));
+            std::fs::write(&path, ca.pem()).with_context(|| format!("cannot write {}", path.display()))?;
+            (ca.issue(LOOPBACK_NAMES).map_err(anyhow::Error::msg)?, Some(path))
+        }
+    };
+    let config = server_config(identity, client_ca.as_deref()).map_err(anyhow::Error::msg)?;
+    Ok(Some((config, written)))
+}
+
+pub fn command(args: ServeArgs) -> anyhow::Result<ExitCode> {
+    if args.stdio {
+        // stdout carries the protocol: say nothing on it.
+        let content_length = args.framing == "content-length";
+        let config = config(&args).map_err(anyhow::Error::msg)?;
+        let (stats, end) = serve::serve_stdio(config, content_length).context("cannot serve on stdio")?;
+        let ending = match end {
+            None => "",
+            Some(serve::LspEnd::Clean) => "; ended by shutdown and exit",
+            Some(serve::LspEnd::Abrupt) => "; ended without shutdown and exit (status 1, as LSP says)",
+        };
+        crate::note!(
+            "volley serve --stdio: {} calls, {} notifications{ending}",
+            ServerStats::get(&stats.calls),
+            ServerStats::get(&stats.notifications)
+        );
+        return Ok(ExitCode::from(u8::from(end == Some(serve::LspEnd::Abrupt))));
+    }
+    let tls = serve_tls(&args)?;
+    let mut config = config(&args).map_err(anyhow::Error::msg)?;
+    let ca_written = tls.as_ref().and_then(|(_, ca)| ca.clone());
+    config.tls = tls.map(|(config, _)| config);
+    let server = serve::spawn(config.clone())?;
+    // Signals are caught before the readiness lines: whoever reads them may
+    // stop us at once.
+    let (runtime, mut signals) = runtime_with_signals()?;
+    let protocols = if config.tls.is_some() {
+        "HTTP/2 or HTTP/1.1 over TLS (ALPN)"
+    } else {
+        "HTTP/1.1 (or h2c)"
+    };
+    // An MCP client connects to the URL's /mcp (any path answers).
+    let speaks = if config.mcp {
+        "MCP (streamable HTTP, sessions) on JSON-RPC 2.0"
+    } else {
+        "JSON-RPC 2.0"
+    };
+    crate::output::print(&format!(
+        "volley serve: {speaks} over {protocols} on {} (latency {}, error rate {}, seed {}, chaos {})\n",
+        server.url(),
+        config.latency,
+        config.error_rate,
+        config.seed,
+        config.chaos
+    ));
+    if let Some(path) = ca_written {
+        crate::output::print(&format!(
+            "volley serve: certificate signed by a CA made at start; trust it with --cacert {}\n",
+            path.display()
+        ));
+    }
+    if let Some(tcp) = server.tcp_addr {
+        crate::output::print(&format!(
+            "volley serve: newline-delimited JSON-RPC on tcp://{tcp}\n"
+        ));
+    }
+    if let Some(ws) = server.ws_url() {
+        crate::output::print(&format!("volley serve: JSON-RPC over WebSocket on {ws}\n"));
+    }
+    if let Some(path) = &server.unix_path {
+        crate::output::print(&format!(
+            "volley serve: newline-delimited JSON-RPC on unix://{}\n",
+            path.display()
+        ));
+    }
+    runtime.block_on(signals.recv());
+    let stats: &ServerStats = &server.stats;
+    let get = ServerStats::get;
+    crate::output::print(&format!(
+        "served {} requests ({} batches): {} calls, {} notifications, {} error answers ({} injected)\n",
+        get(&stats.requests),
+        get(&stats.batches),
+        get(&stats.calls),
+        get(&stats.notifications),
+        get(&stats.error_answers),
+        get(&stats.injected_errors)
+    ));
+    let faults = stats.chaos.summary();
+    if !faults.is_empty() {
+        crate::output::print(&format!("chaos applied: {faults}\n"));
+    }
+    if let Some(hold) = stats.median_hold() {
+        crate::output::print(&format!(
+            "median hold really applied: {:.3} ms\n",
+            hold.as_secs_f64() * 1000.0
+        ));
+    }
+    // Let the last answers leave before the runtime goes.
+    std::thread::sleep(Duration::from_millis(10));
+    server.stop();
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The server's config from its flags, checked.
+fn config(args: &ServeArgs) -> Result<ServeConfig, String> {
+    if !(0.0..=1.0).contains(&args.error_rate) {
+        return Err(format!(
+            "--error-rate: {} is not between 0 and 1",
+            args.error_rate
+        ));
+    }
+    if args.heads_every.is_zero() {
+        return Err("--heads-every must be above zero".into());
+    }
+    let defaults = ServeConfig::default();
+    Ok(ServeConfig {
+        listen: args.listen,
+        latency: args.latency,
+        error_rate: args.error_rate,
+        seed: args.seed,
+        shuffle_batches: args.shuffle_batches,
+        threads: args.threads.unwrap_or(defaults.threads),
+        chaos: args.chaos.clone(),
+        tcp: args.tcp,
+        unix: args.unix.clone(),
+        ws: args.ws,
+        tls: None,
+        mcp: args.mcp,
+        heads_every: args.heads_every,
+    })
+}
