@@ -88,16 +88,25 @@ fn label(value: &str) -> String {
 /// The snapshot in the Prometheus text exposition format.
 pub fn render(s: &Snapshot) -> String {
     let mut text = String::new();
-    let head = |text: &mut String, name: &str, kind: &str, help: &str| {
-        let _ = writeln!(text, "# HELP {name} {help}\n# TYPE {name} {kind}");
-    };
+    method_metrics(&mut text, &s.methods);
+    run_metrics(&mut text, s);
+    text
+}
+
+/// The `# HELP` and `# TYPE` lines that open a metric.
+fn head(text: &mut String, name: &str, kind: &str, help: &str) {
+    let _ = writeln!(text, "# HELP {name} {help}\n# TYPE {name} {kind}");
+}
+
+/// The metrics labelled by method: calls, errors and latency.
+fn method_metrics(text: &mut String, methods: &[MethodSummary]) {
     head(
-        &mut text,
+        text,
         "volley_calls_total",
         "counter",
         "Calls judged, by method and outcome.",
     );
-    for m in &s.methods {
+    for m in methods {
         for kind in OutcomeKind::ALL {
             let _ = writeln!(
                 text,
@@ -109,12 +118,12 @@ pub fn render(s: &Snapshot) -> String {
         }
     }
     head(
-        &mut text,
+        text,
         "volley_rpc_errors_total",
         "counter",
         "JSON-RPC error answers, by method and code.",
     );
-    for m in &s.methods {
+    for m in methods {
         for (code, n) in &m.rpc_error_codes {
             let _ = writeln!(
                 text,
@@ -124,12 +133,12 @@ pub fn render(s: &Snapshot) -> String {
         }
     }
     head(
-        &mut text,
+        text,
         "volley_http_status_errors_total",
         "counter",
         "Calls failed by a non-2xx HTTP status, by status.",
     );
-    for m in &s.methods {
+    for m in methods {
         for (status, n) in &m.http_statuses {
             let _ = writeln!(
                 text,
@@ -139,14 +148,18 @@ pub fn render(s: &Snapshot) -> String {
         }
     }
     head(
-        &mut text,
+        text,
         "volley_latency_seconds",
         "summary",
         "Latency from the intended send time, whole run.",
     );
-    for m in &s.methods {
-        latency(&mut text, m);
+    for m in methods {
+        latency(text, m);
     }
+}
+
+/// The metrics of the run as a whole.
+fn run_metrics(text: &mut String, s: &Snapshot) {
     let gauges = [
         ("volley_in_flight", "Calls in flight now.", s.in_flight as f64),
         (
@@ -181,7 +194,7 @@ pub fn render(s: &Snapshot) -> String {
         ),
     ];
     for (name, help, value) in gauges {
-        head(&mut text, name, "gauge", help);
+        head(text, name, "gauge", help);
         let _ = writeln!(text, "{name} {value}");
     }
     let counters = [
@@ -197,10 +210,9 @@ pub fn render(s: &Snapshot) -> String {
         ),
     ];
     for (name, help, value) in counters {
-        head(&mut text, name, "counter", help);
+        head(text, name, "counter", help);
         let _ = writeln!(text, "{name} {value}");
     }
-    text
 }
 
 fn latency(text: &mut String, m: &MethodSummary) {

@@ -6,8 +6,9 @@ use std::fmt::Write;
 use rand::rngs::SmallRng;
 use rand::SeedableRng;
 
-use crate::plan::{Pacing, Planned, RequestBuilder};
+use crate::plan::{LoadPlan, Mix, Pacing, Planned, Poll, RequestBuilder, SetupCall};
 use crate::scenario::{Compiled, Scenario};
+use crate::tls::TlsOptions;
 
 /// Sample requests shown.
 pub const SAMPLES: usize = 5;
@@ -33,7 +34,22 @@ pub fn describe(scenario: &Scenario, file: &str) -> String {
         scenario.target,
         crate::transport::transport_label(&scenario.target.to_string(), scenario.http2)
     );
-    let tls = &scenario.tls;
+    write_tls(&mut out, &scenario.tls);
+    if !scenario.headers.is_empty() {
+        let names: Vec<&str> = scenario.headers.iter().map(|(n, _)| n.as_str()).collect();
+        let _ = writeln!(out, "headers:     {} (values not shown)", names.join(", "));
+    }
+    write_load(&mut out, &plan);
+    write_stages(&mut out, &plan);
+
+    write_mix(&mut out, scenario);
+    write_extras(&mut out, scenario, &setup, &polls, &warnings);
+
+    write_samples(&mut out, scenario, &plan, &mix, &polls);
+    out
+}
+
+fn write_tls(out: &mut String, tls: &TlsOptions) {
     if tls.insecure {
         let _ = writeln!(out, "tls:         INSECURE: certificates not verified");
     } else if tls.cacert.is_some() || tls.system_roots || tls.cert.is_some() {
@@ -48,10 +64,10 @@ pub fn describe(scenario: &Scenario, file: &str) -> String {
             .map_or(String::new(), |c| format!("; client certificate {}", c.display()));
         let _ = writeln!(out, "tls:         trusts {roots}{client}");
     }
-    if !scenario.headers.is_empty() {
-        let names: Vec<&str> = scenario.headers.iter().map(|(n, _)| n.as_str()).collect();
-        let _ = writeln!(out, "headers:     {} (values not shown)", names.join(", "));
-    }
+}
+
+/// The model, the stop condition, the connections, warmup and timeout.
+fn write_load(out: &mut String, plan: &LoadPlan) {
     let model = match plan.pacing {
         Pacing::Open { rate } => format!("open model, {rate} requests/s"),
         Pacing::Closed => format!("closed model, {} calls in flight", plan.initial_concurrency),
@@ -83,6 +99,9 @@ pub fn describe(scenario: &Scenario, file: &str) -> String {
         );
     }
     let _ = writeln!(out, "timeout:     {}", humantime::format_duration(plan.timeout));
+}
+
+fn write_stages(out: &mut String, plan: &LoadPlan) {
     if !plan.stages.is_empty() {
         let unit = if matches!(plan.pacing, Pacing::Open { .. }) {
             "requests/s"
@@ -105,7 +124,10 @@ pub fn describe(scenario: &Scenario, file: &str) -> String {
             previous = stage.target;
         }
     }
+}
 
+/// What is sent: the replay file, or the calls with their shares.
+fn write_mix(out: &mut String, scenario: &Scenario) {
     if let Some(replay) = &scenario.replay {
         let _ = writeln!(
             out,
@@ -143,7 +165,17 @@ pub fn describe(scenario: &Scenario, file: &str) -> String {
             );
         }
     }
-    for call in &setup {
+}
+
+/// Setup calls, polls, thresholds and the choices made for the user.
+fn write_extras(
+    out: &mut String,
+    scenario: &Scenario,
+    setup: &[SetupCall],
+    polls: &[Poll],
+    warnings: &[String],
+) {
+    for call in setup {
         let kind = match (call.notification, call.subscribe) {
             (_, true) => "subscription",
             (true, _) => "notification",
@@ -155,16 +187,19 @@ pub fn describe(scenario: &Scenario, file: &str) -> String {
             call.method
         );
     }
-    for poll in &polls {
+    for poll in polls {
         let _ = writeln!(out, "poll:        `{}` every {:?}", poll.name, poll.every);
     }
     for threshold in &scenario.thresholds {
         let _ = writeln!(out, "threshold:   {threshold} (a failure exits 2)");
     }
-    for warning in &warnings {
+    for warning in warnings {
         let _ = writeln!(out, "warning:     {warning}");
     }
+}
 
+/// `SAMPLES` requests drawn as a run with the plan's seed would draw them.
+fn write_samples(out: &mut String, scenario: &Scenario, plan: &LoadPlan, mix: &Mix, polls: &[Poll]) {
     let seed = plan.seed;
     let seeded = if scenario.seed.is_some() {
         format!("seed {seed}")
@@ -189,5 +224,4 @@ pub fn describe(scenario: &Scenario, file: &str) -> String {
         next_id += planned.iter().filter(|p| !p.notification).count() as u64;
         let _ = writeln!(out, "  {}", String::from_utf8_lossy(&body));
     }
-    out
 }

@@ -407,21 +407,7 @@ fn chart(
     x_axis: XAxis,
     markers: &[(f64, String)],
 ) -> String {
-    let all = || series.iter().flat_map(|s| s.points.iter());
-    let x_max = all().map(|p| p.0).fold(f64::NAN, f64::max);
-    let x_min = match x_axis {
-        XAxis::Seconds => 0.0,
-        XAxis::Percentile => 0.0,
-    };
-    let x_max = if x_max.is_finite() && x_max > x_min {
-        x_max
-    } else {
-        x_min + 1.0
-    };
-    let y_max = nice(all().map(|p| p.1).fold(0.0, f64::max));
-    let (plot_w, plot_h) = (WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM);
-    let x = |v: f64| LEFT + (v - x_min) / (x_max - x_min) * plot_w;
-    let y = |v: f64| TOP + plot_h - v / y_max * plot_h;
+    let scale = Scale::new(series, x_axis);
     let mut svg = String::new();
     let _ = writeln!(
         svg,
@@ -433,6 +419,65 @@ fn chart(
         "<text x=\"{LEFT}\" y=\"20\" style=\"font-weight:600;font-size:14px\">{}</text>",
         esc(title)
     );
+    axes(&mut svg, &scale, x_axis, x_label, y_label);
+    chart_markers(&mut svg, &scale, markers);
+    lines_and_legend(&mut svg, &scale, series);
+    svg.push_str("</svg>\n");
+    svg
+}
+
+/// Where a chart's values land: the ranges its axes cover, and the plot's
+/// size inside the margins.
+struct Scale {
+    x_min: f64,
+    x_max: f64,
+    y_max: f64,
+    plot_w: f64,
+    plot_h: f64,
+}
+
+impl Scale {
+    fn new(series: &[Series], x_axis: XAxis) -> Scale {
+        let all = || series.iter().flat_map(|s| s.points.iter());
+        let x_max = all().map(|p| p.0).fold(f64::NAN, f64::max);
+        let x_min = match x_axis {
+            XAxis::Seconds => 0.0,
+            XAxis::Percentile => 0.0,
+        };
+        let x_max = if x_max.is_finite() && x_max > x_min {
+            x_max
+        } else {
+            x_min + 1.0
+        };
+        let y_max = nice(all().map(|p| p.1).fold(0.0, f64::max));
+        let (plot_w, plot_h) = (WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM);
+        Scale {
+            x_min,
+            x_max,
+            y_max,
+            plot_w,
+            plot_h,
+        }
+    }
+
+    fn x(&self, v: f64) -> f64 {
+        LEFT + (v - self.x_min) / (self.x_max - self.x_min) * self.plot_w
+    }
+
+    fn y(&self, v: f64) -> f64 {
+        TOP + self.plot_h - v / self.y_max * self.plot_h
+    }
+}
+
+/// The grid, the ticks on both axes, the axes and their labels.
+fn axes(svg: &mut String, scale: &Scale, x_axis: XAxis, x_label: &str, y_label: &str) {
+    let Scale {
+        x_min,
+        x_max,
+        y_max,
+        plot_w,
+        plot_h,
+    } = *scale;
     // Grid and y ticks.
     for i in 0..=4 {
         let v = y_max * i as f64 / 4.0;
@@ -440,9 +485,9 @@ fn chart(
             svg,
             "<line x1=\"{LEFT}\" x2=\"{0}\" y1=\"{1:.1}\" y2=\"{1:.1}\" stroke=\"#eee\"/><text x=\"{2}\" y=\"{3:.1}\" text-anchor=\"end\">{4}</text>",
             WIDTH - RIGHT,
-            y(v),
+            scale.y(v),
             LEFT - 6.0,
-            y(v) + 4.0,
+            scale.y(v) + 4.0,
             tick(v)
         );
     }
@@ -450,7 +495,7 @@ fn chart(
         let _ = writeln!(
             svg,
             "<line x1=\"{0:.1}\" x2=\"{0:.1}\" y1=\"{TOP}\" y2=\"{1}\" stroke=\"#f3f3f3\"/><text x=\"{0:.1}\" y=\"{2}\" text-anchor=\"middle\">{3}</text>",
-            x(value),
+            scale.x(value),
             TOP + plot_h,
             TOP + plot_h + 16.0,
             esc(&label)
@@ -471,18 +516,29 @@ fn chart(
         TOP + plot_h / 2.0,
         esc(y_label)
     );
+}
+
+/// The markers within the x axis's range, as dashed vertical lines.
+fn chart_markers(svg: &mut String, scale: &Scale, markers: &[(f64, String)]) {
+    let Scale {
+        x_min, x_max, plot_h, ..
+    } = *scale;
     for (at, label) in markers.iter().filter(|(at, _)| *at >= x_min && *at <= x_max) {
         let _ = writeln!(
             svg,
             "<line x1=\"{0:.1}\" x2=\"{0:.1}\" y1=\"{TOP}\" y2=\"{1}\" stroke=\"#888\" stroke-dasharray=\"4 3\"><title>{2}</title></line><text x=\"{3:.1}\" y=\"{4:.1}\" style=\"font-size:10px;fill:#666\">{5}</text>",
-            x(*at),
+            scale.x(*at),
             TOP + plot_h,
             esc(label),
-            x(*at) + 3.0,
+            scale.x(*at) + 3.0,
             TOP + plot_h - 4.0,
             esc(&shorten(label, 24))
         );
     }
+}
+
+/// One line per series, and its entry in the legend.
+fn lines_and_legend(svg: &mut String, scale: &Scale, series: &[Series]) {
     // The legend runs left to right, each entry as wide as its name.
     let (mut lx, mut ly) = (LEFT + 10.0, TOP + 14.0);
     for (i, s) in series.iter().enumerate() {
@@ -490,7 +546,7 @@ fn chart(
         let points: Vec<String> = s
             .points
             .iter()
-            .map(|(px, py)| format!("{:.1},{:.1}", x(*px), y(*py)))
+            .map(|(px, py)| format!("{:.1},{:.1}", scale.x(*px), scale.y(*py)))
             .collect();
         let _ = writeln!(
             svg,
@@ -512,8 +568,6 @@ fn chart(
         );
         lx += width;
     }
-    svg.push_str("</svg>\n");
-    svg
 }
 
 fn shorten(name: &str, most: usize) -> String {

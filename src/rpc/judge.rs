@@ -96,6 +96,23 @@ impl Judge {
         expectation: &impl Fn(&'e Entry) -> Option<&'e Expectation>,
         settle: &mut impl FnMut(usize, Outcome, &[u8]),
     ) -> Verdict {
+        let first_id = self.open_slots(entries);
+        let mut verdict = Verdict::default();
+        let whole = match wire::first_significant_byte(body) {
+            None => Some(Outcome::Protocol(ProtocolKind::NoAnswer)),
+            Some(b'[') => self.match_elements(body, entries, first_id, expectation, &mut verdict),
+            // One object for a whole batch: an error with a null id means the
+            // server rejected the batch as such (e.g. a rate limiter), which
+            // is worth counting by its code; anything else breaks the rules.
+            Some(b'{') => Some(judge_whole_batch(body)),
+            Some(_) => Some(invalid_or_not_a_response(body)),
+        };
+        self.settle_entries(body, entries, whole, expectation, settle);
+        verdict
+    }
+
+    /// One slot per call of the batch, in id order; returns the first id.
+    fn open_slots(&mut self, entries: &[Entry]) -> u64 {
         self.slots.clear();
         let mut first_id = 0;
         for (index, entry) in entries.iter().enumerate() {
@@ -112,51 +129,55 @@ impl Judge {
                 });
             }
         }
-        let mut verdict = Verdict::default();
-        let whole = match wire::first_significant_byte(body) {
-            None => Some(Outcome::Protocol(ProtocolKind::NoAnswer)),
-            Some(b'[') => {
-                let slots = &mut self.slots;
-                let walked = for_each_element(body, |element| {
-                    let expect = |slot: usize| expectation(&entries[slots[slot].entry]);
-                    match match_batch_entry(element, first_id, slots.len(), expect) {
-                        Some((slot, outcome)) => {
-                            let slot = &mut slots[slot];
-                            slot.seen += 1;
-                            if slot.seen == 1 {
-                                slot.outcome = outcome;
-                                let start = element.get().as_ptr() as usize - body.as_ptr() as usize;
-                                slot.answer = (start, start + element.get().len());
-                            }
-                        }
-                        None => verdict.extra_entries += 1,
-                    }
-                });
-                match walked {
-                    Ok(()) => None,
-                    Err(_) => {
-                        verdict = Verdict::default();
-                        Some(Outcome::InvalidJson)
+        first_id
+    }
+
+    /// Matches each element of a batch answer to its call's slot, counting
+    /// those that answer no call. An answer that is not valid JSON gives
+    /// every call its outcome.
+    fn match_elements<'e>(
+        &mut self,
+        body: &[u8],
+        entries: &'e [Entry],
+        first_id: u64,
+        expectation: &impl Fn(&'e Entry) -> Option<&'e Expectation>,
+        verdict: &mut Verdict,
+    ) -> Option<Outcome> {
+        let slots = &mut self.slots;
+        let walked = for_each_element(body, |element| {
+            let expect = |slot: usize| expectation(&entries[slots[slot].entry]);
+            match match_batch_entry(element, first_id, slots.len(), expect) {
+                Some((slot, outcome)) => {
+                    let slot = &mut slots[slot];
+                    slot.seen += 1;
+                    if slot.seen == 1 {
+                        slot.outcome = outcome;
+                        let start = element.get().as_ptr() as usize - body.as_ptr() as usize;
+                        slot.answer = (start, start + element.get().len());
                     }
                 }
+                None => verdict.extra_entries += 1,
             }
-            // One object for a whole batch: an error with a null id means the
-            // server rejected the batch as such (e.g. a rate limiter), which
-            // is worth counting by its code; anything else breaks the rules.
-            Some(b'{') => Some(match serde_json::from_slice::<Message>(body) {
-                Ok(msg) => match (msg.error, msg.result, msg.id.map(RawValue::get)) {
-                    (Some(error), None, Some("null")) if wire::is_version_2(msg.jsonrpc) => {
-                        match wire::error_code(error) {
-                            Some((code, true)) => Outcome::RpcError(code),
-                            _ => Outcome::Protocol(ProtocolKind::BadErrorObject),
-                        }
-                    }
-                    _ => Outcome::Protocol(ProtocolKind::NotAResponse),
-                },
-                Err(_) => invalid_or_not_a_response(body),
-            }),
-            Some(_) => Some(invalid_or_not_a_response(body)),
-        };
+        });
+        match walked {
+            Ok(()) => None,
+            Err(_) => {
+                *verdict = Verdict::default();
+                Some(Outcome::InvalidJson)
+            }
+        }
+    }
+
+    /// Hands each entry its outcome: the whole answer's if there is one,
+    /// else its slot's; notifications are fine unanswered.
+    fn settle_entries<'e>(
+        &self,
+        body: &[u8],
+        entries: &'e [Entry],
+        whole: Option<Outcome>,
+        expectation: &impl Fn(&'e Entry) -> Option<&'e Expectation>,
+        settle: &mut impl FnMut(usize, Outcome, &[u8]),
+    ) {
         let slots = &self.slots;
         let mut next_slot = 0;
         for (index, entry) in entries.iter().enumerate() {
@@ -179,7 +200,6 @@ impl Judge {
             };
             settle(index, outcome, answer);
         }
-        verdict
     }
 }
 
@@ -285,6 +305,22 @@ fn match_batch_entry<'e>(
         IdMatch::Same
     };
     Some((slot, judge_message(&msg, id, expect(slot))))
+}
+
+/// The outcome of every call of a batch answered by one object.
+fn judge_whole_batch(body: &[u8]) -> Outcome {
+    match serde_json::from_slice::<Message>(body) {
+        Ok(msg) => match (msg.error, msg.result, msg.id.map(RawValue::get)) {
+            (Some(error), None, Some("null")) if wire::is_version_2(msg.jsonrpc) => {
+                match wire::error_code(error) {
+                    Some((code, true)) => Outcome::RpcError(code),
+                    _ => Outcome::Protocol(ProtocolKind::BadErrorObject),
+                }
+            }
+            _ => Outcome::Protocol(ProtocolKind::NotAResponse),
+        },
+        Err(_) => invalid_or_not_a_response(body),
+    }
 }
 
 fn invalid_or_not_a_response(body: &[u8]) -> Outcome {

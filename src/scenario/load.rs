@@ -34,72 +34,8 @@ struct RawStage {
 
 impl RawLoad {
     pub(super) fn validate(&self, at: &Locator) -> Result<Load, ScenarioError> {
-        let mut pacing = match (&self.rate, &self.concurrency) {
-            (Some(rate), Some(_)) => {
-                return Err(at.error(
-                    Some(rate.span()),
-                    None,
-                    "give either `rate` (open model) or `concurrency` (closed model), not both",
-                ))
-            }
-            (Some(rate), None) => Pacing::Open {
-                rate: positive_rate(at, rate)?,
-            },
-            (None, _) => Pacing::Closed,
-        };
-        let mut stages = Vec::new();
-        if let Some(raw) = &self.stages {
-            if raw.get_ref().is_empty() {
-                return Err(at.error(Some(raw.span()), Some("load.stages"), "stages is empty"));
-            }
-            if let Some(d) = &self.duration {
-                return Err(at.error(
-                    Some(d.span()),
-                    None,
-                    "with stages, the duration is the sum of the stages': remove `duration`",
-                ));
-            }
-            for (i, stage) in raw.get_ref().iter().enumerate() {
-                let key = format!("load.stages[{i}]");
-                let (open, target) = match (&stage.rate, &stage.concurrency) {
-                    (Some(rate), None) => (true, positive_rate(at, rate)?),
-                    (None, Some(c)) => (false, positive(at, c, "concurrency")? as f64),
-                    _ => {
-                        return Err(at.error(
-                            Some(stage.duration.span()),
-                            Some(&key),
-                            "each stage needs either `rate` or `concurrency`",
-                        ))
-                    }
-                };
-                let model_clash = match pacing {
-                    Pacing::Open { .. } => !open,
-                    Pacing::Closed => open && (i > 0 || self.concurrency.is_some()),
-                };
-                if model_clash {
-                    return Err(at.error(
-                        Some(stage.duration.span()),
-                        Some(&key),
-                        "all stages use the same model: `rate` or `concurrency`",
-                    ));
-                }
-                if open && i == 0 && self.rate.is_none() {
-                    pacing = Pacing::Open { rate: target };
-                }
-                let length = duration(at, &stage.duration)?;
-                if length.is_zero() {
-                    return Err(at.error(
-                        Some(stage.duration.span()),
-                        Some(&key),
-                        "a stage lasts more than zero",
-                    ));
-                }
-                stages.push(Stage {
-                    duration: length,
-                    target,
-                });
-            }
-        }
+        let mut pacing = self.pacing(at)?;
+        let stages = self.stages(at, &mut pacing)?;
         let load = Load {
             pacing,
             concurrency: self
@@ -141,6 +77,83 @@ impl RawLoad {
                 .map_err(|m| at.error(self.duration.as_ref().map(|d| d.span()), None, m))?;
         }
         Ok(load)
+    }
+
+    /// The model: open with `rate`, else closed.
+    fn pacing(&self, at: &Locator) -> Result<Pacing, ScenarioError> {
+        let pacing = match (&self.rate, &self.concurrency) {
+            (Some(rate), Some(_)) => {
+                return Err(at.error(
+                    Some(rate.span()),
+                    None,
+                    "give either `rate` (open model) or `concurrency` (closed model), not both",
+                ))
+            }
+            (Some(rate), None) => Pacing::Open {
+                rate: positive_rate(at, rate)?,
+            },
+            (None, _) => Pacing::Closed,
+        };
+        Ok(pacing)
+    }
+
+    /// `[[load.stages]]`: an open first stage makes a plan without `rate`
+    /// open, so `pacing` may change.
+    fn stages(&self, at: &Locator, pacing: &mut Pacing) -> Result<Vec<Stage>, ScenarioError> {
+        let mut stages = Vec::new();
+        if let Some(raw) = &self.stages {
+            if raw.get_ref().is_empty() {
+                return Err(at.error(Some(raw.span()), Some("load.stages"), "stages is empty"));
+            }
+            if let Some(d) = &self.duration {
+                return Err(at.error(
+                    Some(d.span()),
+                    None,
+                    "with stages, the duration is the sum of the stages': remove `duration`",
+                ));
+            }
+            for (i, stage) in raw.get_ref().iter().enumerate() {
+                let key = format!("load.stages[{i}]");
+                let (open, target) = match (&stage.rate, &stage.concurrency) {
+                    (Some(rate), None) => (true, positive_rate(at, rate)?),
+                    (None, Some(c)) => (false, positive(at, c, "concurrency")? as f64),
+                    _ => {
+                        return Err(at.error(
+                            Some(stage.duration.span()),
+                            Some(&key),
+                            "each stage needs either `rate` or `concurrency`",
+                        ))
+                    }
+                };
+                let model_clash = match *pacing {
+                    Pacing::Open { .. } => !open,
+                    Pacing::Closed => open && (i > 0 || self.concurrency.is_some()),
+                };
+                if model_clash {
+                    return Err(at.error(
+                        Some(stage.duration.span()),
+                        Some(&key),
+                        "all stages use the same model: `rate` or `concurrency`",
+                    ));
+                }
+                if open && i == 0 && self.rate.is_none() {
+                    *pacing = Pacing::Open { rate: target };
+                }
+                let length = duration(at, &stage.duration)?;
+                if length.is_zero() {
+                    return Err(at.error(
+                        Some(stage.duration.span()),
+                        Some(&key),
+                        "a stage lasts more than zero",
+                    ));
+                }
+                stages.push(Stage {
+                    duration: length,
+                    target,
+                });
+            }
+        }
+        Ok(stages)
     }
 }
 

@@ -267,22 +267,8 @@ impl RawScenario {
         env: &dyn Fn(&str) -> Option<String>,
     ) -> Result<Scenario, ScenarioError> {
         let target = self.target(at)?;
-        let timeout = self
-            .timeout
-            .as_ref()
-            .map(|t| duration(at, t))
-            .transpose()?
-            .unwrap_or(DEFAULT_TIMEOUT);
-        super::load::check_timeout(timeout)
-            .map_err(|m| at.error(self.timeout.as_ref().map(|t| t.span()), None, m))?;
-        let mut headers = Vec::new();
-        for (name, value) in &self.headers {
-            let key = format!("headers.{name}");
-            let resolved = interpolate(value.get_ref(), env)
-                .and_then(|resolved| super::check_header(name, &resolved).map(|()| resolved))
-                .map_err(|m| at.error(Some(value.span()), Some(&key), m))?;
-            headers.push((name.clone(), resolved));
-        }
+        let timeout = self.timeout(at)?;
+        let headers = self.headers(at, env)?;
         let tls = match self.tls.take() {
             Some(raw) => raw.options(at, base_dir)?,
             None => TlsOptions::default(),
@@ -294,108 +280,22 @@ impl RawScenario {
             base_dir,
             polled: &polled,
         };
-        let mut polls = Vec::new();
-        for (name, poll) in &self.poll {
-            let key = |k: &str| format!("poll.{name}.{k}");
-            let every = poll
-                .every
-                .as_ref()
-                .map(|e| duration(at, e))
-                .transpose()?
-                .unwrap_or(std::time::Duration::from_secs(2));
-            if every.is_zero() {
-                return Err(at.error(
-                    poll.every.as_ref().map(|e| e.span()),
-                    Some(&key("every")),
-                    "must be above zero",
-                ));
-            }
-            polls.push(PollSpec {
-                name: name.clone(),
-                method: poll.method.get_ref().clone(),
-                params: fixed_params(at, poll.params.as_ref(), &key("params"))?,
-                every,
-            });
-        }
+        let polls = self.polls(at)?;
 
         let replay = self
             .replay
             .as_ref()
             .map(|r| replay(at, base_dir, r))
             .transpose()?;
-        let calls = match (&self.calls, &replay) {
-            (Some(calls), Some(_)) => {
-                return Err(at.error(
-                    Some(calls.span()),
-                    Some("calls"),
-                    "give either [[calls]] or `replay`, not both",
-                ))
-            }
-            (None, None) => {
-                return Err(at.error(
-                    None,
-                    Some("calls"),
-                    "at least one [[calls]] (or a `replay` file) is needed",
-                ))
-            }
-            (None, Some(_)) => Vec::new(),
-            (Some(calls), None) if calls.get_ref().is_empty() => {
-                return Err(at.error(Some(calls.span()), Some("calls"), "at least one call is needed"))
-            }
-            (Some(calls), None) => {
-                let specs: Vec<CallSpec> = calls
-                    .get_ref()
-                    .iter()
-                    .enumerate()
-                    .map(|(i, c)| c.validate(at, i, &scope))
-                    .collect::<Result<_, _>>()?;
-                check_weight_sum(at, calls.get_ref(), &specs)?;
-                specs
-            }
-        };
-        let batch = match &self.batch {
-            Some(batch) => {
-                let notifications = match &batch.notifications {
-                    Some(share) if (0.0..=1.0).contains(share.get_ref()) => *share.get_ref(),
-                    Some(share) => {
-                        return Err(at.error(
-                            Some(share.span()),
-                            Some("batch.notifications"),
-                            "must be a share between 0 and 1",
-                        ))
-                    }
-                    None => 0.0,
-                };
-                Some(BatchSpec {
-                    size: batch_size(at, &batch.size, "batch.size")?,
-                    notifications,
-                })
-            }
-            None => None,
-        };
+        let calls = self.calls(at, replay.as_ref(), &scope)?;
+        let batch = self.batch(at)?;
         let setup = self.setup_calls(at, &target)?;
         let thresholds = match &self.thresholds {
             Some(raw) => raw.parse(at)?,
             None => Vec::new(),
         };
         let thresholds_at = self.thresholds.as_ref().map(|t| t.checks.span());
-        let abort_on_fail = match &self.thresholds {
-            Some(raw) if raw.abort_on_fail => Some(match &raw.abort_grace {
-                Some(grace) => duration(at, grace)?,
-                None => super::DEFAULT_ABORT_GRACE,
-            }),
-            Some(RawThresholds {
-                abort_grace: Some(grace),
-                ..
-            }) => {
-                return Err(at.error(
-                    Some(grace.span()),
-                    Some("thresholds.abort_grace"),
-                    "abort_grace goes with `abort_on_fail = true`",
-                ))
-            }
-            _ => None,
-        };
+        let abort_on_fail = self.abort_on_fail(at)?;
 
         let scenario = Scenario {
             name: self.name.unwrap_or_else(|| default_name.to_string()),
@@ -425,6 +325,151 @@ impl RawScenario {
             .check_thresholds()
             .map_err(|m| at.error(thresholds_at, Some("thresholds.checks"), m))?;
         Ok(scenario)
+    }
+
+    /// The call timeout, default if none is given.
+    fn timeout(&self, at: &Locator) -> Result<std::time::Duration, ScenarioError> {
+        let timeout = self
+            .timeout
+            .as_ref()
+            .map(|t| duration(at, t))
+            .transpose()?
+            .unwrap_or(DEFAULT_TIMEOUT);
+        super::load::check_timeout(timeout)
+            .map_err(|m| at.error(self.timeout.as_ref().map(|t| t.span()), None, m))?;
+        Ok(timeout)
+    }
+
+    /// The headers, `${VAR}`s filled in from `env`.
+    fn headers(
+        &self,
+        at: &Locator,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Vec<(String, String)>, ScenarioError> {
+        let mut headers = Vec::new();
+        for (name, value) in &self.headers {
+            let key = format!("headers.{name}");
+            let resolved = interpolate(value.get_ref(), env)
+                .and_then(|resolved| super::check_header(name, &resolved).map(|()| resolved))
+                .map_err(|m| at.error(Some(value.span()), Some(&key), m))?;
+            headers.push((name.clone(), resolved));
+        }
+        Ok(headers)
+    }
+
+    /// `[poll.NAME]`: calls made every `every`, each feeding a named value.
+    fn polls(&self, at: &Locator) -> Result<Vec<PollSpec>, ScenarioError> {
+        let mut polls = Vec::new();
+        for (name, poll) in &self.poll {
+            let key = |k: &str| format!("poll.{name}.{k}");
+            let every = poll
+                .every
+                .as_ref()
+                .map(|e| duration(at, e))
+                .transpose()?
+                .unwrap_or(std::time::Duration::from_secs(2));
+            if every.is_zero() {
+                return Err(at.error(
+                    poll.every.as_ref().map(|e| e.span()),
+                    Some(&key("every")),
+                    "must be above zero",
+                ));
+            }
+            polls.push(PollSpec {
+                name: name.clone(),
+                method: poll.method.get_ref().clone(),
+                params: fixed_params(at, poll.params.as_ref(), &key("params"))?,
+                every,
+            });
+        }
+        Ok(polls)
+    }
+
+    /// The `[[calls]]`: needed unless a `replay` file gives the requests.
+    fn calls(
+        &self,
+        at: &Locator,
+        replay: Option<&super::Replay>,
+        scope: &Scope,
+    ) -> Result<Vec<CallSpec>, ScenarioError> {
+        let calls = match (&self.calls, replay) {
+            (Some(calls), Some(_)) => {
+                return Err(at.error(
+                    Some(calls.span()),
+                    Some("calls"),
+                    "give either [[calls]] or `replay`, not both",
+                ))
+            }
+            (None, None) => {
+                return Err(at.error(
+                    None,
+                    Some("calls"),
+                    "at least one [[calls]] (or a `replay` file) is needed",
+                ))
+            }
+            (None, Some(_)) => Vec::new(),
+            (Some(calls), None) if calls.get_ref().is_empty() => {
+                return Err(at.error(Some(calls.span()), Some("calls"), "at least one call is needed"))
+            }
+            (Some(calls), None) => {
+                let specs: Vec<CallSpec> = calls
+                    .get_ref()
+                    .iter()
+                    .enumerate()
+                    .map(|(i, c)| c.validate(at, i, scope))
+                    .collect::<Result<_, _>>()?;
+                check_weight_sum(at, calls.get_ref(), &specs)?;
+                specs
+            }
+        };
+        Ok(calls)
+    }
+
+    /// `[batch]`: every request a batch drawn from the mix.
+    fn batch(&self, at: &Locator) -> Result<Option<BatchSpec>, ScenarioError> {
+        let batch = match &self.batch {
+            Some(batch) => {
+                let notifications = match &batch.notifications {
+                    Some(share) if (0.0..=1.0).contains(share.get_ref()) => *share.get_ref(),
+                    Some(share) => {
+                        return Err(at.error(
+                            Some(share.span()),
+                            Some("batch.notifications"),
+                            "must be a share between 0 and 1",
+                        ))
+                    }
+                    None => 0.0,
+                };
+                Some(BatchSpec {
+                    size: batch_size(at, &batch.size, "batch.size")?,
+                    notifications,
+                })
+            }
+            None => None,
+        };
+        Ok(batch)
+    }
+
+    /// How long into the run a failed threshold may stop it, if it may.
+    fn abort_on_fail(&self, at: &Locator) -> Result<Option<std::time::Duration>, ScenarioError> {
+        let abort_on_fail = match &self.thresholds {
+            Some(raw) if raw.abort_on_fail => Some(match &raw.abort_grace {
+                Some(grace) => duration(at, grace)?,
+                None => super::DEFAULT_ABORT_GRACE,
+            }),
+            Some(RawThresholds {
+                abort_grace: Some(grace),
+                ..
+            }) => {
+                return Err(at.error(
+                    Some(grace.span()),
+                    Some("thresholds.abort_grace"),
+                    "abort_grace goes with `abort_on_fail = true`",
+                ))
+            }
+            _ => None,
+        };
+        Ok(abort_on_fail)
     }
 
     fn target(&self, at: &Locator) -> Result<TargetSpec, ScenarioError> {

@@ -357,44 +357,63 @@ async fn serve(
         };
         // Out of descriptors and the like: keep serving the others.
         let Ok((stream, _)) = accepted else { continue };
-        let _ = stream.set_nodelay(true);
-        if config.chaos.faults.iter().any(|(f, _)| *f == Fault::Reset) {
-            // Closing with linger zero sends a reset, not a polite FIN. (The
-            // deprecation is about a non-zero linger blocking on drop; a
-            // zero one returns at once.)
-            #[allow(deprecated)]
-            let _ = stream.set_linger(Some(Duration::ZERO));
-        }
         connection_index += 1;
-        // One generator per connection: requests on a connection come one
-        // at a time, so the lock is never contended.
-        let rng = Arc::new(Mutex::new(SmallRng::seed_from_u64(
-            config.seed.wrapping_add(connection_index),
-        )));
-        let (config, stats, closed) = (config.clone(), stats.clone(), generation.clone());
-        let acceptor = config.tls.clone().map(tokio_rustls::TlsAcceptor::from);
-        tokio::spawn(async move {
-            let stream = match acceptor {
-                Some(acceptor) => match handshake(&acceptor, stream).await {
-                    Some(stream) => stream,
-                    None => return,
-                },
-                None => NetStream::Plain(stream),
-            };
-            let service = hyper::service::service_fn(move |request| {
-                let (config, stats, rng) = (config.clone(), stats.clone(), rng.clone());
-                async move { Ok::<_, Infallible>(respond(request, &config, &stats, &rng, started).await) }
-            });
-            // HTTP/1.1, or HTTP/2 for a client that starts with its preface
-            // (cleartext with prior knowledge).
-            let builder = hyper_util::server::conn::auto::Builder::new(hyper_util::rt::TokioExecutor::new());
-            let connection = builder.serve_connection(TokioIo::new(stream), service);
-            tokio::select! {
-                _ = connection => {}
-                _ = closed.cancelled() => {}
-            }
-        });
+        spawn_connection(
+            stream,
+            connection_index,
+            config.clone(),
+            stats.clone(),
+            generation.clone(),
+            started,
+        );
     }
+}
+
+/// Serves one accepted connection on a task of its own, until the client
+/// leaves or an outage closes its generation (`closed`).
+fn spawn_connection(
+    stream: tokio::net::TcpStream,
+    connection_index: u64,
+    config: Arc<ServeConfig>,
+    stats: Arc<ServerStats>,
+    closed: CancellationToken,
+    started: Instant,
+) {
+    let _ = stream.set_nodelay(true);
+    if config.chaos.faults.iter().any(|(f, _)| *f == Fault::Reset) {
+        // Closing with linger zero sends a reset, not a polite FIN. (The
+        // deprecation is about a non-zero linger blocking on drop; a
+        // zero one returns at once.)
+        #[allow(deprecated)]
+        let _ = stream.set_linger(Some(Duration::ZERO));
+    }
+    // One generator per connection: requests on a connection come one
+    // at a time, so the lock is never contended.
+    let rng = Arc::new(Mutex::new(SmallRng::seed_from_u64(
+        config.seed.wrapping_add(connection_index),
+    )));
+    let acceptor = config.tls.clone().map(tokio_rustls::TlsAcceptor::from);
+    tokio::spawn(async move {
+        let stream = match acceptor {
+            Some(acceptor) => match handshake(&acceptor, stream).await {
+                Some(stream) => stream,
+                None => return,
+            },
+            None => NetStream::Plain(stream),
+        };
+        let service = hyper::service::service_fn(move |request| {
+            let (config, stats, rng) = (config.clone(), stats.clone(), rng.clone());
+            async move { Ok::<_, Infallible>(respond(request, &config, &stats, &rng, started).await) }
+        });
+        // HTTP/1.1, or HTTP/2 for a client that starts with its preface
+        // (cleartext with prior knowledge).
+        let builder = hyper_util::server::conn::auto::Builder::new(hyper_util::rt::TokioExecutor::new());
+        let connection = builder.serve_connection(TokioIo::new(stream), service);
+        tokio::select! {
+            _ = connection => {}
+            _ = closed.cancelled() => {}
+        }
+    });
 }
 
 /// A TLS handshake with a client, given a few seconds; a client that fails
@@ -458,32 +477,10 @@ async fn respond(
         .handle(&body, &mut rng);
         (answer, config.chaos.pick(&mut *rng))
     };
-    if !answer.hold.is_zero() {
-        let held_from = Instant::now();
-        tokio::time::sleep(answer.hold).await;
-        let held = crate::stats::micros(held_from.elapsed());
-        let mut holds = stats.holds.lock().unwrap_or_else(|p| p.into_inner());
-        holds
-            .get_or_insert_with(crate::stats::new_histogram)
-            .record(held)
-            .ok();
-    }
-    if let Some((length, every)) = config.chaos.stall {
-        let phase = Duration::from_nanos((started.elapsed().as_nanos() % every.as_nanos()) as u64);
-        if phase < length {
-            stats.chaos.stalled.fetch_add(1, Ordering::Relaxed);
-            tokio::time::sleep(length - phase).await;
-        }
-    }
+    hold(answer.hold, stats).await;
+    stall(config, stats, started).await;
     let Some(answer) = answer.body else {
-        let mut response = Response::new(full(Bytes::new()));
-        // MCP's streamable HTTP says 202 for notifications.
-        *response.status_mut() = if config.mcp {
-            StatusCode::ACCEPTED
-        } else {
-            StatusCode::NO_CONTENT
-        };
-        return response;
+        return no_answer(config);
     };
     let mut response = match fault {
         Some(fault) => misbehave(fault, answer, stats).await,
@@ -497,6 +494,45 @@ async fn respond(
         let value = HeaderValue::from_str(&session).expect("a hex session id is a valid header");
         response.headers_mut().insert("mcp-session-id", value);
     }
+    response
+}
+
+/// Holds the answer for its added latency, recording the hold really
+/// applied.
+async fn hold(hold: Duration, stats: &ServerStats) {
+    if !hold.is_zero() {
+        let held_from = Instant::now();
+        tokio::time::sleep(hold).await;
+        let held = crate::stats::micros(held_from.elapsed());
+        let mut holds = stats.holds.lock().unwrap_or_else(|p| p.into_inner());
+        holds
+            .get_or_insert_with(crate::stats::new_histogram)
+            .record(held)
+            .ok();
+    }
+}
+
+/// Chaos: an answer ready during a stall (the first `length` of every
+/// `every`) waits for the stall's end.
+async fn stall(config: &ServeConfig, stats: &ServerStats, started: Instant) {
+    if let Some((length, every)) = config.chaos.stall {
+        let phase = Duration::from_nanos((started.elapsed().as_nanos() % every.as_nanos()) as u64);
+        if phase < length {
+            stats.chaos.stalled.fetch_add(1, Ordering::Relaxed);
+            tokio::time::sleep(length - phase).await;
+        }
+    }
+}
+
+/// The empty answer to a request of notifications only.
+fn no_answer(config: &ServeConfig) -> Response<AnswerBody> {
+    let mut response = Response::new(full(Bytes::new()));
+    // MCP's streamable HTTP says 202 for notifications.
+    *response.status_mut() = if config.mcp {
+        StatusCode::ACCEPTED
+    } else {
+        StatusCode::NO_CONTENT
+    };
     response
 }
 

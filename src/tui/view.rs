@@ -10,8 +10,7 @@ use ratatui::widgets::{
 use ratatui::Frame;
 
 use super::state::Dashboard;
-use crate::stats::MethodSummary;
-use crate::stats::OutcomeKind;
+use crate::stats::{MethodSummary, OutcomeKind, Snapshot};
 
 pub fn draw(frame: &mut Frame, dash: &Dashboard) {
     let area = frame.area();
@@ -88,6 +87,12 @@ fn header(frame: &mut Frame, area: Rect, dash: &Dashboard) {
         )),
         lines[1],
     );
+    frame.render_widget(Paragraph::new(Line::from(flags(s))), lines[2]);
+}
+
+/// The run's states worth a glance: paused, behind, subscriptions,
+/// unsolicited messages, finished.
+fn flags(s: &Snapshot) -> Vec<Span<'static>> {
     let mut flags = Vec::new();
     if s.paused {
         flags.push(Span::styled(
@@ -122,7 +127,7 @@ fn header(frame: &mut Frame, area: Rect, dash: &Dashboard) {
             Style::default().bg(Color::Green).fg(Color::Black),
         ));
     }
-    frame.render_widget(Paragraph::new(Line::from(flags)), lines[2]);
+    flags
 }
 
 fn charts(frame: &mut Frame, area: Rect, dash: &Dashboard) {
