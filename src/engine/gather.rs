@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use super::worker::{Chunk, TICKS_PER_SECOND};
 use crate::stats::{
-    latency_buckets, LatencyLog, MethodSummary, Recorder, SecondRow, Snapshot, LATE_THRESHOLD,
+    latency_buckets, LatencyLog, MethodSummary, Recorder, ScheduleSummary, SecondRow, Snapshot,
 };
 
 /// Buckets in the latency histogram of a snapshot.
@@ -172,9 +172,7 @@ impl Gatherer {
             let interval = window.total();
             snapshot.interval = Some(MethodSummary::new("last second", &interval, 1.0));
             snapshot.interval_histogram = latency_buckets(&interval.latency, HISTOGRAM_BUCKETS);
-            let delays = &window.start_delay;
-            let late = delays.len() - delays.count_between(0, crate::stats::micros(LATE_THRESHOLD));
-            snapshot.behind = snapshot.open && crate::stats::over_one_percent(late, delays.len());
+            snapshot.behind = snapshot.open && ScheduleSummary::of(&window.start_delay, 0, 0).behind;
         }
         snapshot.in_flight = self.in_flight.iter().sum();
         snapshot.new_rows = std::mem::take(&mut self.fresh_rows);

@@ -21,8 +21,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::plan::{LoadPlan, Mix, Pacing, Poll, SetupCall};
 use crate::stats::{
-    micros, over_one_percent, BatchSummary, ClientCpu, Evidence, LatencySummary, MethodSummary, RunSummary,
-    ScheduleSummary, SetupSummary, Snapshot, StageSummary, SubscriptionSummary, Verdict, LATE_THRESHOLD,
+    BatchSummary, ClientCpu, Evidence, MethodSummary, RunSummary, ScheduleSummary, SetupSummary, Snapshot,
+    StageSummary, SubscriptionSummary, Verdict,
 };
 use crate::transport::Target;
 use gather::Gatherer;
@@ -52,9 +52,6 @@ pub async fn run(
     let plan = &spec.plan;
     let deadline = plan.duration.map(|d| start + plan.warmup + d);
     let threads = plan.threads_used();
-    let connections = plan.connections;
-    let has_setup = !spec.setup.is_empty();
-    let has_subscriptions = spec.setup.iter().any(|s| s.subscribe);
     let mut gatherer = Gatherer::new(
         spec.mix.methods.clone(),
         threads,
@@ -70,29 +67,10 @@ pub async fn run(
     };
     let stage_bounds = plan.stage_bounds();
     let shared = Arc::new(Shared::new(spec, start, stop.clone(), control.clone()));
-
     if let Some(deadline) = deadline {
-        let stop = stop.clone();
-        tokio::spawn(async move {
-            tokio::select! {
-                _ = tokio::time::sleep_until(deadline.into()) => stop.cancel(),
-                _ = stop.cancelled() => {}
-            }
-        });
+        stop_at(deadline, stop.clone());
     }
-
-    let (chunks_tx, mut chunks) = mpsc::unbounded_channel();
-    let handles: Vec<_> = (0..threads)
-        .map(|thread| {
-            let mine: Vec<usize> = (thread..connections).step_by(threads).collect();
-            let (shared, chunks_tx) = (shared.clone(), chunks_tx.clone());
-            std::thread::Builder::new()
-                .name(format!("volley-engine-{thread}"))
-                .spawn(move || worker::thread_main(shared, thread, mine, chunks_tx))
-                .expect("spawning an engine thread")
-        })
-        .collect();
-    drop(chunks_tx);
+    let (handles, mut chunks) = start_threads(&shared, threads);
 
     let snapshot_now = |gatherer: &mut Gatherer, finished: bool| {
         let elapsed = start.elapsed();
@@ -135,23 +113,70 @@ pub async fn run(
     let measured = stopped_at.saturating_duration_since(shared.measure_start);
     gatherer.finish(measured);
     observe(&snapshot_now(&mut gatherer, true));
+    let ended = Ended {
+        stopped_at,
+        measured,
+        cpu: client_cpu(&shared, end - start, threads),
+        partial: cancel.is_cancelled(),
+    };
+    summarize(&shared, &mut gatherer, &stage_bounds, ended)
+}
 
-    let seconds = measured.as_secs_f64();
-    let total = &gatherer.total;
-    let schedule = matches!(shared.plan.pacing, Pacing::Open { .. }).then(|| {
-        let delays = &total.start_delay;
-        let on_time = delays.count_between(0, micros(LATE_THRESHOLD));
-        let late_requests = delays.len() - on_time;
-        let due = shared.schedule.due_before(stopped_at);
-        let unsent = due.saturating_sub(gatherer.sent);
-        ScheduleSummary {
-            start_delay: LatencySummary::from_micros(delays),
-            late_requests,
-            unsent,
-            behind: over_one_percent(late_requests, delays.len()) || over_one_percent(unsent, due),
+/// Cancels `stop` at the deadline, unless it fires first.
+fn stop_at(deadline: Instant, stop: CancellationToken) {
+    tokio::spawn(async move {
+        tokio::select! {
+            _ = tokio::time::sleep_until(deadline.into()) => stop.cancel(),
+            _ = stop.cancelled() => {}
         }
     });
-    let cpu = client_cpu(&shared, end - start, threads);
+}
+
+/// The engine threads, each with its share of the connections (every
+/// `threads`-th one), and the channel their figures come back on.
+fn start_threads(
+    shared: &Arc<Shared>,
+    threads: usize,
+) -> (
+    Vec<std::thread::JoinHandle<()>>,
+    mpsc::UnboundedReceiver<worker::Chunk>,
+) {
+    let (chunks_tx, chunks) = mpsc::unbounded_channel();
+    let connections = shared.plan.connections;
+    let handles = (0..threads)
+        .map(|thread| {
+            let mine: Vec<usize> = (thread..connections).step_by(threads).collect();
+            let (shared, chunks_tx) = (shared.clone(), chunks_tx.clone());
+            std::thread::Builder::new()
+                .name(format!("volley-engine-{thread}"))
+                .spawn(move || worker::thread_main(shared, thread, mine, chunks_tx))
+                .expect("spawning an engine thread")
+        })
+        .collect();
+    (handles, chunks)
+}
+
+/// How the run ended: when, how much of it was measured, what it cost.
+struct Ended {
+    stopped_at: Instant,
+    measured: std::time::Duration,
+    cpu: ClientCpu,
+    partial: bool,
+}
+
+/// The run's figures, from everything gathered.
+fn summarize(
+    shared: &Shared,
+    gatherer: &mut Gatherer,
+    stage_bounds: &[(f64, f64)],
+    ended: Ended,
+) -> RunSummary {
+    let seconds = ended.measured.as_secs_f64();
+    let total = &gatherer.total;
+    let schedule = matches!(shared.plan.pacing, Pacing::Open { .. }).then(|| {
+        let due = shared.schedule.due_before(ended.stopped_at);
+        ScheduleSummary::of(&total.start_delay, due.saturating_sub(gatherer.sent), due)
+    });
     let verdict = Verdict::of(&Evidence {
         schedule: schedule.as_ref(),
         requests: total.start_delay.len(),
@@ -160,20 +185,15 @@ pub async fn run(
             _ => None,
         },
         measured_seconds: seconds,
-        cpu: &cpu,
-        partial: cancel.is_cancelled(),
+        cpu: &ended.cpu,
+        partial: ended.partial,
         panicked: shared.panicked.load(Ordering::Relaxed),
     });
-    let methods = &shared.mix.methods;
     RunSummary {
-        methods: methods
-            .iter()
-            .zip(&total.methods)
+        methods: (shared.mix.methods.iter().zip(&total.methods))
             .map(|(name, stats)| MethodSummary::new(name, stats, seconds))
             .collect(),
         total: MethodSummary::new("TOTAL", &total.total(), seconds),
-        timeseries: std::mem::take(&mut gatherer.timeseries),
-        latency_log: std::mem::take(&mut gatherer.latency_log),
         requests: total.requests,
         http_statuses: total.statuses.iter().copied().collect(),
         extra_batch_entries: total.extra_entries,
@@ -184,42 +204,41 @@ pub async fn run(
             let ends = shared.child_ends.lock().unwrap_or_else(|p| p.into_inner());
             ends.clone()
         }),
-        subscriptions: has_subscriptions.then(|| SubscriptionSummary {
-            opened: total.subscriptions,
-            notifications: total.notifications,
-            per_second: total.notifications as f64 / seconds.max(1e-9),
-            per_subscription_per_second: total.notifications as f64
-                / seconds.max(1e-9)
-                / total.subscriptions.max(1) as f64,
-            gap: LatencySummary::from_micros(&total.notification_gaps),
-        }),
+        subscriptions: shared
+            .setup
+            .iter()
+            .any(|s| s.subscribe)
+            .then(|| SubscriptionSummary::new(total, seconds)),
         schedule,
         batches: BatchSummary::new(total),
-        setup: has_setup.then(|| SetupSummary {
+        setup: (!shared.setup.is_empty()).then(|| SetupSummary {
             connections_ok: total.setup_ok,
             connections_failed: total.setup_failed,
             first_error: total.setup_error.clone(),
         }),
-        stages: gatherer
-            .stage_totals
-            .iter()
-            .zip(&stage_bounds)
-            .enumerate()
-            .map(|(stage, (recorder, (start_s, end_s)))| StageSummary {
-                stage,
-                start_s: *start_s,
-                end_s: *end_s,
-                total: MethodSummary::new("TOTAL", &recorder.total(), end_s.min(seconds) - start_s),
-            })
-            .collect(),
-        events: control.events(),
+        stages: stage_summaries(gatherer, stage_bounds, seconds),
+        events: shared.control.events(),
         in_flight_at_end: shared.in_flight_at_end.load(Ordering::Relaxed),
         panicked_connections: shared.panicked.load(Ordering::Relaxed),
         measured_seconds: seconds,
-        client_cpu: cpu,
+        client_cpu: ended.cpu,
         verdict,
-        partial: cancel.is_cancelled(),
+        partial: ended.partial,
+        timeseries: std::mem::take(&mut gatherer.timeseries),
+        latency_log: std::mem::take(&mut gatherer.latency_log),
     }
+}
+
+/// Each stage's figures over its own span (the last one cut at the run's end).
+fn stage_summaries(gatherer: &Gatherer, stage_bounds: &[(f64, f64)], seconds: f64) -> Vec<StageSummary> {
+    (gatherer.stage_totals.iter().zip(stage_bounds).enumerate())
+        .map(|(stage, (recorder, (start_s, end_s)))| StageSummary {
+            stage,
+            start_s: *start_s,
+            end_s: *end_s,
+            total: MethodSummary::new("TOTAL", &recorder.total(), end_s.min(seconds) - start_s),
+        })
+        .collect()
 }
 
 /// The engine threads' CPU time against their wall time over the run.

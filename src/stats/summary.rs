@@ -179,6 +179,22 @@ pub struct ScheduleSummary {
     pub behind: bool,
 }
 
+impl ScheduleSummary {
+    /// How the schedule was kept, from the start delays of the requests
+    /// sent and, of `due` requests, those never sent: the one rule for
+    /// "fell behind", which the live view applies to the last second (where
+    /// nothing is yet owed) and the summary to the whole run.
+    pub fn of(delays: &Histogram<u64>, unsent: u64, due: u64) -> Self {
+        let late_requests = delays.len() - delays.count_between(0, super::micros(LATE_THRESHOLD));
+        ScheduleSummary {
+            start_delay: LatencySummary::from_micros(delays),
+            late_requests,
+            unsent,
+            behind: over_one_percent(late_requests, delays.len()) || over_one_percent(unsent, due),
+        }
+    }
+}
+
 /// Batch requests: their round trips and the sizes sent.
 #[derive(Clone, Debug, Serialize)]
 pub struct BatchSummary {
@@ -229,6 +245,20 @@ pub struct SubscriptionSummary {
     pub per_subscription_per_second: f64,
     /// Between consecutive notifications of one subscription.
     pub gap: LatencySummary,
+}
+
+impl SubscriptionSummary {
+    /// The subscriptions opened and their notifications over `seconds`.
+    pub fn new(total: &Recorder, seconds: f64) -> Self {
+        let per_second = total.notifications as f64 / seconds.max(1e-9);
+        SubscriptionSummary {
+            opened: total.subscriptions,
+            notifications: total.notifications,
+            per_second,
+            per_subscription_per_second: per_second / total.subscriptions.max(1) as f64,
+            gap: LatencySummary::from_micros(&total.notification_gaps),
+        }
+    }
 }
 
 /// How the stdio children ended once the run was over.
