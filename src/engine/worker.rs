@@ -180,18 +180,8 @@ pub(super) fn thread_main(
             in_flight: Cell::new(0),
             cancel: shared.cancel.child_token(),
         });
-        let per_connection = shared.plan.per_connection.max(1);
         let slots: Vec<Rc<Slot>> = connections.iter().map(|_| Rc::new(Slot::default())).collect();
-        let tasks: Vec<_> = connections
-            .iter()
-            .zip(&slots)
-            .flat_map(|(connection, slot)| {
-                (0..per_connection).map(move |j| (connection * per_connection + j, slot.clone()))
-            })
-            .map(|(caller, slot)| {
-                tokio::task::spawn_local(connection_loop(shared.clone(), local.clone(), caller, slot))
-            })
-            .collect();
+        let tasks = start_callers(&shared, &local, &connections, &slots);
         let polls: Vec<_> = if thread == 0 {
             (0..shared.polls.len())
                 .map(|i| tokio::task::spawn_local(super::poll::keep_polling(shared.clone(), i)))
@@ -200,49 +190,8 @@ pub(super) fn thread_main(
             Vec::new()
         };
         let tick = Rc::new(Cell::new(0u32));
-        let hand_over = {
-            let (local, tick, chunks, shared) = (local.clone(), tick.clone(), chunks.clone(), shared.clone());
-            let methods = shared.mix.methods.len();
-            let every = Duration::from_secs(1) / TICKS_PER_SECOND;
-            tokio::task::spawn_local(async move {
-                let mut ticks = tokio::time::interval_at((shared.measure_start + every).into(), every);
-                loop {
-                    ticks.tick().await;
-                    let recorder = local.recorder.replace(Recorder::new(methods));
-                    let in_flight = local.in_flight.get();
-                    let _ = chunks.send(Chunk {
-                        thread,
-                        tick: tick.get(),
-                        recorder,
-                        in_flight,
-                        last: None,
-                    });
-                    tick.set(tick.get() + 1);
-                }
-            })
-        };
-        // Stopping aborts the connection tasks where they wait, so no call
-        // registers for cancellation: the hot path takes no lock for it.
-        let aborts: Vec<_> = tasks.iter().map(|t| t.abort_handle()).collect();
-        let all_done = async {
-            for task in tasks {
-                if task.await.is_err_and(|e| e.is_panic()) {
-                    shared.panicked.fetch_add(1, Ordering::Relaxed);
-                }
-            }
-        };
-        tokio::select! {
-            _ = all_done => {}
-            _ = local.cancel.cancelled() => {
-                aborts.iter().for_each(|a| a.abort());
-                shared.in_flight_at_end.fetch_add(local.in_flight.get(), Ordering::Relaxed);
-            }
-        }
-        if shared.schedule.ends_at_deadline() {
-            // Callers with nothing left to claim keep their connections open
-            // (subscriptions still count) until the run's end.
-            local.cancel.cancelled().await;
-        }
+        let hand_over = start_hand_over(&shared, &local, thread, &tick, chunks.clone());
+        wait_for_callers(&shared, &local, tasks).await;
         hand_over.abort();
         polls.iter().for_each(|p| p.abort());
         let mut recorder = local.recorder.replace(Recorder::new(0));
@@ -259,19 +208,102 @@ pub(super) fn thread_main(
             last: Some(local.sent.get()),
         });
         // After the last figures: the children's shutdown is no part of the run.
-        let connections = slots
-            .iter()
-            .filter_map(|slot| slot.connection.borrow_mut().take());
-        let ends = futures_util::future::join_all(connections.map(Connection::shut_down)).await;
-        let mut tally = shared.child_ends.lock().unwrap_or_else(|p| p.into_inner());
-        for end in ends.into_iter().flatten() {
-            match end {
-                ChildEnd::Clean => tally.clean += 1,
-                ChildEnd::Failed => tally.failed += 1,
-                ChildEnd::Killed => tally.killed += 1,
+        shut_down(&shared, &slots).await;
+    });
+}
+
+/// The thread's callers: `per_connection` on each of its connections.
+fn start_callers(
+    shared: &Arc<Shared>,
+    local: &Rc<Local>,
+    connections: &[usize],
+    slots: &[Rc<Slot>],
+) -> Vec<tokio::task::JoinHandle<()>> {
+    let per_connection = shared.plan.per_connection.max(1);
+    connections
+        .iter()
+        .zip(slots)
+        .flat_map(|(connection, slot)| {
+            (0..per_connection).map(move |j| (connection * per_connection + j, slot.clone()))
+        })
+        .map(|(caller, slot)| {
+            tokio::task::spawn_local(connection_loop(shared.clone(), local.clone(), caller, slot))
+        })
+        .collect()
+}
+
+/// Hands the thread's figures over `TICKS_PER_SECOND` times a second, from
+/// the start of the measured part, each in a fresh recorder.
+fn start_hand_over(
+    shared: &Arc<Shared>,
+    local: &Rc<Local>,
+    thread: usize,
+    tick: &Rc<Cell<u32>>,
+    chunks: UnboundedSender<Chunk>,
+) -> tokio::task::JoinHandle<()> {
+    let (local, tick, shared) = (local.clone(), tick.clone(), shared.clone());
+    let methods = shared.mix.methods.len();
+    let every = Duration::from_secs(1) / TICKS_PER_SECOND;
+    tokio::task::spawn_local(async move {
+        let mut ticks = tokio::time::interval_at((shared.measure_start + every).into(), every);
+        loop {
+            ticks.tick().await;
+            let recorder = local.recorder.replace(Recorder::new(methods));
+            let in_flight = local.in_flight.get();
+            let _ = chunks.send(Chunk {
+                thread,
+                tick: tick.get(),
+                recorder,
+                in_flight,
+                last: None,
+            });
+            tick.set(tick.get() + 1);
+        }
+    })
+}
+
+/// Until every caller has ended or the run is stopped (then they are
+/// aborted, and the calls they had in flight are counted).
+async fn wait_for_callers(shared: &Shared, local: &Local, tasks: Vec<tokio::task::JoinHandle<()>>) {
+    // Stopping aborts the connection tasks where they wait, so no call
+    // registers for cancellation: the hot path takes no lock for it.
+    let aborts: Vec<_> = tasks.iter().map(|t| t.abort_handle()).collect();
+    let all_done = async {
+        for task in tasks {
+            if task.await.is_err_and(|e| e.is_panic()) {
+                shared.panicked.fetch_add(1, Ordering::Relaxed);
             }
         }
-    });
+    };
+    tokio::select! {
+        _ = all_done => {}
+        _ = local.cancel.cancelled() => {
+            aborts.iter().for_each(|a| a.abort());
+            shared.in_flight_at_end.fetch_add(local.in_flight.get(), Ordering::Relaxed);
+        }
+    }
+    if shared.schedule.ends_at_deadline() {
+        // Callers with nothing left to claim keep their connections open
+        // (subscriptions still count) until the run's end.
+        local.cancel.cancelled().await;
+    }
+}
+
+/// Closes the thread's connections, shutting stdio children down as their
+/// protocol says, and tallies how each ended.
+async fn shut_down(shared: &Shared, slots: &[Rc<Slot>]) {
+    let connections = slots
+        .iter()
+        .filter_map(|slot| slot.connection.borrow_mut().take());
+    let ends = futures_util::future::join_all(connections.map(Connection::shut_down)).await;
+    let mut tally = shared.child_ends.lock().unwrap_or_else(|p| p.into_inner());
+    for end in ends.into_iter().flatten() {
+        match end {
+            ChildEnd::Clean => tally.clean += 1,
+            ChildEnd::Failed => tally.failed += 1,
+            ChildEnd::Killed => tally.killed += 1,
+        }
+    }
 }
 
 /// The CPU time this thread has used, in µs: what tells a busy generator
@@ -368,44 +400,91 @@ impl Slot {
     }
 }
 
+/// One caller: a task that claims the run's requests one at a time and
+/// sends each over its slot's connection, opening it when needed.
+struct Caller {
+    shared: Arc<Shared>,
+    local: Rc<Local>,
+    slot: Rc<Slot>,
+    rng: SmallRng,
+    builder: RequestBuilder,
+    judge: Judge,
+    planned: Vec<Planned>,
+    backoff: Duration,
+    /// The last connection opened failed its first call: it opened but never
+    /// worked (an HTTP/1.1 server met with --http2 closes each one), so the
+    /// next opening waits the backoff too rather than spin.
+    reopen_after_failure: bool,
+    open_model: bool,
+    /// Only HTTP answers have a status worth counting.
+    http: bool,
+}
+
+/// A connection in the caller's hand, and what it took to get it.
+struct InHand {
+    connection: Connection,
+    /// The call waited for setup calls (its own or another caller's).
+    waited_for_setup: bool,
+    /// This caller opened it for this call.
+    opened_now: bool,
+}
+
+/// When a request left and was answered, against when it was due.
+struct Timing {
+    intended: Instant,
+    sent: Instant,
+    answered: Instant,
+}
+
 async fn connection_loop(shared: Arc<Shared>, local: Rc<Local>, index: usize, slot: Rc<Slot>) {
-    let mut rng =
-        SmallRng::seed_from_u64(shared.plan.seed ^ (index as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15));
-    let mut builder = RequestBuilder::default();
-    let mut judge = Judge::default();
-    let mut planned: Vec<Planned> = Vec::new();
-    let mut backoff = BACKOFF_MIN;
-    // The last connection opened failed its first call: it opened but never
-    // worked (an HTTP/1.1 server met with --http2 closes each one), so the
-    // next opening waits the backoff too rather than spin.
-    let mut reopen_after_failure = false;
-    let open_model = matches!(shared.plan.pacing, Pacing::Open { .. });
-    // Only HTTP answers have a status worth counting.
-    let http = matches!(shared.target, Target::Http(_));
-    let mix = &shared.mix;
-    if open_model && index.is_multiple_of(shared.plan.per_connection.max(1)) {
+    let seed = shared.plan.seed ^ (index as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    let mut caller = Caller {
+        open_model: matches!(shared.plan.pacing, Pacing::Open { .. }),
+        http: matches!(shared.target, Target::Http(_)),
+        shared,
+        local,
+        slot,
+        rng: SmallRng::seed_from_u64(seed),
+        builder: RequestBuilder::default(),
+        judge: Judge::default(),
+        planned: Vec::new(),
+        backoff: BACKOFF_MIN,
+        reopen_after_failure: false,
+    };
+    if caller.open_model && index.is_multiple_of(caller.shared.plan.per_connection.max(1)) {
         // The open model has a fixed number of connections: all open at the
         // start, as oha's and wrk's do, so none waits for the first call it
         // happens to be given (seconds, at a low rate over many callers)
         // and every subscription counts from the start. A failure here is
         // left to the first call, which retries and counts it.
-        if let Ok(connection) = slot.open(&shared, &local).await {
-            slot.checkin(connection);
+        if let Ok(connection) = caller.slot.open(&caller.shared, &caller.local).await {
+            caller.slot.checkin(connection);
         }
     }
-
-    loop {
-        if shared.control.is_paused() {
-            shared.control.wait_resumed().await;
-        }
-        if let Some(wait) = shared.idle_for(index) {
-            sleep(wait).await;
-            continue;
-        }
-        let Some(claim) = shared.schedule.claim() else {
+    while let Some(intended) = caller.next_due(index).await {
+        if !caller.call(intended).await {
             break;
-        };
-        if open_model {
+        }
+    }
+}
+
+impl Caller {
+    /// Waits for the caller's next request to be due (through pauses, idle
+    /// stages and the open model's schedule); `None` once the run has none.
+    async fn next_due(&self, index: usize) -> Option<Instant> {
+        let shared = &self.shared;
+        loop {
+            if shared.control.is_paused() {
+                shared.control.wait_resumed().await;
+            }
+            if let Some(wait) = shared.idle_for(index) {
+                sleep(wait).await;
+                continue;
+            }
+            let claim = shared.schedule.claim()?;
+            if !self.open_model {
+                return Some(claim.intended);
+            }
             // tokio's timer rounds a deadline up to its next millisecond tick,
             // so waiting for the intended time itself leaves about a
             // millisecond late on average: more than a fast server's whole
@@ -414,23 +493,77 @@ async fn connection_loop(shared: Arc<Shared>, local: Rc<Local>, index: usize, sl
             // leaves early is timed from when it left.
             let wake = claim.intended.checked_sub(TIMER_TICK).unwrap_or(claim.intended);
             sleep_until(wake.into()).await;
-            if shared.control.is_paused() {
-                // Paused before it was due: the schedule restarts on resume.
-                shared.schedule.withdraw();
-                continue;
+            if !shared.control.is_paused() {
+                return Some(claim.intended);
             }
+            // Paused before it was due: the schedule restarts on resume.
+            shared.schedule.withdraw();
         }
-        let Some(batch) = mix.next_request(&mut rng, &mut planned) else {
-            break;
-        };
-        let calls = planned.iter().filter(|p| !p.notification).count() as u64;
-        let first_id = local.take_ids(&shared, calls);
-        let body = mix.write(&mut builder, &planned, batch, first_id, &mut rng);
-        let measured = claim.intended >= shared.measure_start;
+    }
 
-        let mut set_up_now = false;
-        let mut opened_now = false;
-        let opened = loop {
+    /// Sends the next request of the mix, due at `intended`, and records
+    /// what became of it; `false` when the mix has nothing left to send.
+    async fn call(&mut self, intended: Instant) -> bool {
+        let shared = &self.shared;
+        let Some(batch) = shared.mix.next_request(&mut self.rng, &mut self.planned) else {
+            return false;
+        };
+        let calls = self.planned.iter().filter(|p| !p.notification).count() as u64;
+        let first_id = self.local.take_ids(shared, calls);
+        let body = shared
+            .mix
+            .write(&mut self.builder, &self.planned, batch, first_id, &mut self.rng);
+        let measured = intended >= shared.measure_start;
+        let mut in_hand = match self.connection().await {
+            Ok(in_hand) => in_hand,
+            Err(failure) => {
+                self.count_unopened(measured, &failure);
+                sleep(self.backoff).await;
+                self.backoff = (self.backoff * 2).min(BACKOFF_MAX);
+                return true;
+            }
+        };
+        let local = &self.local;
+        let sent = Instant::now();
+        local.sent.set(local.sent.get() + 1);
+        let calls_sent = self.builder.entries().len() as u64;
+        local.in_flight.set(local.in_flight.get() + calls_sent);
+        let within = self.shared.plan.timeout;
+        let result = call::exchange(&mut in_hand.connection, body, first_id, calls, within).await;
+        local.in_flight.set(local.in_flight.get() - calls_sent);
+        let answered = Instant::now();
+        let failure = call::failure(&result);
+        match failure {
+            None => {
+                self.backoff = BACKOFF_MIN;
+                self.reopen_after_failure = false;
+            }
+            Some(Outcome::Io | Outcome::Connect) if in_hand.opened_now => self.reopen_after_failure = true,
+            Some(_) => {}
+        }
+        // After a failure or a timeout, a connection carrying one call at a
+        // time is in an unknown state: it is dropped, not put back. A
+        // multiplexed one stays for its other calls unless it closed.
+        if failure.is_none() {
+            self.slot.checkin(in_hand.connection);
+        }
+        if measured {
+            let timing = Timing {
+                intended,
+                sent,
+                answered,
+            };
+            self.record(batch, &result, failure, &timing, in_hand.waited_for_setup);
+        }
+        true
+    }
+
+    /// The slot's connection, waiting for a caller that is opening it, or
+    /// opening it (after the backoff when the last one failed at once).
+    async fn connection(&mut self) -> Result<InHand, OpenFailure> {
+        let (shared, local, slot) = (&self.shared, &self.local, &self.slot);
+        let mut waited_for_setup = false;
+        loop {
             if let Some(closed) = slot.take_closed() {
                 // A reader that panicked closed its connection (its calls
                 // failed as `io`); the panic is still a bug to report.
@@ -441,92 +574,103 @@ async fn connection_loop(shared: Arc<Shared>, local: Rc<Local>, index: usize, sl
                     local.recorder.borrow_mut().note_child_exit(exit);
                 }
             }
-            if let Some(conn) = slot.checkout() {
-                break Ok(conn);
+            if let Some(connection) = slot.checkout() {
+                return Ok(InHand {
+                    connection,
+                    waited_for_setup,
+                    opened_now: false,
+                });
             }
             if slot.opening.get() {
                 // Another caller is opening the shared connection: wait for it.
-                set_up_now = !shared.setup.is_empty();
+                waited_for_setup = !shared.setup.is_empty();
                 slot.opened.notified().await;
                 continue;
             }
-            if reopen_after_failure {
-                sleep(backoff).await;
-                backoff = (backoff * 2).min(BACKOFF_MAX);
+            if self.reopen_after_failure {
+                sleep(self.backoff).await;
+                self.backoff = (self.backoff * 2).min(BACKOFF_MAX);
             }
-            set_up_now = !shared.setup.is_empty();
-            opened_now = true;
-            break slot.open(&shared, &local).await;
-        };
-        let mut conn = match opened {
-            Ok(conn) => conn,
-            Err(failure) => {
-                local.sent.set(local.sent.get() + 1);
-                if measured {
-                    let mut recorder = local.recorder.borrow_mut();
-                    let entries = builder.entries();
-                    let cause = crate::stats::Cause::Transport(&failure.reason);
-                    Judge::fail_all(entries, failure.outcome, |i, outcome, _| {
-                        let method = entries[i].method as usize;
-                        let stats = &mut recorder.methods[method];
-                        stats.record(outcome, Duration::ZERO, Duration::ZERO, 0);
-                        stats.keep_example::<&str>(&mix.methods[method], outcome, cause, None, &[]);
-                    });
-                }
-                sleep(backoff).await;
-                backoff = (backoff * 2).min(BACKOFF_MAX);
-                continue;
-            }
-        };
-        let sent_at = Instant::now();
+            let connection = slot.open(shared, local).await?;
+            return Ok(InHand {
+                connection,
+                waited_for_setup: !shared.setup.is_empty(),
+                opened_now: true,
+            });
+        }
+    }
+
+    /// A request that found no connection: each of its calls fails with the
+    /// opening's outcome, and its reason is kept as an example.
+    fn count_unopened(&self, measured: bool, failure: &OpenFailure) {
+        let local = &self.local;
         local.sent.set(local.sent.get() + 1);
-        let calls_sent = builder.entries().len() as u64;
-        local.in_flight.set(local.in_flight.get() + calls_sent);
-        let result = call::exchange(&mut conn, body, first_id, calls, shared.plan.timeout).await;
-        local.in_flight.set(local.in_flight.get() - calls_sent);
-        let answered_at = Instant::now();
-        let failure = call::failure(&result);
-        match failure {
-            None => {
-                backoff = BACKOFF_MIN;
-                reopen_after_failure = false;
-            }
-            Some(Outcome::Io | Outcome::Connect) if opened_now => reopen_after_failure = true,
-            Some(_) => {}
-        }
-        // After a failure or a timeout, a connection carrying one call at a
-        // time is in an unknown state: it is dropped, not put back. A
-        // multiplexed one stays for its other calls unless it closed.
-        if failure.is_none() {
-            slot.checkin(conn);
-        }
         if !measured {
-            continue;
+            return;
         }
+        let mut recorder = local.recorder.borrow_mut();
+        let entries = self.builder.entries();
+        let cause = crate::stats::Cause::Transport(&failure.reason);
+        let methods = &self.shared.mix.methods;
+        Judge::fail_all(entries, failure.outcome, |i, outcome, _| {
+            let method = entries[i].method as usize;
+            let stats = &mut recorder.methods[method];
+            stats.record(outcome, Duration::ZERO, Duration::ZERO, 0);
+            stats.keep_example::<&str>(&methods[method], outcome, cause, None, &[]);
+        });
+    }
+
+    /// Records what a measured request as a whole tells (its start delay,
+    /// batch, unsolicited messages) and returns its latency and service time.
+    fn record_request(
+        &self,
+        recorder: &mut Recorder,
+        batch: bool,
+        result: &call::Exchanged,
+        timing: &Timing,
+        waited_for_setup: bool,
+    ) -> (Duration, Duration) {
         // Setup calls (a protocol's handshake) are outside the figures: in
         // the closed model, a call that waited for them is timed from its
         // send. In the open model its schedule stands, and the wait shows.
-        let latency = if set_up_now && !open_model {
-            answered_at - sent_at
+        let latency = if waited_for_setup && !self.open_model {
+            timing.answered - timing.sent
         } else {
-            answered_at - claim.intended.min(sent_at)
+            timing.answered - timing.intended.min(timing.sent)
         };
-        let service = answered_at - sent_at;
-        let mut recorder = local.recorder.borrow_mut();
         recorder.requests += 1;
-        if open_model {
-            recorder.start_delay.record(micros(sent_at - claim.intended)).ok();
+        if self.open_model {
+            recorder
+                .start_delay
+                .record(micros(timing.sent - timing.intended))
+                .ok();
         }
         if batch {
-            recorder.record_batch(planned.len(), latency);
+            recorder.record_batch(self.planned.len(), latency);
         }
-        if let Ok(Ok(reply)) = &result {
+        if let Ok(Ok(reply)) = result {
             recorder.unsolicited += reply.others;
         }
-        let entries = builder.entries();
+        (latency, timing.answered - timing.sent)
+    }
+
+    /// Records a measured request: its latency, and each call's outcome as
+    /// the judge finds it in the answer (or the failure's, for all).
+    fn record(
+        &mut self,
+        batch: bool,
+        result: &call::Exchanged,
+        failure: Option<Outcome>,
+        timing: &Timing,
+        waited_for_setup: bool,
+    ) {
+        let (shared, mix) = (&*self.shared, &self.shared.mix);
+        let mut recorder = self.local.recorder.borrow_mut();
+        let (latency, service) = self.record_request(&mut recorder, batch, result, timing, waited_for_setup);
+        let entries = self.builder.entries();
         let mut failed: Option<(usize, Outcome)> = None;
         let methods = &mut recorder.methods;
-        let cause = call::cause(&result, shared.plan.timeout);
+        let cause = call::cause(result, shared.plan.timeout);
         let mut record = |i: usize, outcome: Outcome, answer: &[u8]| {
             let entry = entries[i];
             let stats = &mut methods[entry.method as usize];
@@ -549,9 +693,9 @@ async fn connection_loop(shared: Arc<Shared>, local: Rc<Local>, index: usize, sl
                 stats.add_example(expected, answer);
             }
         };
-        let answered = match (&result, failure) {
+        let answered = match (result, failure) {
             (Ok(Ok(reply)), _) => {
-                let verdict = judge.judge(
+                let verdict = self.judge.judge(
                     reply.status,
                     &reply.body,
                     entries,
@@ -573,7 +717,7 @@ async fn connection_loop(shared: Arc<Shared>, local: Rc<Local>, index: usize, sl
         }
         if let Some((status, verdict, _)) = answered {
             recorder.extra_entries += verdict.extra_entries as u64;
-            if http {
+            if self.http {
                 recorder.record_status(status);
             }
         }
