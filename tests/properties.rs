@@ -4,7 +4,7 @@
 //! however the bytes are cut.
 
 use proptest::prelude::*;
-use volley::rpc::wire::next_headed;
+use volley::rpc::wire::next_lsp_message;
 use volley::rpc::{Entry, Judge};
 use volley::scenario::Scenario;
 use volley::transport::sse;
@@ -109,7 +109,7 @@ proptest! {
 
     #[test]
     fn lsp_heads_take_any_bytes(input in prop::collection::vec(any::<u8>(), 0..300)) {
-        if let Ok(Some(body)) = next_headed(&input) {
+        if let Ok(Some(body)) = next_lsp_message(&input) {
             prop_assert!(body.start <= body.end && body.end <= input.len());
         }
     }
@@ -119,7 +119,7 @@ proptest! {
         let framed = format!("Content-Length: {}\r\n\r\n{body}{extra}", body.len());
         let bytes = framed.as_bytes();
         let cut = cut.min(bytes.len());
-        let found = next_headed(&bytes[..cut]).unwrap();
+        let found = next_lsp_message(&bytes[..cut]).unwrap();
         let head = framed.len() - body.len() - extra.len();
         if cut >= head + body.len() {
             prop_assert_eq!(found.map(|r| &bytes[r]), Some(body.as_bytes()));

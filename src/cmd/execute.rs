@@ -88,14 +88,13 @@ pub async fn execute(
     // Nothing before the run may outlast a Ctrl-C: a target that accepts
     // and never answers is bounded by the timeout, and a stop ends the wait.
     let prepare = async {
-        let target = match &scenario.target {
-            TargetSpec::Command { argv, framing } => Target::Stream(crate::transport::StreamTarget::command(
-                argv.clone(),
-                *framing == crate::scenario::Framing::ContentLength,
-                &options,
-            )),
-            _ => Target::resolve(&url, &options).await?,
-        };
+        let target =
+            match &scenario.target {
+                TargetSpec::Command { argv, framing } => Target::Stream(
+                    crate::transport::StreamTarget::command(argv.clone(), *framing, &options),
+                ),
+                _ => Target::resolve(&url, &options).await?,
+            };
         let tls = target.check_reachable(plan.timeout).await?;
         for poll in &polls {
             engine::first_poll(poll, &target, plan.timeout)

@@ -9,6 +9,7 @@ use anyhow::Context;
 
 use super::process::runtime_with_signals;
 use crate::cli::ServeArgs;
+use crate::rpc::wire::Framing;
 use crate::serve::{self, ServeConfig, ServerStats};
 
 /// The server's TLS configuration, if asked for, and where the CA made for
@@ -45,9 +46,12 @@ fn serve_tls(
 pub fn command(args: ServeArgs) -> anyhow::Result<ExitCode> {
     if args.stdio {
         // stdout carries the protocol: say nothing on it.
-        let content_length = args.framing == "content-length";
+        let framing = match args.framing.as_str() {
+            "content-length" => Framing::ContentLength,
+            _ => Framing::Ndjson,
+        };
         let config = config(&args).map_err(anyhow::Error::msg)?;
-        let (stats, end) = serve::serve_stdio(config, content_length).context("cannot serve on stdio")?;
+        let (stats, end) = serve::serve_stdio(config, framing).context("cannot serve on stdio")?;
         let ending = match end {
             None => "",
             Some(serve::LspEnd::Clean) => "; ended by shutdown and exit",

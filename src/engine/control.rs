@@ -23,7 +23,7 @@ pub(super) struct Override {
     pub rate: f64,
 }
 
-/// Shared by the engine and whoever steers it (the dashboard's keys).
+/// RunState by the engine and whoever steers it (the dashboard's keys).
 #[derive(Debug)]
 pub struct Control {
     paused: AtomicBool,

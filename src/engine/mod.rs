@@ -26,7 +26,7 @@ use crate::stats::{
 };
 use crate::transport::Target;
 use gather::Gatherer;
-use worker::Shared;
+use worker::RunState;
 
 /// Everything a run needs.
 pub struct RunSpec {
@@ -66,7 +66,7 @@ pub async fn run(
         ..Snapshot::default()
     };
     let stage_bounds = plan.stage_bounds();
-    let shared = Arc::new(Shared::new(spec, start, stop.clone(), control.clone()));
+    let shared = Arc::new(RunState::new(spec, start, stop.clone(), control.clone()));
     if let Some(deadline) = deadline {
         stop_at(deadline, stop.clone());
     }
@@ -135,7 +135,7 @@ fn stop_at(deadline: Instant, stop: CancellationToken) {
 /// The engine threads, each with its share of the connections (every
 /// `threads`-th one), and the channel their figures come back on.
 fn start_threads(
-    shared: &Arc<Shared>,
+    shared: &Arc<RunState>,
     threads: usize,
 ) -> (
     Vec<std::thread::JoinHandle<()>>,
@@ -166,7 +166,7 @@ struct Ended {
 
 /// The run's figures, from everything gathered.
 fn summarize(
-    shared: &Shared,
+    shared: &RunState,
     gatherer: &mut Gatherer,
     stage_bounds: &[(f64, f64)],
     ended: Ended,
@@ -242,7 +242,7 @@ fn stage_summaries(gatherer: &Gatherer, stage_bounds: &[(f64, f64)], seconds: f6
 }
 
 /// The engine threads' CPU time against their wall time over the run.
-fn client_cpu(shared: &Shared, wall: std::time::Duration, threads: usize) -> ClientCpu {
+fn client_cpu(shared: &RunState, wall: std::time::Duration, threads: usize) -> ClientCpu {
     let seconds = shared.cpu_micros.load(Ordering::Relaxed) as f64 / 1e6;
     let available = wall.as_secs_f64() * threads.max(1) as f64;
     ClientCpu {

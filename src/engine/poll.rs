@@ -7,7 +7,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use super::call::call_once;
-use super::worker::Shared;
+use super::worker::RunState;
 use crate::plan::Poll;
 use crate::rpc::wire::Message;
 use crate::transport::{Connection, Target};
@@ -41,7 +41,7 @@ pub async fn first(poll: &Poll, target: &Target, timeout: Duration) -> Result<()
 
 /// Refreshes poll `index` every `every` until the task is dropped. A failed
 /// refresh keeps the last value and tries again at the next tick.
-pub(super) async fn keep_polling(shared: Arc<Shared>, index: usize) {
+pub(super) async fn keep_polling(shared: Arc<RunState>, index: usize) {
     let poll = &shared.polls[index];
     let mut connection: Option<Connection> = None;
     let mut ticks = tokio::time::interval(poll.every);

@@ -28,7 +28,7 @@ use crate::stats::{micros, ChildShutdown, Recorder};
 use crate::transport::{ChildEnd, Connection, Target};
 
 /// What every thread and connection shares for the whole run.
-pub(super) struct Shared {
+pub(super) struct RunState {
     pub plan: LoadPlan,
     pub mix: Mix,
     pub target: Target,
@@ -52,7 +52,7 @@ pub(super) struct Shared {
     pub child_ends: std::sync::Mutex<ChildShutdown>,
 }
 
-impl Shared {
+impl RunState {
     pub fn new(spec: RunSpec, start: Instant, cancel: CancellationToken, control: Arc<Control>) -> Self {
         let RunSpec {
             plan,
@@ -84,7 +84,7 @@ impl Shared {
             open: matches!(plan.pacing, Pacing::Open { .. }),
             connections: plan.connections,
         });
-        Shared {
+        RunState {
             schedule,
             control,
             measure_start: start + plan.warmup,
@@ -134,7 +134,7 @@ pub(super) struct Chunk {
 }
 
 /// What the connection tasks of one thread share.
-struct Local {
+struct ThreadState {
     recorder: RefCell<Recorder>,
     /// Unused ids of the block this thread holds: `next..end`.
     ids: Cell<(u64, u64)>,
@@ -146,10 +146,10 @@ struct Local {
 
 const ID_BLOCK: u64 = 4096;
 
-impl Local {
+impl ThreadState {
     /// `n` consecutive ids, unique in the run: threads take blocks from a
     /// shared counter, so ids cost no atomic operation per call.
-    fn take_ids(&self, shared: &Shared, n: u64) -> u64 {
+    fn take_ids(&self, shared: &RunState, n: u64) -> u64 {
         let (mut next, mut end) = self.ids.get();
         if end - next < n {
             let block = ID_BLOCK.max(n);
@@ -162,7 +162,7 @@ impl Local {
 }
 
 pub(super) fn thread_main(
-    shared: Arc<Shared>,
+    shared: Arc<RunState>,
     thread: usize,
     connections: Vec<usize>,
     chunks: UnboundedSender<Chunk>,
@@ -173,14 +173,17 @@ pub(super) fn thread_main(
         .expect("a single-threaded runtime can always be built");
     let local_set = tokio::task::LocalSet::new();
     local_set.block_on(&runtime, async move {
-        let local = Rc::new(Local {
+        let local = Rc::new(ThreadState {
             recorder: RefCell::new(Recorder::new(shared.mix.methods.len())),
             ids: Cell::new((0, 0)),
             sent: Cell::new(0),
             in_flight: Cell::new(0),
             cancel: shared.cancel.child_token(),
         });
-        let slots: Vec<Rc<Slot>> = connections.iter().map(|_| Rc::new(Slot::default())).collect();
+        let slots: Vec<Rc<ConnectionSlot>> = connections
+            .iter()
+            .map(|_| Rc::new(ConnectionSlot::default()))
+            .collect();
         let tasks = start_callers(&shared, &local, &connections, &slots);
         let polls: Vec<_> = if thread == 0 {
             (0..shared.polls.len())
@@ -214,10 +217,10 @@ pub(super) fn thread_main(
 
 /// The thread's callers: `per_connection` on each of its connections.
 fn start_callers(
-    shared: &Arc<Shared>,
-    local: &Rc<Local>,
+    shared: &Arc<RunState>,
+    local: &Rc<ThreadState>,
     connections: &[usize],
-    slots: &[Rc<Slot>],
+    slots: &[Rc<ConnectionSlot>],
 ) -> Vec<tokio::task::JoinHandle<()>> {
     let per_connection = shared.plan.per_connection.max(1);
     connections
@@ -235,8 +238,8 @@ fn start_callers(
 /// Hands the thread's figures over `TICKS_PER_SECOND` times a second, from
 /// the start of the measured part, each in a fresh recorder.
 fn start_hand_over(
-    shared: &Arc<Shared>,
-    local: &Rc<Local>,
+    shared: &Arc<RunState>,
+    local: &Rc<ThreadState>,
     thread: usize,
     tick: &Rc<Cell<u32>>,
     chunks: UnboundedSender<Chunk>,
@@ -264,7 +267,7 @@ fn start_hand_over(
 
 /// Until every caller has ended or the run is stopped (then they are
 /// aborted, and the calls they had in flight are counted).
-async fn wait_for_callers(shared: &Shared, local: &Local, tasks: Vec<tokio::task::JoinHandle<()>>) {
+async fn wait_for_callers(shared: &RunState, local: &ThreadState, tasks: Vec<tokio::task::JoinHandle<()>>) {
     // Stopping aborts the connection tasks where they wait, so no call
     // registers for cancellation: the hot path takes no lock for it.
     let aborts: Vec<_> = tasks.iter().map(|t| t.abort_handle()).collect();
@@ -291,7 +294,7 @@ async fn wait_for_callers(shared: &Shared, local: &Local, tasks: Vec<tokio::task
 
 /// Closes the thread's connections, shutting stdio children down as their
 /// protocol says, and tallies how each ended.
-async fn shut_down(shared: &Shared, slots: &[Rc<Slot>]) {
+async fn shut_down(shared: &RunState, slots: &[Rc<ConnectionSlot>]) {
     let connections = slots
         .iter()
         .filter_map(|slot| slot.connection.borrow_mut().take());
@@ -330,7 +333,7 @@ const TIMER_TICK: Duration = Duration::from_millis(1);
 /// A connection and the callers planned on it: one caller for HTTP/1.1,
 /// several for a multiplexed transport, which share it.
 #[derive(Default)]
-struct Slot {
+struct ConnectionSlot {
     connection: RefCell<Option<Connection>>,
     /// A caller is opening the connection; the others wait for it, so the
     /// slot never holds more than one.
@@ -339,10 +342,9 @@ struct Slot {
     opened: tokio::sync::Notify,
 }
 
-impl Slot {
-    /// A live connection to use now, if the slot holds one: a shared handle
-    /// on a multiplexed one, or the connection itself (taken out) otherwise.
-    /// Takes out a connection that has closed, so it can be accounted for.
+impl ConnectionSlot {
+    /// Takes out the slot's connection if it has closed, so it can be
+    /// accounted for (a panicked reader, a child's exit).
     fn take_closed(&self) -> Option<Connection> {
         let mut held = self.connection.borrow_mut();
         if held.as_ref().is_some_and(Connection::is_closed) {
@@ -352,6 +354,8 @@ impl Slot {
         }
     }
 
+    /// A live connection to use now, if the slot holds one: a shared handle
+    /// on a multiplexed one, or the connection itself (taken out) otherwise.
     fn checkout(&self) -> Option<Connection> {
         let mut held = self.connection.borrow_mut();
         if held.as_ref().is_some_and(Connection::is_closed) {
@@ -372,7 +376,7 @@ impl Slot {
 
     /// Opens the slot's connection and sends its setup calls, while the
     /// slot's other callers wait; returns the caller's handle on it.
-    async fn open(&self, shared: &Shared, local: &Rc<Local>) -> Result<Connection, OpenFailure> {
+    async fn open(&self, shared: &RunState, local: &Rc<ThreadState>) -> Result<Connection, OpenFailure> {
         self.opening.set(true);
         let opened = open_and_set_up(shared, local).await;
         self.opening.set(false);
@@ -403,9 +407,9 @@ impl Slot {
 /// One caller: a task that claims the run's requests one at a time and
 /// sends each over its slot's connection, opening it when needed.
 struct Caller {
-    shared: Arc<Shared>,
-    local: Rc<Local>,
-    slot: Rc<Slot>,
+    shared: Arc<RunState>,
+    local: Rc<ThreadState>,
+    slot: Rc<ConnectionSlot>,
     rng: SmallRng,
     builder: RequestBuilder,
     judge: Judge,
@@ -436,7 +440,12 @@ struct Timing {
     answered: Instant,
 }
 
-async fn connection_loop(shared: Arc<Shared>, local: Rc<Local>, index: usize, slot: Rc<Slot>) {
+async fn connection_loop(
+    shared: Arc<RunState>,
+    local: Rc<ThreadState>,
+    index: usize,
+    slot: Rc<ConnectionSlot>,
+) {
     let seed = shared.plan.seed ^ (index as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
     let mut caller = Caller {
         open_model: matches!(shared.plan.pacing, Pacing::Open { .. }),
@@ -727,8 +736,8 @@ impl Caller {
 /// Keeps the subscription a setup call opened: its notifications are
 /// counted, with the gaps between them, while the run is measured.
 fn subscribe(
-    shared: &Shared,
-    local: &Rc<Local>,
+    shared: &RunState,
+    local: &Rc<ThreadState>,
     connection: &Connection,
     answer: &[u8],
 ) -> Result<(), String> {
@@ -770,7 +779,7 @@ struct OpenFailure {
 
 /// Opens a connection and sends the scenario's setup calls on it. Setup
 /// calls stay out of the load's figures; a failure is counted and kept.
-async fn open_and_set_up(shared: &Shared, local: &Rc<Local>) -> Result<Connection, OpenFailure> {
+async fn open_and_set_up(shared: &RunState, local: &Rc<ThreadState>) -> Result<Connection, OpenFailure> {
     let mut connection = Connection::open(&shared.target, shared.plan.timeout)
         .await
         .map_err(|error| OpenFailure {

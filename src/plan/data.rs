@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use super::expr::Gen;
+use super::expr::Generated;
 
 #[derive(Debug)]
 pub struct DataFile {
@@ -55,12 +55,12 @@ impl DataFile {
         self.entries.len()
     }
 
-    pub fn get(&self, index: usize) -> Gen<'_> {
+    pub fn get(&self, index: usize) -> Generated<'_> {
         let entry = &self.entries[index];
         if self.json {
-            Gen::Json(entry)
+            Generated::Json(entry)
         } else {
-            Gen::Text(entry)
+            Generated::Text(entry)
         }
     }
 }

@@ -38,7 +38,7 @@ pub enum Expr {
 
 /// One evaluated value. Text borrows from the expression or its data file.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub enum Gen<'a> {
+pub enum Generated<'a> {
     Int(i64),
     Float(f64),
     Quantity(u64),
@@ -50,17 +50,17 @@ pub enum Gen<'a> {
 }
 
 impl Expr {
-    pub fn eval<R: Rng>(&self, rng: &mut R) -> Gen<'_> {
+    pub fn eval<R: Rng>(&self, rng: &mut R) -> Generated<'_> {
         match self {
-            Expr::Int(low, high) => Gen::Int(rng.gen_range(*low..=*high)),
-            Expr::Float(low, high) => Gen::Float(if low == high {
+            Expr::Int(low, high) => Generated::Int(rng.gen_range(*low..=*high)),
+            Expr::Float(low, high) => Generated::Float(if low == high {
                 *low
             } else {
                 rng.gen_range(*low..*high)
             }),
-            Expr::Quantity(low, high) => Gen::Quantity(rng.gen_range(*low..=*high)),
-            Expr::Hex(bytes) => Gen::Hex(*bytes),
-            Expr::Literal(json) => Gen::Json(json),
+            Expr::Quantity(low, high) => Generated::Quantity(rng.gen_range(*low..=*high)),
+            Expr::Hex(bytes) => Generated::Hex(*bytes),
+            Expr::Literal(json) => Generated::Json(json),
             Expr::Choice(options) => options[rng.gen_range(0..options.len())].eval(rng),
             Expr::File {
                 data,
@@ -74,9 +74,9 @@ impl Expr {
                 };
                 data.get(index)
             }
-            Expr::Seq(next) => Gen::Int(next.fetch_add(1, Ordering::Relaxed)),
-            Expr::Now => Gen::Int(unix_time().as_secs() as i64),
-            Expr::NowMs => Gen::Int(unix_time().as_millis() as i64),
+            Expr::Seq(next) => Generated::Int(next.fetch_add(1, Ordering::Relaxed)),
+            Expr::Now => Generated::Int(unix_time().as_secs() as i64),
+            Expr::NowMs => Generated::Int(unix_time().as_millis() as i64),
             Expr::Poll(polled, index) => polled.get(*index),
             Expr::Add(a, b) => arithmetic(a.eval(rng), b.eval(rng), |x, y| x + y),
             Expr::Sub(a, b) => arithmetic(a.eval(rng), b.eval(rng), |x, y| x - y),
@@ -104,22 +104,24 @@ fn unix_time() -> std::time::Duration {
 
 /// Adds or subtracts; a quantity on either side keeps the result a
 /// quantity (clamped at zero), a float makes it a float.
-fn arithmetic(a: Gen, b: Gen, op: fn(f64, f64) -> f64) -> Gen<'static> {
-    let number = |g: Gen| match g {
-        Gen::Int(n) => n as f64,
-        Gen::Float(f) => f,
-        Gen::Quantity(q) => q as f64,
-        Gen::Json(text) => text.parse().unwrap_or(0.0),
+fn arithmetic(a: Generated, b: Generated, op: fn(f64, f64) -> f64) -> Generated<'static> {
+    let number = |g: Generated| match g {
+        Generated::Int(n) => n as f64,
+        Generated::Float(f) => f,
+        Generated::Quantity(q) => q as f64,
+        Generated::Json(text) => text.parse().unwrap_or(0.0),
         _ => 0.0,
     };
     let value = op(number(a), number(b));
-    let is = |f: fn(&Gen) -> bool| f(&a) || f(&b);
-    if is(|g| matches!(g, Gen::Quantity(_))) {
-        Gen::Quantity(value.max(0.0) as u64)
-    } else if is(|g| matches!(g, Gen::Float(_)) || matches!(g, Gen::Json(t) if t.contains(['.', 'e', 'E']))) {
-        Gen::Float(value)
+    let is = |f: fn(&Generated) -> bool| f(&a) || f(&b);
+    if is(|g| matches!(g, Generated::Quantity(_))) {
+        Generated::Quantity(value.max(0.0) as u64)
+    } else if is(|g| {
+        matches!(g, Generated::Float(_)) || matches!(g, Generated::Json(t) if t.contains(['.', 'e', 'E']))
+    }) {
+        Generated::Float(value)
     } else {
-        Gen::Int(value as i64)
+        Generated::Int(value as i64)
     }
 }
 

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use super::expr::Gen;
+use super::expr::Generated;
 use super::CallTemplate;
 
 /// A call made every `every` whose result feeds a named value.
@@ -57,12 +57,12 @@ impl Polled {
         &self.names
     }
 
-    pub fn get(&self, index: usize) -> Gen<'static> {
+    pub fn get(&self, index: usize) -> Generated<'static> {
         let value = self.values[index].load(Ordering::Relaxed);
         if self.quantity[index].load(Ordering::Relaxed) {
-            Gen::Quantity(value)
+            Generated::Quantity(value)
         } else {
-            Gen::Int(value as i64)
+            Generated::Int(value as i64)
         }
     }
 

@@ -13,7 +13,7 @@ use bytes::{BufMut, BytesMut};
 use rand::Rng;
 use serde_json::Value;
 
-use super::expr::{self, Expr, Gen, Scope};
+use super::expr::{self, Expr, Generated, Scope};
 
 #[derive(Debug)]
 pub struct Template {
@@ -199,11 +199,11 @@ pub fn split(text: &str) -> Result<Vec<Part<'_>>, String> {
     Ok(out)
 }
 
-fn write_value<R: Rng>(out: &mut BytesMut, value: Gen, rng: &mut R) {
+fn write_value<R: Rng>(out: &mut BytesMut, value: Generated, rng: &mut R) {
     match value {
-        Gen::Json(json) => out.put_slice(json.as_bytes()),
+        Generated::Json(json) => out.put_slice(json.as_bytes()),
         // Numbers are written bare; everything else is a JSON string.
-        Gen::Int(_) | Gen::Float(_) => write_in_string(out, value, rng),
+        Generated::Int(_) | Generated::Float(_) => write_in_string(out, value, rng),
         other => {
             out.put_u8(b'"');
             write_in_string(out, other, rng);
@@ -212,16 +212,16 @@ fn write_value<R: Rng>(out: &mut BytesMut, value: Gen, rng: &mut R) {
     }
 }
 
-fn write_in_string<R: Rng>(out: &mut BytesMut, value: Gen, rng: &mut R) {
+fn write_in_string<R: Rng>(out: &mut BytesMut, value: Generated, rng: &mut R) {
     match value {
-        Gen::Int(n) => out.put_slice(itoa::Buffer::new().format(n).as_bytes()),
-        Gen::Float(f) => {
+        Generated::Int(n) => out.put_slice(itoa::Buffer::new().format(n).as_bytes()),
+        Generated::Float(f) => {
             let _ = write!(out, "{f}");
         }
-        Gen::Quantity(q) => {
+        Generated::Quantity(q) => {
             let _ = write!(out, "0x{q:x}");
         }
-        Gen::Hex(bytes) => {
+        Generated::Hex(bytes) => {
             const DIGITS: &[u8; 16] = b"0123456789abcdef";
             out.put_slice(b"0x");
             for _ in 0..bytes {
@@ -230,8 +230,8 @@ fn write_in_string<R: Rng>(out: &mut BytesMut, value: Gen, rng: &mut R) {
                 out.put_u8(DIGITS[(byte & 15) as usize]);
             }
         }
-        Gen::Text(text) => escape_into_buf(out, text),
-        Gen::Json(json) => match json.strip_prefix('"').and_then(|j| j.strip_suffix('"')) {
+        Generated::Text(text) => escape_into_buf(out, text),
+        Generated::Json(json) => match json.strip_prefix('"').and_then(|j| j.strip_suffix('"')) {
             // Already escaped JSON string content.
             Some(inner) => out.put_slice(inner.as_bytes()),
             None => escape_into_buf(out, json),

@@ -59,6 +59,16 @@ pub fn first_significant_byte(body: &[u8]) -> Option<u8> {
         .find(|b| !matches!(b, b' ' | b'\t' | b'\n' | b'\r'))
 }
 
+/// How messages are told apart on a byte stream (a child's stdio, the
+/// built-in server's).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Framing {
+    /// LSP: `Content-Length` headers before each message.
+    ContentLength,
+    /// MCP: one JSON message a line.
+    Ndjson,
+}
+
 /// A message head (LSP's, or HTTP's) larger than this is refused: real
 /// ones are a few dozen bytes, and one that never ends must not grow the
 /// buffer without bound.
@@ -129,17 +139,17 @@ impl std::fmt::Display for HeadedError {
     }
 }
 
-/// `next_headed_within` with no limit on the body but memory's: sizes
+/// `next_lsp_message_within` with no limit on the body but memory's: sizes
 /// are still checked, and none can overflow.
-pub fn next_headed(input: &[u8]) -> Result<Option<Range<usize>>, HeadedError> {
-    next_headed_within(input, usize::MAX)
+pub fn next_lsp_message(input: &[u8]) -> Result<Option<Range<usize>>, HeadedError> {
+    next_lsp_message_within(input, usize::MAX)
 }
 
 /// LSP's framing: where the next message in `input` lies, as the range of
 /// its body, when it has all arrived. Every size the peer names is checked
 /// before it is used: the head's against `MAX_HEAD_BYTES`, the body's
 /// against `limit`, so no offset computed here can overflow.
-pub fn next_headed_within(input: &[u8], limit: usize) -> Result<Option<Range<usize>>, HeadedError> {
+pub fn next_lsp_message_within(input: &[u8], limit: usize) -> Result<Option<Range<usize>>, HeadedError> {
     let searched = &input[..input.len().min(MAX_HEAD_BYTES)];
     let Some(head_end) = searched.windows(4).position(|w| w == b"\r\n\r\n") else {
         if input.len() >= MAX_HEAD_BYTES {
@@ -178,18 +188,18 @@ pub fn next_headed_within(input: &[u8], limit: usize) -> Result<Option<Range<usi
 
 #[cfg(test)]
 mod tests {
-    use super::{content_length, next_headed, next_headed_within, HeadedError, MAX_HEAD_BYTES};
+    use super::{content_length, next_lsp_message, next_lsp_message_within, HeadedError, MAX_HEAD_BYTES};
 
     const LIMIT: usize = 1024;
 
     #[test]
     fn headed_messages_are_found_whole_or_not_at_all() {
         let input = b"Content-Type: x\r\ncontent-LENGTH: 2\r\n\r\n{}Content-Length: 5\r\n\r\n[";
-        assert_eq!(next_headed_within(input, LIMIT), Ok(Some(38..40)));
-        assert_eq!(next_headed_within(&input[40..], LIMIT), Ok(None));
-        assert_eq!(next_headed_within(b"Content-Length: 2\r\n", LIMIT), Ok(None));
+        assert_eq!(next_lsp_message_within(input, LIMIT), Ok(Some(38..40)));
+        assert_eq!(next_lsp_message_within(&input[40..], LIMIT), Ok(None));
+        assert_eq!(next_lsp_message_within(b"Content-Length: 2\r\n", LIMIT), Ok(None));
         assert_eq!(
-            next_headed_within(b"X: 1\r\n\r\n{}", LIMIT),
+            next_lsp_message_within(b"X: 1\r\n\r\n{}", LIMIT),
             Err(HeadedError::NoLength)
         );
     }
@@ -198,7 +208,7 @@ mod tests {
     fn a_length_past_the_limit_or_past_u64_is_refused_before_any_arithmetic() {
         let huge = b"Content-Length: 18446744073709551615\r\n\r\n{}";
         assert_eq!(
-            next_headed_within(huge, LIMIT),
+            next_lsp_message_within(huge, LIMIT),
             Err(HeadedError::TooLarge {
                 length: u64::MAX,
                 limit: LIMIT
@@ -206,22 +216,22 @@ mod tests {
         );
         let past_u64 = b"Content-Length: 99999999999999999999999999\r\n\r\n";
         assert!(matches!(
-            next_headed_within(past_u64, LIMIT),
+            next_lsp_message_within(past_u64, LIMIT),
             Err(HeadedError::TooLarge { .. })
         ));
         assert_eq!(
-            next_headed_within(b"Content-Length: 1025\r\n\r\n", LIMIT),
+            next_lsp_message_within(b"Content-Length: 1025\r\n\r\n", LIMIT),
             Err(HeadedError::TooLarge {
                 length: 1025,
                 limit: LIMIT
             })
         );
         assert_eq!(
-            next_headed_within(b"Content-Length: 1024\r\n\r\n", LIMIT),
+            next_lsp_message_within(b"Content-Length: 1024\r\n\r\n", LIMIT),
             Ok(None)
         );
         // Without a limit, as large a length as any is only waited for.
-        assert_eq!(next_headed(&huge[..40]), Ok(None));
+        assert_eq!(next_lsp_message(&huge[..40]), Ok(None));
     }
 
     #[test]
@@ -229,22 +239,28 @@ mod tests {
         for bad in ["+2", "-2", "2a", "0x2", "2 2", "", "2, 3"] {
             let input = format!("Content-Length: {bad}\r\n\r\n{{}}");
             assert_eq!(
-                next_headed_within(input.as_bytes(), LIMIT),
+                next_lsp_message_within(input.as_bytes(), LIMIT),
                 Err(HeadedError::BadLength),
                 "{bad}"
             );
         }
         let differing = b"Content-Length: 2\r\nContent-Length: 3\r\n\r\n{}";
-        assert_eq!(next_headed_within(differing, LIMIT), Err(HeadedError::BadLength));
+        assert_eq!(
+            next_lsp_message_within(differing, LIMIT),
+            Err(HeadedError::BadLength)
+        );
         let same = b"Content-Length: 2\r\nContent-Length: 2\r\n\r\n{}";
-        assert_eq!(next_headed_within(same, LIMIT), Ok(Some(40..42)));
+        assert_eq!(next_lsp_message_within(same, LIMIT), Ok(Some(40..42)));
     }
 
     #[test]
     fn a_head_that_never_ends_is_refused_at_its_bound() {
         let endless = vec![b'x'; MAX_HEAD_BYTES];
-        assert_eq!(next_headed_within(&endless, LIMIT), Err(HeadedError::HeadTooLong));
-        assert_eq!(next_headed_within(&endless[1..], LIMIT), Ok(None));
+        assert_eq!(
+            next_lsp_message_within(&endless, LIMIT),
+            Err(HeadedError::HeadTooLong)
+        );
+        assert_eq!(next_lsp_message_within(&endless[1..], LIMIT), Ok(None));
     }
 
     #[test]

@@ -22,6 +22,7 @@ use serde_json::value::RawValue;
 use serde_json::Value;
 
 use crate::plan::{BatchSize, Pacing, PollSpec, Polled, SetupCall, Stage, Template};
+use crate::rpc::wire::Framing;
 use crate::rpc::Expectation;
 use error::Locator;
 
@@ -78,14 +79,6 @@ pub enum TargetSpec {
         argv: Vec<String>,
         framing: Framing,
     },
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Framing {
-    /// LSP: `Content-Length` headers before each message.
-    ContentLength,
-    /// MCP: one JSON message a line.
-    Ndjson,
 }
 
 impl std::fmt::Display for TargetSpec {

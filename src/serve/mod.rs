@@ -190,12 +190,12 @@ impl Drop for ServerHandle {
 }
 
 /// Serves JSON-RPC on this process's stdin and stdout until stdin closes:
-/// `content_length` for LSP's framing, else one message a line (MCP).
+/// LSP's framing (`Content-Length` heads) or one message a line (MCP).
 /// With LSP framing, the session's end is returned too: the exit status is
 /// 0 only after `shutdown` and `exit`, as LSP asks of servers.
 pub fn serve_stdio(
     config: ServeConfig,
-    content_length: bool,
+    framing: crate::rpc::wire::Framing,
 ) -> std::io::Result<(Arc<ServerStats>, Option<stream::LspEnd>)> {
     let stats = Arc::new(ServerStats::default());
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -211,7 +211,7 @@ pub fn serve_stdio(
     let end = runtime.block_on(async move {
         let seed = serving.config.seed;
         let io = tokio::io::join(tokio::io::stdin(), tokio::io::stdout());
-        if content_length {
+        if framing == crate::rpc::wire::Framing::ContentLength {
             Some(stream::serve_headed(io, serving, seed).await)
         } else {
             stream::serve_connection(io, serving, seed).await;

@@ -311,7 +311,7 @@ where
         // per read, not once per message.
         let mut taken = 0;
         loop {
-            let body = match crate::rpc::wire::next_headed_within(&input[taken..], MAX_HEADED_MESSAGE) {
+            let body = match crate::rpc::wire::next_lsp_message_within(&input[taken..], MAX_HEADED_MESSAGE) {
                 Ok(Some(body)) => body,
                 Ok(None) => break,
                 // A stream that cannot be followed (no length, a bad one,

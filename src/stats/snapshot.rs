@@ -45,7 +45,7 @@ pub struct Snapshot {
     pub notifications: u64,
     /// Messages that answered no call so far.
     pub unsolicited: u64,
-    /// Calls recorded in total, including warmup-free seconds only.
+    /// The run has ended: this is its last snapshot.
     pub finished: bool,
 }
 

@@ -202,7 +202,7 @@ impl HttpConnection<NetStream> {
 
 /// How the answer's body is delimited.
 #[derive(Debug, PartialEq, Eq)]
-enum Framing {
+enum BodyLength {
     Length(usize),
     Chunked,
     UntilClose,
@@ -327,14 +327,14 @@ impl<S: AsyncRead + AsyncWrite + Unpin> HttpConnection<S> {
             }
         };
         let body = match head.framing {
-            Framing::Length(length) => {
+            BodyLength::Length(length) => {
                 while self.input.len() < length {
                     self.fill().await?;
                 }
                 self.input.split_to(length).freeze()
             }
-            Framing::Chunked => self.read_chunked().await?,
-            Framing::UntilClose => self.read_until_close().await?,
+            BodyLength::Chunked => self.read_chunked().await?,
+            BodyLength::UntilClose => self.read_until_close().await?,
         };
         if head.close {
             self.closed = true;
@@ -501,7 +501,7 @@ struct Head {
     status: u16,
     /// Of the head itself.
     length: usize,
-    framing: Framing,
+    framing: BodyLength,
     /// The server closes the connection after this answer.
     close: bool,
     /// The body is a server-sent-event stream (MCP's streamable HTTP).
@@ -568,7 +568,7 @@ fn parse_head(input: &[u8], limit: usize) -> Result<Option<Head>, TransportError
         status,
         length: head_len,
         framing: if no_body {
-            Framing::Length(0)
+            BodyLength::Length(0)
         } else {
             framing(http10, &fields, limit)?
         },
@@ -614,7 +614,7 @@ impl FramingFields {
 /// How the body of an answer that has one is delimited, by RFC 9112
 /// §6.3's rules 3 to 8 in their order; framing that is invalid is an
 /// error, never a guess at a body.
-fn framing(http10: bool, fields: &FramingFields, limit: usize) -> Result<Framing, TransportError> {
+fn framing(http10: bool, fields: &FramingFields, limit: usize) -> Result<BodyLength, TransportError> {
     let invalid = |why: &str| Err(TransportError::Io(format!("invalid framing: {why}")));
     if fields.transfer_encoding {
         if http10 {
@@ -628,16 +628,16 @@ fn framing(http10: bool, fields: &FramingFields, limit: usize) -> Result<Framing
         if !fields.chunked {
             return invalid("an empty Transfer-Encoding");
         }
-        return Ok(Framing::Chunked);
+        return Ok(BodyLength::Chunked);
     }
     match fields.length {
         Some(length) => usize::try_from(length)
             .ok()
             .filter(|length| *length <= limit)
-            .map(Framing::Length)
+            .map(BodyLength::Length)
             .ok_or(TransportError::TooLarge { limit }),
         // Rule 8: until the server closes.
-        None => Ok(Framing::UntilClose),
+        None => Ok(BodyLength::UntilClose),
     }
 }
 

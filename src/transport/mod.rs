@@ -1,6 +1,7 @@
 //! How requests travel. One small interface: open a connection, exchange a
 //! body for a reply. HTTP/1.1 carries one call at a time per connection;
-//! stream transports (TCP, Unix sockets) multiplex many calls by id.
+//! HTTP/2 and the stream transports (TCP, Unix sockets, WebSocket, a
+//! child's stdio) multiplex many calls, told apart by id.
 
 mod h2;
 mod http;

@@ -29,7 +29,7 @@ pub use child::ChildEnd;
 
 use super::tls::{self, ClientTls};
 use super::{Options, Reply, ServerAnswers, TargetError, TransportError};
-use crate::rpc::wire::{self, Message};
+use crate::rpc::wire::{self, Framing, Message};
 use crate::tls::{NetStream, ALPN_HTTP1};
 
 #[derive(Clone, Debug)]
@@ -45,7 +45,7 @@ pub enum StreamAddr {
     /// A child process, spoken to over its stdin and stdout.
     Stdio {
         argv: Vec<String>,
-        content_length: bool,
+        framing: Framing,
     },
 }
 
@@ -120,13 +120,13 @@ impl StreamTarget {
         })
     }
 
-    /// A child process per connection: `content_length` for LSP's framing,
-    /// else one JSON message a line (MCP).
-    pub fn command(argv: Vec<String>, content_length: bool, options: &Options) -> Self {
+    /// A child process per connection: LSP's framing (`Content-Length`),
+    /// or one JSON message a line (MCP).
+    pub fn command(argv: Vec<String>, framing: Framing, options: &Options) -> Self {
         let url = format!("stdio: {}", argv.join(" "));
         StreamTarget {
             url,
-            addr: StreamAddr::Stdio { argv, content_length },
+            addr: StreamAddr::Stdio { argv, framing },
             max_response: options.max_response,
             server_answers: std::sync::Arc::new(options.server_answers.clone()),
             headers: HandshakeHeaders::default(),
@@ -317,7 +317,8 @@ impl MuxConnection {
     /// Opens a connection and starts its reader. Must run inside a `LocalSet`.
     pub async fn open(target: &StreamTarget) -> Result<Rc<Self>, TransportError> {
         let new = |writer| MuxConnection::new(writer, target.server_answers.clone());
-        if let StreamAddr::Stdio { content_length, .. } = target.addr {
+        if let StreamAddr::Stdio { framing, .. } = target.addr {
+            let content_length = framing == Framing::ContentLength;
             let mut child = target.spawn()?;
             let stdin = child.stdin.take().expect("piped");
             let stdout = child.stdout.take().expect("piped");
@@ -599,7 +600,7 @@ async fn read_frames(
 }
 
 /// Reads messages framed by `Content-Length` headers (LSP). Every size the
-/// server names is checked by `wire::next_headed_within` before it is used.
+/// server names is checked by `wire::next_lsp_message_within` before it is used.
 async fn read_headed(
     connection: std::rc::Weak<MuxConnection>,
     mut reader: Box<dyn AsyncRead + Unpin>,
@@ -610,7 +611,7 @@ async fn read_headed(
     loop {
         // Every complete message in the buffer first.
         loop {
-            let body = match wire::next_headed_within(&input, limit) {
+            let body = match wire::next_lsp_message_within(&input, limit) {
                 Ok(Some(body)) => body,
                 Ok(None) => break,
                 Err(e) => {
