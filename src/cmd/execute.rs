@@ -16,7 +16,7 @@ use crate::report::{LoadMeta, RunMeta, RunReport};
 use crate::scenario::{Compiled, Scenario, TargetSpec};
 use crate::serve::{self, ServeConfig};
 use crate::stats::{RunSummary, Snapshot};
-use crate::transport::{Target, TargetError, TransportError};
+use crate::transport::{Scheme, Target, TargetError, TransportError};
 
 #[derive(Debug, Error)]
 pub enum RunError {
@@ -38,7 +38,8 @@ pub(super) const INSECURE: &str = "INSECURE: --insecure is on, the server's TLS 
 /// Whether the run talks TLS without verifying the server: said at the
 /// start, on the dashboard and in every report.
 pub(super) fn is_insecure(scenario: &Scenario) -> bool {
-    let secure = matches!(&scenario.target, TargetSpec::Url(url) if url.starts_with("https://") || url.starts_with("wss://"));
+    let secure =
+        matches!(&scenario.target, TargetSpec::Url(url) if Scheme::of(url).is_some_and(Scheme::is_tls));
     secure && scenario.tls.insecure
 }
 

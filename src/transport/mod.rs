@@ -155,12 +155,71 @@ fn host_and_port<'a>(
     Ok((host, port))
 }
 
+/// The URL schemes volley speaks, each named once: what every question
+/// about a target URL (which transport, multiplexed or not, TLS or not,
+/// how reports name it) is answered from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scheme {
+    Http,
+    Https,
+    Tcp,
+    Unix,
+    Ws,
+    Wss,
+}
+
+impl Scheme {
+    const ALL: [(&'static str, Scheme); 6] = [
+        ("http", Scheme::Http),
+        ("https", Scheme::Https),
+        ("tcp", Scheme::Tcp),
+        ("unix", Scheme::Unix),
+        ("ws", Scheme::Ws),
+        ("wss", Scheme::Wss),
+    ];
+
+    /// The scheme before `://`, if the URL has one.
+    fn name(url: &str) -> Option<&str> {
+        url.split_once("://").map(|(scheme, _)| scheme)
+    }
+
+    /// The scheme of a target URL, if volley speaks it.
+    pub fn of(url: &str) -> Option<Scheme> {
+        let name = Self::name(url)?;
+        Self::ALL
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, scheme)| *scheme)
+    }
+
+    /// Carries many calls at once on one connection.
+    pub fn is_multiplexed(self) -> bool {
+        matches!(self, Scheme::Tcp | Scheme::Unix | Scheme::Ws | Scheme::Wss)
+    }
+
+    pub fn is_tls(self) -> bool {
+        matches!(self, Scheme::Https | Scheme::Wss)
+    }
+
+    /// The transport, named as reports name it.
+    pub fn label(self, http2: bool) -> &'static str {
+        match self {
+            Scheme::Ws => "websocket",
+            Scheme::Wss => "websocket (tls)",
+            Scheme::Tcp => "tcp (ndjson)",
+            Scheme::Unix => "unix (ndjson)",
+            Scheme::Https if http2 => "http/2 (tls)",
+            Scheme::Https => "http/1.1 (tls)",
+            Scheme::Http if http2 => "http/2 (h2c)",
+            Scheme::Http => "http/1.1",
+        }
+    }
+}
+
 /// Whether a target URL names a transport that carries many calls at once
 /// on one connection.
 pub fn is_multiplexed(url: &str) -> bool {
-    ["tcp://", "unix://", "ws://", "wss://"]
-        .iter()
-        .any(|scheme| url.starts_with(scheme))
+    Scheme::of(url).is_some_and(Scheme::is_multiplexed)
 }
 
 /// The transport a target URL will use, named as reports name it.
@@ -168,31 +227,23 @@ pub fn transport_label(url: &str, http2: bool) -> &'static str {
     if url.starts_with("stdio") {
         return "stdio";
     }
-    match url.split_once("://").map(|(scheme, _)| scheme) {
-        Some("ws") => "websocket",
-        Some("wss") => "websocket (tls)",
-        Some("tcp") => "tcp (ndjson)",
-        Some("unix") => "unix (ndjson)",
-        Some("https") if http2 => "http/2 (tls)",
-        Some("https") => "http/1.1 (tls)",
-        _ if http2 => "http/2 (h2c)",
-        _ => "http/1.1",
-    }
+    Scheme::of(url).unwrap_or(Scheme::Http).label(http2)
 }
 
 impl Target {
     /// Parses `url`, resolves its host and reads its TLS files once, before
     /// the run.
     pub async fn resolve(url: &str, options: &Options) -> Result<Target, TargetError> {
-        let scheme = url.split_once("://").map(|(s, _)| s).unwrap_or("");
-        match scheme {
-            "http" | "https" => Ok(Target::Http(HttpTarget::resolve(url, options).await?)),
-            "tcp" | "unix" | "ws" | "wss" => Ok(Target::Stream(StreamTarget::resolve(url, options).await?)),
-            "" => Err(TargetError::BadUrl {
+        match (Scheme::of(url), Scheme::name(url)) {
+            (Some(Scheme::Http | Scheme::Https), _) => {
+                Ok(Target::Http(HttpTarget::resolve(url, options).await?))
+            }
+            (Some(_), _) => Ok(Target::Stream(StreamTarget::resolve(url, options).await?)),
+            (None, None | Some("")) => Err(TargetError::BadUrl {
                 url: url.to_string(),
                 reason: "expected a URL such as http://127.0.0.1:8545".to_string(),
             }),
-            other => Err(TargetError::UnsupportedScheme {
+            (None, Some(other)) => Err(TargetError::UnsupportedScheme {
                 url: url.to_string(),
                 scheme: other.to_string(),
             }),

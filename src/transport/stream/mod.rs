@@ -28,7 +28,7 @@ use child::keep_stderr_tail;
 pub use child::ChildEnd;
 
 use super::tls::{self, ClientTls};
-use super::{Options, Reply, ServerAnswers, TargetError, TransportError};
+use super::{Options, Reply, Scheme, ServerAnswers, TargetError, TransportError};
 use crate::rpc::wire::{self, Framing, Message};
 use crate::tls::{NetStream, ALPN_HTTP1};
 
@@ -78,38 +78,36 @@ impl StreamTarget {
             url: url.to_string(),
             reason: reason.to_string(),
         };
-        let ws = url
-            .strip_prefix("ws://")
-            .map(|rest| (rest, false))
-            .or_else(|| url.strip_prefix("wss://").map(|rest| (rest, true)));
-        let addr = if let Some((rest, secure)) = ws {
-            let authority = rest.split(['/', '?']).next().unwrap_or("");
-            let (host, port) = super::host_and_port(url, authority, Some(if secure { 443 } else { 80 }))?;
-            let lookup_host = host.trim_start_matches('[').trim_end_matches(']');
-            let addrs = super::resolve_host(url, (lookup_host, port)).await?;
-            let tls = secure
-                .then(|| ClientTls::new(url, host, &options.tls, ALPN_HTTP1))
-                .transpose()?;
-            for (name, value) in &options.headers {
-                super::check_header(name, value)?;
+        let scheme = Scheme::of(url).ok_or_else(|| bad("expected tcp://, unix://, ws:// or wss://"))?;
+        // After `://`: the scheme itself is known.
+        let rest = url.split_once("://").map_or("", |(_, rest)| rest);
+        let addr = match scheme {
+            Scheme::Ws | Scheme::Wss => {
+                let secure = scheme.is_tls();
+                let authority = rest.split(['/', '?']).next().unwrap_or("");
+                let (host, port) = super::host_and_port(url, authority, Some(if secure { 443 } else { 80 }))?;
+                let lookup_host = host.trim_start_matches('[').trim_end_matches(']');
+                let addrs = super::resolve_host(url, (lookup_host, port)).await?;
+                let tls = secure
+                    .then(|| ClientTls::new(url, host, &options.tls, ALPN_HTTP1))
+                    .transpose()?;
+                for (name, value) in &options.headers {
+                    super::check_header(name, value)?;
+                }
+                StreamAddr::Ws {
+                    url: url.to_string(),
+                    addrs,
+                    tls,
+                }
             }
-            StreamAddr::Ws {
-                url: url.to_string(),
-                addrs,
-                tls,
+            Scheme::Unix if rest.is_empty() => return Err(bad("expected unix:///path/to/socket")),
+            Scheme::Unix => StreamAddr::Unix(PathBuf::from(rest)),
+            Scheme::Tcp => {
+                let (host, port) = super::host_and_port(url, rest.trim_end_matches('/'), None)?;
+                let lookup_host = host.trim_start_matches('[').trim_end_matches(']');
+                StreamAddr::Tcp(super::resolve_host(url, (lookup_host, port)).await?)
             }
-        } else if let Some(path) = url.strip_prefix("unix://") {
-            if path.is_empty() {
-                return Err(bad("expected unix:///path/to/socket"));
-            }
-            StreamAddr::Unix(PathBuf::from(path))
-        } else {
-            let rest = url
-                .strip_prefix("tcp://")
-                .ok_or_else(|| bad("expected tcp://HOST:PORT"))?;
-            let (host, port) = super::host_and_port(url, rest.trim_end_matches('/'), None)?;
-            let lookup_host = host.trim_start_matches('[').trim_end_matches(']');
-            StreamAddr::Tcp(super::resolve_host(url, (lookup_host, port)).await?)
+            Scheme::Http | Scheme::Https => return Err(bad("expected tcp://HOST:PORT")),
         };
         Ok(StreamTarget {
             url: url.to_string(),
