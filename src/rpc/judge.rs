@@ -288,13 +288,8 @@ fn match_batch_entry<'e>(
     expect: impl Fn(usize) -> Option<&'e Expectation>,
 ) -> Option<(usize, Outcome)> {
     let msg: Message = serde_json::from_str(element.get()).ok()?;
-    let id_text = msg.id?.get();
     // An id sent back as a string ("5" for 5) still names its call.
-    let (digits, wrong_type) = match id_text.strip_prefix('"').and_then(|t| t.strip_suffix('"')) {
-        Some(inner) => (inner, true),
-        None => (id_text, false),
-    };
-    let id: u64 = digits.parse().ok()?;
+    let (id, wrong_type) = wire::id_number(msg.id?)?;
     let slot = usize::try_from(id.checked_sub(first_id)?).ok()?;
     if slot >= calls {
         return None;

@@ -139,6 +139,31 @@ impl std::fmt::Display for HeadedError {
     }
 }
 
+/// The number an answer's id names, and whether it came as a string ("5"
+/// for 5): the one reading of ids, so that the transport routes an answer
+/// to the call the judge then matches it to.
+pub fn id_number(id: &RawValue) -> Option<(u64, bool)> {
+    let text = id.get();
+    let (digits, quoted) = match text.strip_prefix('"').and_then(|t| t.strip_suffix('"')) {
+        Some(inner) => (inner, true),
+        None => (text, false),
+    };
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    Some((digits.parse().ok()?, quoted))
+}
+
+/// Appends `body` to `out` framed as LSP frames a message: a
+/// `Content-Length` head, then the body. The one writer of that framing,
+/// for volley's requests and the built-in server's answers.
+pub fn write_lsp_message(out: &mut Vec<u8>, body: &[u8]) {
+    out.extend_from_slice(b"Content-Length: ");
+    out.extend_from_slice(itoa::Buffer::new().format(body.len()).as_bytes());
+    out.extend_from_slice(b"\r\n\r\n");
+    out.extend_from_slice(body);
+}
+
 /// `next_lsp_message_within` with no limit on the body but memory's: sizes
 /// are still checked, and none can overflow.
 pub fn next_lsp_message(input: &[u8]) -> Result<Option<Range<usize>>, HeadedError> {
@@ -188,7 +213,39 @@ pub fn next_lsp_message_within(input: &[u8], limit: usize) -> Result<Option<Rang
 
 #[cfg(test)]
 mod tests {
-    use super::{content_length, next_lsp_message, next_lsp_message_within, HeadedError, MAX_HEAD_BYTES};
+    use super::{
+        content_length, next_lsp_message, next_lsp_message_within, write_lsp_message, HeadedError,
+        MAX_HEAD_BYTES,
+    };
+
+    #[test]
+    fn ids_are_numbers_or_strings_of_digits() {
+        let id = |text: &str| {
+            super::id_number(serde_json::from_str::<&serde_json::value::RawValue>(text).unwrap())
+        };
+        assert_eq!(id("5"), Some((5, false)));
+        assert_eq!(id("\"5\""), Some((5, true)));
+        for not_ours in [
+            "\"\"",
+            "\"+5\"",
+            "-5",
+            "5.0",
+            "\"5 \"",
+            "null",
+            "18446744073709551616",
+        ] {
+            assert_eq!(id(not_ours), None, "{not_ours}");
+        }
+    }
+
+    #[test]
+    fn a_written_message_is_read_back_whole() {
+        let mut out = b"[]".to_vec();
+        write_lsp_message(&mut out, b"{\"id\":1}");
+        assert_eq!(&out[2..], b"Content-Length: 8\r\n\r\n{\"id\":1}");
+        let found = next_lsp_message(&out[2..]).unwrap().unwrap();
+        assert_eq!(&out[2..][found], b"{\"id\":1}");
+    }
 
     const LIMIT: usize = 1024;
 

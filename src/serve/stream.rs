@@ -291,8 +291,7 @@ where
             // Whatever else is ready goes in the same write.
             out.clear();
             for answer in std::iter::once(answer).chain(std::iter::from_fn(|| outbox.try_recv().ok())) {
-                out.extend_from_slice(format!("Content-Length: {}\r\n\r\n", answer.len()).as_bytes());
-                out.extend_from_slice(&answer);
+                crate::rpc::wire::write_lsp_message(&mut out, &answer);
             }
             let sent = async {
                 writer.write_all(&out).await?;

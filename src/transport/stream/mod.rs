@@ -253,10 +253,7 @@ impl Writer {
             }
             Writer::Headed(w, framed) => {
                 framed.clear();
-                framed.extend_from_slice(b"Content-Length: ");
-                framed.extend_from_slice(itoa::Buffer::new().format(body.len()).as_bytes());
-                framed.extend_from_slice(b"\r\n\r\n");
-                framed.extend_from_slice(body);
+                wire::write_lsp_message(framed, body);
                 w.write_all(framed).await.map_err(|e| e.to_string())?;
                 w.flush().await.map_err(|e| e.to_string())
             }
@@ -734,8 +731,7 @@ fn deliver(connection: &Rc<MuxConnection>, line: Bytes) {
 fn answer_id(line: &[u8]) -> Option<u64> {
     let id_of = |raw: &RawValue| -> Option<u64> {
         let message: Message = serde_json::from_str(raw.get()).ok()?;
-        let text = message.id?.get();
-        text.trim_matches('"').parse().ok()
+        wire::id_number(message.id?).map(|(id, _)| id)
     };
     match wire::first_significant_byte(line)? {
         b'[' => {
