@@ -12,11 +12,12 @@ use tokio_util::sync::CancellationToken;
 
 use super::process::EXIT_SIGINT;
 use crate::engine::{self, Control, RunSpec};
+use crate::plan::Poll;
 use crate::report::{LoadMeta, RunMeta, RunReport};
 use crate::scenario::{Compiled, Scenario, TargetSpec};
 use crate::serve::{self, ServeConfig};
 use crate::stats::{RunSummary, Snapshot};
-use crate::transport::{Scheme, Target, TargetError, TransportError};
+use crate::transport::{Scheme, StreamTarget, Target, TargetError, TransportError};
 
 #[derive(Debug, Error)]
 pub enum RunError {
@@ -70,8 +71,7 @@ pub async fn execute(
             })
             .map_err(RunError::BuiltinServer)?,
         ),
-        TargetSpec::Url(_) => None,
-        TargetSpec::Command { .. } => None,
+        TargetSpec::Url(_) | TargetSpec::Command { .. } => None,
     };
     let url = match (&scenario.target, &server) {
         (TargetSpec::Url(url), _) => url.clone(),
@@ -79,50 +79,24 @@ pub async fn execute(
         (TargetSpec::Command { .. }, _) => scenario.target.to_string(),
         (TargetSpec::Builtin, None) => unreachable!("builtin started a server above"),
     };
-    let options = crate::transport::Options {
-        headers: scenario.headers.clone(),
-        max_response: scenario.max_response_bytes,
-        http2: scenario.http2,
-        tls: scenario.tls.clone(),
-        server_answers: scenario.server_answers.clone(),
-    };
     // Nothing before the run may outlast a Ctrl-C: a target that accepts
     // and never answers is bounded by the timeout, and a stop ends the wait.
-    let prepare = async {
-        let target =
-            match &scenario.target {
-                TargetSpec::Command { argv, framing } => Target::Stream(
-                    crate::transport::StreamTarget::command(argv.clone(), *framing, &options),
-                ),
-                _ => Target::resolve(&url, &options).await?,
-            };
-        let tls = target.check_reachable(plan.timeout).await?;
-        for poll in &polls {
-            engine::first_poll(poll, &target, plan.timeout)
-                .await
-                .map_err(RunError::Poll)?;
-        }
-        Ok::<_, RunError>((target, tls))
-    };
     let (target, tls) = tokio::select! {
-        prepared = prepare => prepared?,
+        prepared = prepare(scenario, &url, &polls, plan.timeout) => prepared?,
         _ = cancel.cancelled() => return Err(RunError::StoppedBeforeStart(EXIT_SIGINT)),
     };
-
-    let load = LoadMeta::new(&plan);
     let mut meta = RunMeta {
         tool: "volley",
         version: env!("CARGO_PKG_VERSION"),
         scenario: scenario.name.clone(),
         scenario_file: scenario_file.map(|p| p.display().to_string()),
-        target: if server.is_some() {
-            format!("builtin ({url})")
-        } else {
-            url.clone()
+        target: match server {
+            Some(_) => format!("builtin ({url})"),
+            None => url.clone(),
         },
         transport: target.transport_name(),
         tls,
-        load,
+        load: LoadMeta::new(&plan),
         seed: plan.seed,
         started_at: timestamp(SystemTime::now()),
         ended_at: String::new(),
@@ -130,26 +104,15 @@ pub async fn execute(
         warnings,
     };
     let (capacity, timeout) = (plan.connections * plan.per_connection.max(1), plan.timeout);
-    let mut summary = engine::run(
-        RunSpec {
-            plan,
-            mix,
-            target,
-            setup,
-            polls,
-        },
-        cancel,
-        control,
-        observe,
-    )
-    .await;
+    let spec = RunSpec {
+        plan,
+        mix,
+        target,
+        setup,
+        polls,
+    };
+    let mut summary = engine::run(spec, cancel, control, observe).await;
     meta.ended_at = timestamp(SystemTime::now());
-    if summary.panicked_connections > 0 {
-        meta.warnings.push(format!(
-            "{} panicked (a bug in volley: please report it); the calls they made are counted",
-            crate::report::count(summary.panicked_connections, "connection task")
-        ));
-    }
     meta.warnings.extend(run_warnings(&summary, capacity, timeout));
     crate::stats::weigh_answers(&mut summary);
     drop(server);
@@ -161,12 +124,49 @@ pub async fn execute(
     })
 }
 
-/// What a reader must know to trust the figures: calls left unanswered
-/// at the end, and a schedule that was not kept, said with its cause.
+/// The target resolved and reached once, and the polls made a first time,
+/// before anything is measured; returns what TLS agreed on, if any.
+async fn prepare(
+    scenario: &Scenario,
+    url: &str,
+    polls: &[Poll],
+    timeout: Duration,
+) -> Result<(Target, Option<String>), RunError> {
+    let options = crate::transport::Options {
+        headers: scenario.headers.clone(),
+        max_response: scenario.max_response_bytes,
+        http2: scenario.http2,
+        tls: scenario.tls.clone(),
+        server_answers: scenario.server_answers.clone(),
+    };
+    let target = match &scenario.target {
+        TargetSpec::Command { argv, framing } => {
+            Target::Stream(StreamTarget::command(argv.clone(), *framing, &options))
+        }
+        _ => Target::resolve(url, &options).await?,
+    };
+    let tls = target.check_reachable(timeout).await?;
+    for poll in polls {
+        engine::first_poll(poll, &target, timeout)
+            .await
+            .map_err(RunError::Poll)?;
+    }
+    Ok((target, tls))
+}
+
+/// What a reader must know to trust the figures: connection tasks that
+/// panicked, calls left unanswered at the end, and a schedule that was not
+/// kept, said with its cause.
 fn run_warnings(summary: &RunSummary, capacity: usize, timeout: Duration) -> Vec<String> {
     use crate::report::count;
     use crate::stats::Unanswered;
     let mut warnings = Vec::new();
+    if summary.panicked_connections > 0 {
+        warnings.push(format!(
+            "{} panicked (a bug in volley: please report it); the calls they made are counted",
+            count(summary.panicked_connections, "connection task")
+        ));
+    }
     let in_flight = summary.in_flight_at_end;
     let run = Duration::from_secs_f64(summary.measured_seconds.max(0.0));
     let run_shown = humantime::format_duration(Duration::from_millis(run.as_millis() as u64));

@@ -72,6 +72,46 @@ pub fn command(args: ServeArgs) -> anyhow::Result<ExitCode> {
     // Signals are caught before the readiness lines: whoever reads them may
     // stop us at once.
     let (runtime, mut signals) = runtime_with_signals()?;
+    say_listening(&server, &config, ca_written.as_deref());
+    runtime.block_on(signals.recv());
+    say_served(&server.stats);
+    // Let the last answers leave before the runtime goes.
+    std::thread::sleep(Duration::from_millis(10));
+    server.stop();
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The server's config from its flags, checked.
+fn config(args: &ServeArgs) -> Result<ServeConfig, String> {
+    if !(0.0..=1.0).contains(&args.error_rate) {
+        return Err(format!(
+            "--error-rate: {} is not between 0 and 1",
+            args.error_rate
+        ));
+    }
+    if args.heads_every.is_zero() {
+        return Err("--heads-every must be above zero".into());
+    }
+    let defaults = ServeConfig::default();
+    Ok(ServeConfig {
+        listen: args.listen,
+        latency: args.latency,
+        error_rate: args.error_rate,
+        seed: args.seed,
+        shuffle_batches: args.shuffle_batches,
+        threads: args.threads.unwrap_or(defaults.threads),
+        chaos: args.chaos.clone(),
+        tcp: args.tcp,
+        unix: args.unix.clone(),
+        ws: args.ws,
+        tls: None,
+        mcp: args.mcp,
+        heads_every: args.heads_every,
+    })
+}
+
+/// The readiness lines: what the server speaks, where, and how to trust it.
+fn say_listening(server: &serve::ServerHandle, config: &ServeConfig, ca_written: Option<&std::path::Path>) {
     let protocols = if config.tls.is_some() {
         "HTTP/2 or HTTP/1.1 over TLS (ALPN)"
     } else {
@@ -111,8 +151,10 @@ pub fn command(args: ServeArgs) -> anyhow::Result<ExitCode> {
             path.display()
         ));
     }
-    runtime.block_on(signals.recv());
-    let stats: &ServerStats = &server.stats;
+}
+
+/// What the server did, once stopped.
+fn say_served(stats: &ServerStats) {
     let get = ServerStats::get;
     crate::output::print(&format!(
         "served {} requests ({} batches): {} calls, {} notifications, {} error answers ({} injected)\n",
@@ -133,37 +175,4 @@ pub fn command(args: ServeArgs) -> anyhow::Result<ExitCode> {
             hold.as_secs_f64() * 1000.0
         ));
     }
-    // Let the last answers leave before the runtime goes.
-    std::thread::sleep(Duration::from_millis(10));
-    server.stop();
-    Ok(ExitCode::SUCCESS)
-}
-
-/// The server's config from its flags, checked.
-fn config(args: &ServeArgs) -> Result<ServeConfig, String> {
-    if !(0.0..=1.0).contains(&args.error_rate) {
-        return Err(format!(
-            "--error-rate: {} is not between 0 and 1",
-            args.error_rate
-        ));
-    }
-    if args.heads_every.is_zero() {
-        return Err("--heads-every must be above zero".into());
-    }
-    let defaults = ServeConfig::default();
-    Ok(ServeConfig {
-        listen: args.listen,
-        latency: args.latency,
-        error_rate: args.error_rate,
-        seed: args.seed,
-        shuffle_batches: args.shuffle_batches,
-        threads: args.threads.unwrap_or(defaults.threads),
-        chaos: args.chaos.clone(),
-        tcp: args.tcp,
-        unix: args.unix.clone(),
-        ws: args.ws,
-        tls: None,
-        mcp: args.mcp,
-        heads_every: args.heads_every,
-    })
 }
