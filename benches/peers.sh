@@ -4,6 +4,8 @@
 #   benches/peers.sh                 # full run: 1, 64 and 1000 connections, then rate mode
 #   ROUNDS=5 DURATION=10 benches/peers.sh
 #   TLS=1 CONNECTIONS=64 benches/peers.sh   # the same over HTTPS (the server's own CA)
+#   BASE=/path/to/older/volley CONNECTIONS=64 benches/peers.sh
+#                                    # also the previous build, as the tool `base`
 #
 # Each tool sends the same JSON-RPC call (eth_chainId) over HTTP/1.1 keep-alive
 # with the same connections for the same time, in interleaved rounds
@@ -64,12 +66,13 @@ run() {
   local tool=$1 mode=$2 conns=$3 round=$4 out="$WORK/$1.out" timing="$WORK/$1.time"
   local rate_args=()
   case "$tool" in
-    volley)
+    volley|base)
+      local binary=$VOLLEY; [ "$tool" = base ] && binary=$BASE
       [ "$mode" = rate ] && rate_args=(--rate "$RATE") || rate_args=(-c "$conns")
-      /usr/bin/time -o "$timing" -f "%U %S %M" taskset -c "$CLIENT_CPU" "$VOLLEY" run --target "$URL" \
+      /usr/bin/time -o "$timing" -f "%U %S %M" taskset -c "$CLIENT_CPU" "$binary" run --target "$URL" \
         --method eth_chainId "${rate_args[@]}" --connections "$conns" -d "${DURATION}s" --threads 1 --quiet "${VOLLEY_TLS[@]}" \
-        --out "$WORK/volley-$mode-$conns-$round" >"$out" 2>&1
-      python3 - "$WORK/volley-$mode-$conns-$round/summary.json" >"$WORK/calls" <<'PY'
+        --out "$WORK/$tool-$mode-$conns-$round" >"$out" 2>&1
+      python3 - "$WORK/$tool-$mode-$conns-$round/summary.json" >"$WORK/calls" <<'PY'
 import json, sys
 s = json.load(open(sys.argv[1]))["summary"]
 print(s["total"]["calls_per_s"], s["total"]["calls"])
@@ -110,13 +113,15 @@ PY
   tail -n 1 "$CSV"
 }
 
+BASE=${BASE:-}
+EXTRA=; [ -n "$BASE" ] && EXTRA=base
 for conns in $CONNECTIONS; do
   for round in $(seq "$ROUNDS"); do
-    for tool in volley oha wrk; do run "$tool" closed "$conns" "$round"; done
+    for tool in volley oha wrk $EXTRA; do run "$tool" closed "$conns" "$round"; done
   done
 done
 for round in $(seq "$ROUNDS"); do
-  for tool in volley oha; do run "$tool" rate 64 "$round"; done
+  for tool in volley oha $EXTRA; do run "$tool" rate 64 "$round"; done
 done
 
 echo
@@ -130,13 +135,13 @@ groups = {}
 for r in rows:
     groups.setdefault((r["mode"], int(r["connections"])), {}).setdefault(r["tool"], []).append(r)
 med = lambda rs, k: statistics.median(float(r[k]) for r in rs)
-print(f"\n{'mode':<7}{'conns':>6} {'tool':<7}{'calls/s':>11}{'cpu s/100k':>12}{'peak MB':>9}   volley/oha   volley/wrk")
+print(f"\n{'mode':<7}{'conns':>6} {'tool':<7}{'calls/s':>11}{'cpu s/100k':>12}{'peak MB':>9}   volley/oha   volley/wrk   volley/base")
 for (mode, conns), tools in sorted(groups.items()):
     v = tools.get("volley")
     for tool, rs in tools.items():
         line = f"{mode:<7}{conns:>6} {tool:<7}{med(rs,'calls_per_s'):>11.0f}{med(rs,'cpu_s_per_100k'):>12.3f}{max(float(r['max_rss_kb']) for r in rs)/1024:>9.1f}"
         if tool == "volley":
-            for peer in ("oha", "wrk"):
+            for peer in ("oha", "wrk", "base"):
                 p = tools.get(peer)
                 if p:
                     line += f"   {med(v,'calls_per_s')/med(p,'calls_per_s'):.2f}x rate, {med(v,'cpu_s_per_100k')/med(p,'cpu_s_per_100k'):.2f}x cpu"

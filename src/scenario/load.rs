@@ -183,28 +183,36 @@ pub(super) fn check_rate(rate: f64) -> Result<f64, String> {
     Ok(rate)
 }
 
-/// A run's length, from a file or `--duration`: a run shorter than the
-/// timer's tick measures nothing at all.
-pub(super) fn check_duration(length: Duration) -> Result<Duration, String> {
-    if length < MIN_TIMEOUT {
+/// tokio's timer ticks in milliseconds: a shorter span cannot be kept.
+pub(super) const TIMER_TICK: Duration = Duration::from_millis(1);
+
+/// A span the timer can keep, or why not: the one rule for `duration`
+/// (a run shorter than a tick measures nothing) and `timeout`.
+fn at_least_a_tick(what: &str, span: Duration) -> Result<Duration, String> {
+    if span < TIMER_TICK {
         return Err(format!(
-            "duration must be at least 1ms (the timer's resolution), not {}",
-            humantime::format_duration(length)
+            "{what} must be at least 1ms (the timer's resolution), not {}",
+            humantime::format_duration(span)
         ));
     }
-    Ok(length)
+    Ok(span)
 }
 
-/// tokio's timer ticks in milliseconds: a shorter timeout cannot be kept.
-pub(super) const MIN_TIMEOUT: Duration = Duration::from_millis(1);
+/// A run's length, from a file or `--duration`.
+pub(super) fn check_duration(length: Duration) -> Result<Duration, String> {
+    at_least_a_tick("duration", length)
+}
 
 /// A call's timeout, from a file or `--timeout`.
 pub(super) fn check_timeout(timeout: Duration) -> Result<Duration, String> {
-    if timeout < MIN_TIMEOUT {
-        return Err(format!(
-            "timeout must be at least 1ms (the timer's resolution), not {}",
-            humantime::format_duration(timeout)
-        ));
+    at_least_a_tick("timeout", timeout)
+}
+
+/// A count that must be at least 1 (connections, requests, threads...),
+/// from a file or a flag.
+pub(super) fn at_least_one(value: u64) -> Result<u64, &'static str> {
+    match value {
+        0 => Err("must be at least 1"),
+        n => Ok(n),
     }
-    Ok(timeout)
 }

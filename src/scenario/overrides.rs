@@ -264,10 +264,7 @@ fn parse_header(header: &str) -> Result<(String, String), ScenarioError> {
 }
 
 fn at_least_one(value: u64, name: &'static str) -> Result<u64, ScenarioError> {
-    match value {
-        0 => Err(flag(name, "must be at least 1")),
-        n => Ok(n),
-    }
+    load::at_least_one(value).map_err(|m| flag(name, m))
 }
 
 impl Scenario {

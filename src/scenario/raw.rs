@@ -248,10 +248,9 @@ fn with_suggestion(message: String) -> String {
 }
 
 pub(super) fn positive(at: &Locator, value: &Spanned<i64>, what: &str) -> Result<u64, ScenarioError> {
-    match u64::try_from(*value.get_ref()) {
-        Ok(n) if n > 0 => Ok(n),
-        _ => Err(at.error(Some(value.span()), None, format!("{what} must be at least 1"))),
-    }
+    let fails = |m: &str| at.error(Some(value.span()), None, format!("{what} {m}"));
+    let n = u64::try_from(*value.get_ref()).map_err(|_| fails("must be at least 1"))?;
+    super::load::at_least_one(n).map_err(fails)
 }
 
 pub(super) fn duration(at: &Locator, value: &Spanned<String>) -> Result<std::time::Duration, ScenarioError> {
