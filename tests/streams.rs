@@ -660,7 +660,7 @@ fn an_idle_websocket_answers_the_servers_pings() {
                 let Message::Text(text) = message else { continue };
                 let request: serde_json::Value = serde_json::from_str(&text).unwrap();
                 let payload = request["id"].to_string().into_bytes();
-                if socket.send(Message::Ping(payload.clone())).await.is_err() {
+                if socket.send(Message::Ping(payload.clone().into())).await.is_err() {
                     return;
                 }
                 let pong = tokio::time::timeout(Duration::from_secs(2), socket.next()).await;

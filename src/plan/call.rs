@@ -8,7 +8,7 @@
 use std::sync::Arc;
 
 use bytes::{BufMut, Bytes, BytesMut};
-use rand::Rng;
+use rand::RngExt;
 use serde_json::Value;
 
 use super::Template;
@@ -109,7 +109,7 @@ impl RequestBuilder {
         }
     }
 
-    pub fn push<R: Rng>(&mut self, template: &CallTemplate, entry: Entry, rng: &mut R) {
+    pub fn push<R: RngExt>(&mut self, template: &CallTemplate, entry: Entry, rng: &mut R) {
         if self.batch && !self.entries.is_empty() {
             self.buf.put_u8(b',');
         }

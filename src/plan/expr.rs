@@ -6,7 +6,7 @@ use std::path::Path;
 use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use rand::Rng;
+use rand::RngExt;
 
 use super::data::DataFile;
 use super::poll::Polled;
@@ -50,18 +50,18 @@ pub enum Generated<'a> {
 }
 
 impl Expr {
-    pub fn eval<R: Rng>(&self, rng: &mut R) -> Generated<'_> {
+    pub fn eval<R: RngExt>(&self, rng: &mut R) -> Generated<'_> {
         match self {
-            Expr::Int(low, high) => Generated::Int(rng.gen_range(*low..=*high)),
+            Expr::Int(low, high) => Generated::Int(rng.random_range(*low..=*high)),
             Expr::Float(low, high) => Generated::Float(if low == high {
                 *low
             } else {
-                rng.gen_range(*low..*high)
+                rng.random_range(*low..*high)
             }),
-            Expr::Quantity(low, high) => Generated::Quantity(rng.gen_range(*low..=*high)),
+            Expr::Quantity(low, high) => Generated::Quantity(rng.random_range(*low..=*high)),
             Expr::Hex(bytes) => Generated::Hex(*bytes),
             Expr::Literal(json) => Generated::Json(json),
-            Expr::Choice(options) => options[rng.gen_range(0..options.len())].eval(rng),
+            Expr::Choice(options) => options[rng.random_range(0..options.len())].eval(rng),
             Expr::File {
                 data,
                 sequential,
@@ -70,7 +70,7 @@ impl Expr {
                 let index = if *sequential {
                     cursor.fetch_add(1, Ordering::Relaxed) % data.len()
                 } else {
-                    rng.gen_range(0..data.len())
+                    rng.random_range(0..data.len())
                 };
                 data.get(index)
             }

@@ -3,8 +3,9 @@
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use rand::distributions::{Distribution, WeightedIndex};
-use rand::Rng;
+use rand::distr::weighted::WeightedIndex;
+use rand::distr::Distribution;
+use rand::RngExt;
 
 use bytes::Bytes;
 
@@ -27,10 +28,10 @@ impl BatchSize {
         BatchSize::Weighted(table.into_iter().map(|(size, _)| size).collect(), index)
     }
 
-    pub fn sample<R: Rng>(&self, rng: &mut R) -> u32 {
+    pub fn sample<R: RngExt>(&self, rng: &mut R) -> u32 {
         match self {
             BatchSize::Fixed(n) => *n,
-            BatchSize::Uniform(low, high) => rng.gen_range(*low..=*high),
+            BatchSize::Uniform(low, high) => rng.random_range(*low..=*high),
             BatchSize::Weighted(sizes, index) => sizes[index.sample(rng)],
         }
     }
@@ -155,7 +156,7 @@ impl Mix {
 
     /// One call drawn by weight. Lossless: an index below `calls.len()`,
     /// which the scenario's compiler checked fits 32 bits.
-    pub fn pick<R: Rng>(&self, rng: &mut R) -> u32 {
+    pub fn pick<R: RngExt>(&self, rng: &mut R) -> u32 {
         match &self.weights {
             Some(weights) => weights.sample(rng) as u32,
             None => 0,
@@ -164,7 +165,7 @@ impl Mix {
 
     /// Plans the next request into `planned`; returns whether it is a batch,
     /// or `None` when a replay that does not loop has run out.
-    pub fn next_request<R: Rng>(&self, rng: &mut R, planned: &mut Vec<Planned>) -> Option<bool> {
+    pub fn next_request<R: RngExt>(&self, rng: &mut R, planned: &mut Vec<Planned>) -> Option<bool> {
         planned.clear();
         if let Some(replay) = &self.replay {
             let at = replay.cursor.fetch_add(1, Ordering::Relaxed);
@@ -179,7 +180,7 @@ impl Mix {
             for _ in 0..batch.size.sample(rng) {
                 let call = self.pick(rng);
                 let notification = self.calls[call as usize].notification
-                    || (batch.notifications > 0.0 && rng.gen_bool(batch.notifications));
+                    || (batch.notifications > 0.0 && rng.random_bool(batch.notifications));
                 planned.push(Planned { call, notification });
             }
             return Some(true);
@@ -195,7 +196,7 @@ impl Mix {
     }
 
     /// Writes the planned request; its calls get consecutive ids from `first_id`.
-    pub fn write<R: Rng>(
+    pub fn write<R: RngExt>(
         &self,
         builder: &mut RequestBuilder,
         planned: &[Planned],

@@ -10,7 +10,7 @@
 use std::fmt::Write as _;
 
 use bytes::{BufMut, BytesMut};
-use rand::Rng;
+use rand::RngExt;
 use serde_json::Value;
 
 use super::expr::{self, Expr, Generated, Scope};
@@ -52,7 +52,7 @@ impl Template {
         }
     }
 
-    pub fn write<R: Rng>(&self, out: &mut BytesMut, rng: &mut R) {
+    pub fn write<R: RngExt>(&self, out: &mut BytesMut, rng: &mut R) {
         for piece in &self.pieces {
             match piece {
                 Piece::Static(bytes) => out.put_slice(bytes),
@@ -199,7 +199,7 @@ pub fn split(text: &str) -> Result<Vec<Part<'_>>, String> {
     Ok(out)
 }
 
-fn write_value<R: Rng>(out: &mut BytesMut, value: Generated, rng: &mut R) {
+fn write_value<R: RngExt>(out: &mut BytesMut, value: Generated, rng: &mut R) {
     match value {
         Generated::Json(json) => out.put_slice(json.as_bytes()),
         // Numbers are written bare; everything else is a JSON string.
@@ -212,7 +212,7 @@ fn write_value<R: Rng>(out: &mut BytesMut, value: Generated, rng: &mut R) {
     }
 }
 
-fn write_in_string<R: Rng>(out: &mut BytesMut, value: Generated, rng: &mut R) {
+fn write_in_string<R: RngExt>(out: &mut BytesMut, value: Generated, rng: &mut R) {
     match value {
         Generated::Int(n) => out.put_slice(itoa::Buffer::new().format(n).as_bytes()),
         Generated::Float(f) => {
@@ -225,7 +225,7 @@ fn write_in_string<R: Rng>(out: &mut BytesMut, value: Generated, rng: &mut R) {
             const DIGITS: &[u8; 16] = b"0123456789abcdef";
             out.put_slice(b"0x");
             for _ in 0..bytes {
-                let byte: u8 = rng.gen();
+                let byte: u8 = rng.random();
                 out.put_u8(DIGITS[(byte >> 4) as usize]);
                 out.put_u8(DIGITS[(byte & 15) as usize]);
             }

@@ -7,7 +7,7 @@ use std::str::FromStr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use rand::Rng;
+use rand::RngExt;
 use serde_json::Value;
 
 /// One way of answering wrongly.
@@ -145,10 +145,10 @@ impl Chaos {
         self.faults.is_empty() && self.stall.is_none() && self.outage.is_none()
     }
 
-    pub fn pick<R: Rng>(&self, rng: &mut R) -> Option<Fault> {
+    pub fn pick<R: RngExt>(&self, rng: &mut R) -> Option<Fault> {
         self.faults
             .iter()
-            .find(|(_, p)| rng.gen_bool(*p))
+            .find(|(_, p)| rng.random_bool(*p))
             .map(|(f, _)| *f)
     }
 }

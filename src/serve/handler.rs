@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use rand::rngs::SmallRng;
 use rand::seq::SliceRandom;
-use rand::Rng;
+use rand::RngExt;
 use serde_json::value::RawValue;
 
 use super::methods::{self, MethodResult};
@@ -109,7 +109,7 @@ impl Handler<'_> {
             return None;
         };
         self.stats.calls.fetch_add(1, Ordering::Relaxed);
-        if self.config.error_rate > 0.0 && rng.gen_bool(self.config.error_rate) {
+        if self.config.error_rate > 0.0 && rng.random_bool(self.config.error_rate) {
             self.stats.injected_errors.fetch_add(1, Ordering::Relaxed);
             return Some(self.error(INJECTED_ERROR, id));
         }

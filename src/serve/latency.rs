@@ -4,7 +4,7 @@ use std::fmt;
 use std::str::FromStr;
 use std::time::Duration;
 
-use rand::Rng;
+use rand::RngExt;
 
 /// How long the server holds each request before answering.
 #[derive(Clone, Copy, Debug, PartialEq, Default)]
@@ -19,7 +19,7 @@ pub enum Latency {
 }
 
 impl Latency {
-    pub fn sample<R: Rng>(&self, rng: &mut R) -> Duration {
+    pub fn sample<R: RngExt>(&self, rng: &mut R) -> Duration {
         match *self {
             Latency::None => Duration::ZERO,
             Latency::Fixed(d) => d,
@@ -27,11 +27,11 @@ impl Latency {
                 if high <= low {
                     low
                 } else {
-                    rng.gen_range(low..=high)
+                    rng.random_range(low..=high)
                 }
             }
             Latency::Exponential(mean) => {
-                let u: f64 = rng.gen_range(f64::EPSILON..1.0);
+                let u: f64 = rng.random_range(f64::EPSILON..1.0);
                 mean.mul_f64(-u.ln())
             }
         }

@@ -207,11 +207,12 @@ where
     use tokio_tungstenite::tungstenite::Message;
 
     // Messages held to the HTTP body limit too (tungstenite's own is 64 MiB).
-    let config = tokio_tungstenite::tungstenite::protocol::WebSocketConfig {
-        max_message_size: Some(super::MAX_REQUEST_BYTES),
-        max_frame_size: Some(super::MAX_REQUEST_BYTES),
-        ..Default::default()
-    };
+    // A read buffer of 4 KiB, tungstenite's before 0.25 (its default is now
+    // 128 KiB, allocated up front for every connection).
+    let config = tokio_tungstenite::tungstenite::protocol::WebSocketConfig::default()
+        .max_message_size(Some(super::MAX_REQUEST_BYTES))
+        .max_frame_size(Some(super::MAX_REQUEST_BYTES))
+        .read_buffer_size(4 * 1024);
     let Ok(socket) = tokio_tungstenite::accept_async_with_config(stream, Some(config)).await else {
         return;
     };
@@ -230,7 +231,7 @@ where
         let answers = answers.clone();
         Arc::new(move |message: Vec<u8>| {
             let text = String::from_utf8_lossy(&message).into_owned();
-            answers.send(Message::Text(text)).is_ok()
+            answers.send(Message::Text(text.into())).is_ok()
         })
     };
     loop {
@@ -239,8 +240,8 @@ where
             _ = serving.stop.cancelled() => break,
         };
         let request: Vec<u8> = match frame {
-            Some(Ok(Message::Text(text))) => text.into_bytes(),
-            Some(Ok(Message::Binary(data))) => data,
+            Some(Ok(Message::Text(text))) => Vec::from(bytes::Bytes::from(text)),
+            Some(Ok(Message::Binary(data))) => Vec::from(data),
             Some(Ok(Message::Ping(data))) => {
                 let _ = answers.send(Message::Pong(data));
                 continue;
@@ -253,7 +254,7 @@ where
         }
         let answers = answers.clone();
         answer_later(&serving, &rng, request, move |body| {
-            let _ = answers.send(Message::Text(String::from_utf8_lossy(&body).into_owned()));
+            let _ = answers.send(Message::Text(String::from_utf8_lossy(&body).into_owned().into()));
         });
     }
     drop((subscriptions, send, answers));

@@ -165,11 +165,12 @@ impl StreamTarget {
             .map_err(|e| self.connect_error(e))?;
         // A frame, like a message, is held to the answer limit: a length
         // a server names past it ends the connection instead of being read.
-        let config = WebSocketConfig {
-            max_message_size: Some(self.max_response),
-            max_frame_size: Some(self.max_response),
-            ..WebSocketConfig::default()
-        };
+        // A read buffer of 4 KiB, tungstenite's before 0.25 (its default is
+        // now 128 KiB, allocated up front for every connection).
+        let config = WebSocketConfig::default()
+            .max_message_size(Some(self.max_response))
+            .max_frame_size(Some(self.max_response))
+            .read_buffer_size(4 * 1024);
         use tokio_tungstenite::tungstenite::client::IntoClientRequest;
         let mut request = url
             .as_str()
@@ -259,7 +260,9 @@ impl Writer {
             }
             Writer::Frames(sink) => {
                 let text = String::from_utf8_lossy(body).into_owned();
-                sink.send(Frame::Text(text)).await.map_err(|e| e.to_string())
+                sink.send(Frame::Text(text.into()))
+                    .await
+                    .map_err(|e| e.to_string())
             }
             Writer::Closed => Err("the connection was closed".into()),
         }
@@ -576,7 +579,7 @@ async fn read_frames(
         };
         match frame {
             Ok(Frame::Text(text)) => deliver(&connection, Bytes::from(text)),
-            Ok(Frame::Binary(data)) => deliver(&connection, Bytes::from(data)),
+            Ok(Frame::Binary(data)) => deliver(&connection, data),
             Ok(Frame::Close(_)) => {
                 exit.reason = Some("the server closed the WebSocket".into());
                 return;
