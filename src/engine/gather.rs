@@ -172,7 +172,7 @@ impl Gatherer {
             let interval = window.total();
             snapshot.interval = Some(MethodSummary::new("last second", &interval, 1.0));
             snapshot.interval_histogram = latency_buckets(&interval.latency, HISTOGRAM_BUCKETS);
-            snapshot.behind = snapshot.open && ScheduleSummary::of(&window.start_delay, 0, 0).behind;
+            snapshot.behind = snapshot.open && ScheduleSummary::behind(&window.start_delay, 0, 0);
         }
         snapshot.in_flight = self.in_flight.iter().sum();
         snapshot.new_rows = std::mem::take(&mut self.fresh_rows);

@@ -185,14 +185,29 @@ impl ScheduleSummary {
     /// "fell behind", which the live view applies to the last second (where
     /// nothing is yet owed) and the summary to the whole run.
     pub fn of(delays: &Histogram<u64>, unsent: u64, due: u64) -> Self {
-        let late_requests = delays.len() - delays.count_between(0, super::micros(LATE_THRESHOLD));
+        let late_requests = late(delays);
         ScheduleSummary {
             start_delay: LatencySummary::from_micros(delays),
             late_requests,
             unsent,
-            behind: over_one_percent(late_requests, delays.len()) || over_one_percent(unsent, due),
+            behind: fell_behind(late_requests, delays.len(), unsent, due),
         }
     }
+
+    /// Whether the schedule fell behind, by the rule of [`ScheduleSummary::of`],
+    /// without the percentiles a summary carries (the live view's check).
+    pub fn behind(delays: &Histogram<u64>, unsent: u64, due: u64) -> bool {
+        fell_behind(late(delays), delays.len(), unsent, due)
+    }
+}
+
+/// Requests that left more than [`LATE_THRESHOLD`] after their time.
+fn late(delays: &Histogram<u64>) -> u64 {
+    delays.len() - delays.count_between(0, super::micros(LATE_THRESHOLD))
+}
+
+fn fell_behind(late: u64, requests: u64, unsent: u64, due: u64) -> bool {
+    over_one_percent(late, requests) || over_one_percent(unsent, due)
 }
 
 /// Batch requests: their round trips and the sizes sent.
