@@ -376,4 +376,60 @@ mod tests {
         assert_eq!(m.calls(), 1);
         assert!(m.latency.is_empty());
     }
+
+    #[test]
+    fn only_answers_with_bytes_count_in_the_answer_sizes() {
+        let mut m = MethodStats::default();
+        let ms = Duration::from_millis(1);
+        m.record(Outcome::Timeout, ms, ms, 0);
+        m.record(Outcome::Ok, ms, ms, 1);
+        m.record(Outcome::Ok, ms, ms, 300);
+        assert_eq!(m.answer_bytes.len(), 2, "a call with no answer has no size");
+        assert_eq!(m.answer_bytes.min(), 1);
+        assert_eq!(m.answer_bytes.max(), m.answer_bytes.highest_equivalent(300));
+    }
+
+    #[test]
+    fn an_example_is_marked_cut_only_when_it_was() {
+        let mut m = MethodStats::default();
+        let exact = vec![b'a'; MAX_EXAMPLE_BYTES];
+        let longer = vec![b'b'; MAX_EXAMPLE_BYTES + 1];
+        m.add_example(&"a result", &exact);
+        m.add_example(&"a result", &longer);
+        assert!(m.examples[0].ends_with(&"a".repeat(MAX_EXAMPLE_BYTES)));
+        let kept = format!("{} …(cut)", "b".repeat(MAX_EXAMPLE_BYTES));
+        assert!(m.examples[1].ends_with(&kept), "{}", m.examples[1]);
+        for _ in 0..MAX_EXAMPLES {
+            m.add_example(&"a result", b"x");
+        }
+        assert_eq!(m.examples.len(), MAX_EXAMPLES);
+    }
+
+    #[test]
+    fn child_exits_are_counted_and_the_first_is_kept() {
+        let mut r = Recorder::new(1);
+        r.note_child_exit("exit status: 3".into());
+        r.note_child_exit("signal: 9".into());
+        let mut total = Recorder::new(1);
+        total.note_child_exit("exit status: 1".into());
+        total.merge(&r);
+        assert_eq!(r.children_exited, 2);
+        assert_eq!(r.child_exit.as_deref(), Some("exit status: 3"));
+        assert_eq!(total.children_exited, 3);
+        assert_eq!(total.child_exit.as_deref(), Some("exit status: 1"));
+    }
+
+    #[test]
+    fn the_first_error_of_a_hand_over_is_the_one_shown() {
+        let mut r = Recorder::new(1);
+        r.note_error("eth_call", Outcome::Timeout, b"");
+        r.note_error("eth_call", Outcome::InvalidJson, b"<html>");
+        assert_eq!(r.last_error.as_deref(), Some("eth_call: timeout"));
+        let mut later = Recorder::new(1);
+        later.note_error("eth_call", Outcome::InvalidJson, &[b'x'; 200]);
+        let shown = format!("eth_call: invalid_json: {}", "x".repeat(160));
+        assert_eq!(later.last_error.as_deref(), Some(shown.as_str()));
+        r.merge(&later);
+        assert_eq!(r.last_error, later.last_error, "the newest hand-over wins");
+    }
 }
