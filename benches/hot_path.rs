@@ -10,7 +10,7 @@ use rand::rngs::SmallRng;
 use rand::SeedableRng;
 use serde_json::json;
 use volley::plan::{CallTemplate, RequestBuilder};
-use volley::rpc::{Entry, Judge};
+use volley::rpc::{Entry, Judge, Version};
 use volley::scenario::Scenario;
 use volley::stats::Outcome;
 use volley::stats::Recorder;
@@ -25,6 +25,7 @@ fn entry(id: u64) -> Entry {
 
 fn build(c: &mut Criterion) {
     let fixed = CallTemplate::new(
+        Version::V2,
         "eth_getBalance",
         Some(&json!(["0x00000000219ab540356cBB839Cbe05303d7705Fa", "latest"])),
     );
@@ -39,7 +40,8 @@ params = ["${hex(20)}", "${quantity(1000000, 2000000)}"]
         &|_| None,
     )
     .expect("a valid scenario");
-    let generated = CallTemplate::generated("eth_getBalance", scenario.calls[0].template.clone());
+    let generated =
+        CallTemplate::generated(Version::V2, "eth_getBalance", scenario.calls[0].template.clone());
     let mut rng = SmallRng::seed_from_u64(1);
     let mut builder = RequestBuilder::default();
     let mut group = c.benchmark_group("build");
@@ -71,7 +73,7 @@ params = ["${hex(20)}", "${quantity(1000000, 2000000)}"]
 }
 
 fn judge(c: &mut Criterion) {
-    let template = CallTemplate::new("eth_blockNumber", None);
+    let template = CallTemplate::new(Version::V2, "eth_blockNumber", None);
     let mut rng = SmallRng::seed_from_u64(1);
     let mut builder = RequestBuilder::default();
     let mut judge = Judge::default();

@@ -141,6 +141,10 @@ pub struct RunArgs {
     /// HTTP/2, many calls in flight per connection: by ALPN to https://, with prior knowledge to http://.
     #[arg(long)]
     pub http2: bool,
+    /// The JSON-RPC to speak: 2.0 (default) or 1.0 (no `jsonrpc` member, array params, no batches);
+    /// replaces the file's `protocol`.
+    #[arg(long, value_name = "VERSION", value_parser = parse_jsonrpc)]
+    pub jsonrpc: Option<crate::rpc::Version>,
     /// Trust this CA certificate (PEM) instead of the built-in web roots.
     #[arg(long, value_name = "FILE")]
     pub cacert: Option<PathBuf>,
@@ -269,4 +273,8 @@ pub struct ServeArgs {
     /// Framing on stdio: ndjson (MCP) or content-length (LSP).
     #[arg(long, default_value = "ndjson", value_parser = ["ndjson", "content-length"])]
     pub framing: String,
+}
+
+fn parse_jsonrpc(text: &str) -> Result<crate::rpc::Version, String> {
+    crate::rpc::Version::parse(text).ok_or_else(|| format!("`{text}`: expected 2.0 or 1.0"))
 }

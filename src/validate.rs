@@ -34,6 +34,9 @@ pub fn describe(scenario: &Scenario, file: &str) -> String {
         scenario.target,
         crate::transport::transport_label(&scenario.target.to_string(), scenario.http2)
     );
+    if scenario.version == crate::rpc::Version::V1 {
+        let _ = writeln!(out, "protocol:    JSON-RPC 1.0");
+    }
     write_tls(&mut out, &scenario.tls);
     if !scenario.headers.is_empty() {
         let names: Vec<&str> = scenario.headers.iter().map(|(n, _)| n.as_str()).collect();

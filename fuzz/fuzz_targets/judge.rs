@@ -2,7 +2,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use volley::rpc::{Entry, Judge};
+use volley::rpc::{Entry, Judge, Version};
 
 fuzz_target!(|data: &[u8]| {
     let (head, body) = data.split_at(data.len().min(2));
@@ -20,10 +20,16 @@ fuzz_target!(|data: &[u8]| {
         call: 0,
         id: None,
     }));
-    for (batch, status) in [(true, 200), (false, 200), (true, 503)] {
+    let cases = [
+        (true, 200, Version::V2),
+        (false, 200, Version::V2),
+        (true, 503, Version::V2),
+        (false, 200, Version::V1),
+    ];
+    for (batch, status, version) in cases {
         let entries = if batch { &entries[..] } else { &entries[..1] };
         let mut seen = vec![0u8; entries.len()];
-        Judge::default().judge(status, body, entries, batch, &[], |i, _, _| seen[i] += 1);
+        Judge::new(version).judge(status, body, entries, batch, &[], |i, _, _| seen[i] += 1);
         assert!(seen.iter().all(|n| *n == 1));
     }
 });

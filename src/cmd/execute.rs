@@ -95,6 +95,7 @@ pub async fn execute(
             None => url.clone(),
         },
         transport: target.transport_name(),
+        jsonrpc: scenario.version.to_string(),
         tls,
         load: LoadMeta::new(&plan),
         seed: plan.seed,

@@ -245,6 +245,7 @@ fn overrides(args: &RunArgs) -> Overrides {
         seed: args.seed,
         max_response_size: args.max_response_size,
         http2: args.http2,
+        jsonrpc: args.jsonrpc,
         cacert: args.cacert.clone(),
         system_roots: args.system_roots,
         insecure: args.insecure,

@@ -74,7 +74,7 @@ pub(super) async fn call_once(
     match exchange(connection, builder.finish(), id.unwrap_or(0), calls, within).await {
         Ok(Ok(reply)) => {
             let mut outcome = Outcome::Ok;
-            Judge::default().judge(
+            Judge::new(template.version()).judge(
                 reply.status,
                 &reply.body,
                 builder.entries(),

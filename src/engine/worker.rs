@@ -450,12 +450,12 @@ async fn connection_loop(
     let mut caller = Caller {
         open_model: matches!(shared.plan.pacing, Pacing::Open { .. }),
         http: matches!(shared.target, Target::Http(_)),
+        judge: Judge::new(shared.mix.version()),
         shared,
         local,
         slot,
         rng: SmallRng::seed_from_u64(seed),
         builder: RequestBuilder::default(),
-        judge: Judge::default(),
         planned: Vec::new(),
         backoff: BACKOFF_MIN,
         reopen_after_failure: false,
@@ -789,7 +789,15 @@ async fn open_and_set_up(shared: &RunState, local: &Rc<ThreadState>) -> Result<C
     for setup in &shared.setup {
         let id = (!setup.notification).then(|| local.take_ids(shared, 1));
         let within = shared.plan.timeout;
-        let failure = match call_once(&mut connection, &setup.template(), id, within, false).await {
+        let failure = match call_once(
+            &mut connection,
+            &setup.template(shared.mix.version()),
+            id,
+            within,
+            false,
+        )
+        .await
+        {
             Ok(reply) if setup.subscribe => subscribe(shared, local, &connection, &reply.body).err(),
             Ok(_) => None,
             Err(failure) => Some(failure),

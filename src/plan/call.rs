@@ -12,7 +12,7 @@ use rand::RngExt;
 use serde_json::Value;
 
 use super::Template;
-use crate::rpc::Entry;
+use crate::rpc::{Entry, Version};
 
 /// A call with everything but its id (and generated params) serialized.
 #[derive(Clone, Debug)]
@@ -20,6 +20,7 @@ pub struct CallTemplate {
     /// `{"jsonrpc":"2.0","method":"m"`: no params, no closing brace.
     head: Box<[u8]>,
     params: Params,
+    version: Version,
 }
 
 #[derive(Clone, Debug)]
@@ -31,7 +32,7 @@ enum Params {
 
 impl CallTemplate {
     /// A call with fixed params.
-    pub fn new(method: &str, params: Option<&Value>) -> Self {
+    pub fn new(version: Version, method: &str, params: Option<&Value>) -> Self {
         let params = match params {
             Some(params) => Params::Fixed(
                 serde_json::to_vec(params)
@@ -40,14 +41,11 @@ impl CallTemplate {
             ),
             None => Params::None,
         };
-        CallTemplate {
-            head: Self::head(method),
-            params,
-        }
+        Self::build(version, method, params)
     }
 
     /// A call whose params may hold generated values.
-    pub fn generated(method: &str, params: Option<Arc<Template>>) -> Self {
+    pub fn generated(version: Version, method: &str, params: Option<Arc<Template>>) -> Self {
         let params = match params {
             None => Params::None,
             Some(template) => match template.fixed() {
@@ -55,17 +53,31 @@ impl CallTemplate {
                 None => Params::Generated(template),
             },
         };
+        Self::build(version, method, params)
+    }
+
+    fn build(version: Version, method: &str, params: Params) -> Self {
+        let mut head = Vec::with_capacity(64);
+        head.extend_from_slice(match version {
+            Version::V2 => br#"{"jsonrpc":"2.0","method":"#.as_slice(),
+            Version::V1 => br#"{"method":"#.as_slice(),
+        });
+        serde_json::to_writer(&mut head, method).expect("a string always serializes");
+        let params = match (version, params) {
+            // 1.0's params are always an array, if an empty one.
+            (Version::V1, Params::None) => Params::Fixed(b"[]".as_slice().into()),
+            (_, params) => params,
+        };
         CallTemplate {
-            head: Self::head(method),
+            head: head.into_boxed_slice(),
             params,
+            version,
         }
     }
 
-    fn head(method: &str) -> Box<[u8]> {
-        let mut head = Vec::with_capacity(64);
-        head.extend_from_slice(br#"{"jsonrpc":"2.0","method":"#);
-        serde_json::to_writer(&mut head, method).expect("a string always serializes");
-        head.into_boxed_slice()
+    /// The JSON-RPC the call is written in, which its answer is judged by.
+    pub fn version(&self) -> Version {
+        self.version
     }
 }
 
@@ -82,8 +94,8 @@ pub struct SetupCall {
 }
 
 impl SetupCall {
-    pub fn template(&self) -> CallTemplate {
-        CallTemplate::new(&self.method, self.params.as_ref())
+    pub fn template(&self, version: Version) -> CallTemplate {
+        CallTemplate::new(version, &self.method, self.params.as_ref())
     }
 }
 
@@ -131,6 +143,8 @@ impl RequestBuilder {
                 self.buf.put_slice(itoa::Buffer::new().format(id).as_bytes());
                 self.buf.put_u8(b'}');
             }
+            // 1.0 says a notification by its null id; 2.0 by having none.
+            None if template.version == Version::V1 => self.buf.put_slice(br#","id":null}"#),
             None => self.buf.put_u8(b'}'),
         }
         self.entries.push(entry);
@@ -171,7 +185,7 @@ mod tests {
 
     #[test]
     fn single_call_body_is_valid_json_rpc() {
-        let template = CallTemplate::new("eth_getBalance", Some(&json!(["0xab", "latest"])));
+        let template = CallTemplate::new(Version::V2, "eth_getBalance", Some(&json!(["0xab", "latest"])));
         let mut builder = RequestBuilder::default();
         builder.begin(false);
         builder.push(&template, call(Some(42)), &mut SmallRng::seed_from_u64(0));
@@ -185,7 +199,7 @@ mod tests {
 
     #[test]
     fn batch_has_notifications_without_id() {
-        let echo = CallTemplate::new("echo", None);
+        let echo = CallTemplate::new(Version::V2, "echo", None);
         let mut builder = RequestBuilder::default();
         builder.begin(true);
         let rng = &mut SmallRng::seed_from_u64(0);
@@ -206,8 +220,30 @@ mod tests {
     }
 
     #[test]
+    fn version_1_calls_have_no_version_member_and_a_null_id_for_notifications() {
+        let with_params = CallTemplate::new(Version::V1, "getblockhash", Some(&json!([7])));
+        let without = CallTemplate::new(Version::V1, "getblockcount", None);
+        let rng = &mut SmallRng::seed_from_u64(0);
+        let mut builder = RequestBuilder::default();
+        let mut body = |template: &CallTemplate, id: Option<u64>| {
+            builder.begin(false);
+            builder.push(template, call(id), rng);
+            serde_json::from_slice::<Value>(&builder.finish()).unwrap()
+        };
+        assert_eq!(
+            body(&with_params, Some(3)),
+            json!({"method":"getblockhash","params":[7],"id":3})
+        );
+        assert_eq!(
+            body(&without, None),
+            json!({"method":"getblockcount","params":[],"id":null})
+        );
+        assert_eq!(without.version(), Version::V1);
+    }
+
+    #[test]
     fn method_names_are_escaped() {
-        let template = CallTemplate::new("we\"ird", Some(&json!({"a": 1})));
+        let template = CallTemplate::new(Version::V2, "we\"ird", Some(&json!({"a": 1})));
         let mut builder = RequestBuilder::default();
         builder.begin(false);
         builder.push(&template, call(Some(1)), &mut SmallRng::seed_from_u64(0));

@@ -154,6 +154,14 @@ impl Mix {
         }
     }
 
+    /// The JSON-RPC the mix's calls are written in (one for all: the
+    /// scenario's `protocol`), which their answers are judged by.
+    pub fn version(&self) -> crate::rpc::Version {
+        self.calls
+            .first()
+            .map_or_else(Default::default, |call| call.template.version())
+    }
+
     /// One call drawn by weight. Lossless: an index below `calls.len()`,
     /// which the scenario's compiler checked fits 32 bits.
     pub fn pick<R: RngExt>(&self, rng: &mut R) -> u32 {
@@ -235,7 +243,7 @@ mod tests {
     fn call(method: u32) -> MixCall {
         MixCall {
             method,
-            template: CallTemplate::new("m", None),
+            template: CallTemplate::new(crate::rpc::Version::V2, "m", None),
             batch: None,
             notification: false,
         }

@@ -44,6 +44,8 @@ pub struct RunMeta {
     pub scenario_file: Option<String>,
     pub target: String,
     pub transport: &'static str,
+    /// The JSON-RPC spoken: "2.0", or "1.0" where the scenario says.
+    pub jsonrpc: String,
     /// What TLS agreed on: version, cipher suite, ALPN.
     pub tls: Option<String>,
     pub load: LoadMeta,

@@ -94,10 +94,14 @@ fn headline(out: &mut String, report: &RunReport) {
     };
     let _ = writeln!(
         out,
-        "\n{} · {} ({}) · {} model{rate}{staged}, {} · {:.2} s measured{}",
+        "\n{} · {} ({}{}) · {} model{rate}{staged}, {} · {:.2} s measured{}",
         meta.scenario,
         meta.target,
         meta.transport,
+        match meta.jsonrpc.as_str() {
+            "2.0" => "",
+            _ => ", JSON-RPC 1.0",
+        },
         load.model,
         count(load.connections as u64, "connection"),
         summary.measured_seconds,

@@ -10,7 +10,7 @@ use serde::de::{Deserializer as _, SeqAccess, Visitor};
 use serde_json::value::RawValue;
 
 use super::wire::{self, Message};
-use super::{Entry, Expectation};
+use super::{Entry, Expectation, Version};
 use crate::stats::{Outcome, ProtocolKind};
 
 /// What a judged answer held besides the calls' outcomes.
@@ -25,6 +25,7 @@ pub struct Verdict {
 #[derive(Default)]
 pub struct Judge {
     slots: Vec<Slot>,
+    version: Version,
 }
 
 #[derive(Clone, Copy)]
@@ -37,6 +38,14 @@ struct Slot {
 }
 
 impl Judge {
+    /// A judge of answers in `version`'s rules.
+    pub fn new(version: Version) -> Self {
+        Judge {
+            slots: Vec::new(),
+            version,
+        }
+    }
+
     /// Judges `body` (answered with HTTP `status`) against the request's
     /// `entries`, calling `record(entry_index, outcome, answer)` once per
     /// entry, where `answer` is the part of the body that answered it.
@@ -76,7 +85,8 @@ impl Judge {
         }
         if !batch {
             let expected = entries[0].id.expect("checked above: a call, not a notification");
-            settle(0, judge_single(body, expected, expectation(&entries[0])), body);
+            let outcome = judge_single(body, expected, expectation(&entries[0]), self.version);
+            settle(0, outcome, body);
             return Verdict::default();
         }
         self.judge_batch(body, entries, &expectation, &mut settle)
@@ -204,13 +214,17 @@ impl Judge {
 }
 
 /// Judges the answer to a single call with id `expected`.
-pub fn judge_single(body: &[u8], expected: u64, expect: Option<&Expectation>) -> Outcome {
+fn judge_single(body: &[u8], expected: u64, expect: Option<&Expectation>, version: Version) -> Outcome {
     match wire::first_significant_byte(body) {
         None => Outcome::Protocol(ProtocolKind::NoAnswer),
         Some(b'{') => match serde_json::from_slice::<Message>(body) {
             Ok(msg) => {
                 let id = msg.id.map_or(IdMatch::Mismatch, |id| match_id(id, expected));
-                judge_message(&msg, id, expect)
+                let outcome = match version {
+                    Version::V2 => judge_protocol(&msg, id),
+                    Version::V1 => judge_version_1(&msg, id),
+                };
+                judge_expectation(outcome, &msg, expect)
             }
             Err(_) => invalid_or_not_a_response(body),
         },
@@ -242,10 +256,41 @@ fn match_id(id: &RawValue, expected: u64) -> IdMatch {
 
 /// The protocol's verdict on one response object, then the scenario's.
 fn judge_message(msg: &Message, id: IdMatch, expect: Option<&Expectation>) -> Outcome {
-    let outcome = judge_protocol(msg, id);
+    judge_expectation(judge_protocol(msg, id), msg, expect)
+}
+
+/// The scenario's verdict on an answer the protocol found right.
+fn judge_expectation(outcome: Outcome, msg: &Message, expect: Option<&Expectation>) -> Outcome {
     match expect {
         Some(expect) => expect.apply(outcome, msg.result),
         None => outcome,
+    }
+}
+
+/// JSON-RPC 1.0's rules: `result` and `error` both carried, the one that
+/// does not apply `null`; servers in use leave that one out, so a missing
+/// member counts as `null`, but one of the two must be there. A `null`
+/// result beside a `null` error is a method that returned nothing (Bitcoin
+/// Core answers so), not a broken answer. 1.0 leaves the error's shape
+/// open: one without an integer code counts as `rpc_error(0)`.
+fn judge_version_1(msg: &Message, id: IdMatch) -> Outcome {
+    let error = msg.error.filter(|e| e.get() != "null");
+    let result = msg.result.filter(|r| r.get() != "null");
+    match (result, error) {
+        (Some(_), Some(_)) => Outcome::Protocol(ProtocolKind::ResultAndError),
+        (None, None) if msg.result.is_none() && msg.error.is_none() => {
+            Outcome::Protocol(ProtocolKind::NoResultOrError)
+        }
+        (_, None) => match id {
+            IdMatch::Same => Outcome::Ok,
+            other => id_outcome(other),
+        },
+        (None, Some(error)) => match id {
+            IdMatch::Same | IdMatch::Null => {
+                Outcome::RpcError(wire::error_code(error).map_or(0, |(code, _)| code))
+            }
+            other => id_outcome(other),
+        },
     }
 }
 
@@ -461,6 +506,57 @@ mod tests {
             single(200, "<html><body>Bad gateway</body></html>"),
             Outcome::InvalidJson
         );
+    }
+
+    #[test]
+    fn a_version_1_answer_is_judged_by_1_0_rules() {
+        use ProtocolKind::*;
+        let v1 = |body: &str| judge_single(body.as_bytes(), 5, None, Version::V1);
+        let p = Outcome::Protocol;
+        assert_eq!(v1(r#"{"result":1,"error":null,"id":5}"#), Outcome::Ok);
+        assert_eq!(v1(r#"{"result":"0xab","id":5}"#), Outcome::Ok, "error left out");
+        assert_eq!(
+            v1(r#"{"result":null,"error":null,"id":5}"#),
+            Outcome::Ok,
+            "a method returning nothing"
+        );
+        assert_eq!(
+            v1(r#"{"error":null,"id":5}"#),
+            Outcome::Ok,
+            "result left out is null"
+        );
+        assert_eq!(
+            v1(r#"{"result":null,"error":{"code":-8,"message":"bad"},"id":5}"#),
+            Outcome::RpcError(-8)
+        );
+        assert_eq!(
+            v1(r#"{"error":"out of gas","id":5}"#),
+            Outcome::RpcError(0),
+            "1.0 errors need no code"
+        );
+        assert_eq!(
+            v1(r#"{"result":null,"error":{"code":-32700},"id":null}"#),
+            Outcome::RpcError(-32700)
+        );
+        assert_eq!(v1(r#"{"result":1,"error":{"code":1},"id":5}"#), p(ResultAndError));
+        assert_eq!(v1(r#"{"id":5}"#), p(NoResultOrError));
+        assert_eq!(v1(r#"{"result":1,"error":null,"id":6}"#), p(IdMismatch));
+        assert_eq!(v1(r#"{"result":1,"error":null,"id":null}"#), p(IdWrongType));
+        assert_eq!(
+            v1(r#"{"jsonrpc":"2.0","result":1,"id":5}"#),
+            Outcome::Ok,
+            "no version to check"
+        );
+        assert_eq!(
+            single(200, r#"{"result":1,"error":null,"id":5}"#),
+            p(WrongVersion),
+            "the same answer breaks 2.0"
+        );
+        let mut judge = Judge::new(Version::V1);
+        let mut got = Vec::new();
+        let body = br#"{"result":1,"error":null,"id":7}"#;
+        judge.judge(200, body, &[call(7)], false, &[], |_, o, _| got.push(o));
+        assert_eq!(got, [Outcome::Ok], "a 1.0 judge judges by 1.0");
     }
 
     #[test]

@@ -30,7 +30,7 @@ impl Scenario {
                 .enumerate()
                 .map(|(index, p)| Poll {
                     name: p.name.clone(),
-                    template: CallTemplate::new(&p.method, p.params.as_ref()),
+                    template: CallTemplate::new(self.version, &p.method, p.params.as_ref()),
                     every: p.every,
                     polled: self.polled.clone(),
                     index,
@@ -152,7 +152,7 @@ impl Scenario {
                                 .and_then(|p| serde_json::from_str(p.get()).ok());
                             calls.push(MixCall {
                                 method: method_index(&call.method),
-                                template: CallTemplate::new(&call.method, params.as_ref()),
+                                template: CallTemplate::new(self.version, &call.method, params.as_ref()),
                                 batch: None,
                                 notification: call.notification,
                             });
@@ -176,8 +176,10 @@ impl Scenario {
                     // Params come compiled from a file, or as plain JSON from
                     // the command line.
                     template: match &call.template {
-                        Some(template) => CallTemplate::generated(&call.method, Some(template.clone())),
-                        None => CallTemplate::new(&call.method, call.params.as_ref()),
+                        Some(template) => {
+                            CallTemplate::generated(self.version, &call.method, Some(template.clone()))
+                        }
+                        None => CallTemplate::new(self.version, &call.method, call.params.as_ref()),
                     },
                     batch: call.batch.clone(),
                     notification: call.notification,

@@ -41,6 +41,8 @@ pub struct Scenario {
     pub max_response_bytes: usize,
     /// HTTP/2: by ALPN to `https://`, with prior knowledge to `http://`.
     pub http2: bool,
+    /// The JSON-RPC the calls are written and judged in (`protocol`).
+    pub version: crate::rpc::Version,
     pub tls: crate::tls::TlsOptions,
     /// Results for requests the server sends to volley.
     pub server_answers: crate::transport::ServerAnswers,
@@ -203,6 +205,47 @@ impl Scenario {
         crate::thresholds::check_methods(&self.thresholds, &methods, self.load.stages.len())
     }
 
+    /// Whether everything the scenario sends can be said in its JSON-RPC:
+    /// 1.0 has no batches, and its params are always an array. The error
+    /// names the key that cannot.
+    pub fn check_version(&self) -> Result<(), String> {
+        if self.version == crate::rpc::Version::V2 {
+            return Ok(());
+        }
+        let no_batches = |what: &str| format!("JSON-RPC 1.0 has no batches, but {what}");
+        let not_an_array = |key: &str| format!("JSON-RPC 1.0 params are an array, but `{key}` is an object");
+        let is_object = |params: &Option<Value>| params.as_ref().is_some_and(|p| !p.is_array());
+        if self.batch.is_some() {
+            return Err(no_batches("`batch` sends every request as one"));
+        }
+        for (i, call) in self.calls.iter().enumerate() {
+            if call.batch.is_some() {
+                return Err(no_batches(&format!(
+                    "`calls[{i}].batch` sends {} in batches",
+                    call.method
+                )));
+            }
+            if is_object(&call.params) {
+                return Err(not_an_array(&format!("calls[{i}].params")));
+            }
+        }
+        let (mut setups, mut subscribes) = (0, 0);
+        for call in &self.setup {
+            let (table, index) = match call.subscribe {
+                true => ("subscribe", &mut subscribes),
+                false => ("setup", &mut setups),
+            };
+            if is_object(&call.params) {
+                return Err(not_an_array(&format!("{table}[{index}].params")));
+            }
+            *index += 1;
+        }
+        if let Some(poll) = self.polls.iter().find(|p| is_object(&p.params)) {
+            return Err(not_an_array(&format!("poll.{}.params", poll.name)));
+        }
+        self.replay.as_ref().map_or(Ok(()), check_replay_version_1)
+    }
+
     /// A scenario with one method and no file, for quick runs.
     pub fn one_liner(target: &str, method: &str, params: Option<Value>) -> Scenario {
         Scenario {
@@ -214,6 +257,7 @@ impl Scenario {
             timeout: DEFAULT_TIMEOUT,
             max_response_bytes: crate::transport::DEFAULT_MAX_RESPONSE_BYTES,
             http2: false,
+            version: Default::default(),
             tls: Default::default(),
             server_answers: Default::default(),
             seed: None,
@@ -319,3 +363,26 @@ pub fn interpolate(value: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<
 
 #[cfg(test)]
 mod tests;
+
+/// The 1.0 rules of `check_version` over a recording: no batch, params
+/// arrays, each mistake named by its line in the file.
+fn check_replay_version_1(replay: &Replay) -> Result<(), String> {
+    for (line, request) in replay.requests.iter().enumerate() {
+        let at = format!("{} request {}", replay.file.display(), line + 1);
+        if request.batch {
+            return Err(format!("JSON-RPC 1.0 has no batches, but {at} is one"));
+        }
+        let is_array =
+            |p: &RawValue| crate::rpc::wire::first_significant_byte(p.get().as_bytes()) == Some(b'[');
+        if request
+            .calls
+            .iter()
+            .any(|c| c.params.as_deref().is_some_and(|p| !is_array(p)))
+        {
+            return Err(format!(
+                "JSON-RPC 1.0 params are an array, but those of {at} are not"
+            ));
+        }
+    }
+    Ok(())
+}

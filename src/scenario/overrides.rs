@@ -34,6 +34,7 @@ pub struct Overrides {
     pub seed: Option<u64>,
     pub max_response_size: Option<usize>,
     pub http2: bool,
+    pub jsonrpc: Option<crate::rpc::Version>,
     pub cacert: Option<PathBuf>,
     pub system_roots: bool,
     pub insecure: bool,
@@ -96,6 +97,13 @@ impl Scenario {
             }
             scenario.abort_on_fail = Some(grace);
         }
+        // What the flags send must be sayable in the JSON-RPC spoken.
+        let named = if flags.jsonrpc.is_some() {
+            "--jsonrpc"
+        } else {
+            "--params"
+        };
+        scenario.check_version().map_err(|m| flag(named, m))?;
         // Again with the flags: --threshold, or --method replacing the mix.
         scenario.check_thresholds().map_err(|m| flag("--threshold", m))?;
         Ok(scenario)
@@ -220,6 +228,9 @@ impl Overrides {
             scenario.max_response_bytes = size;
         }
         scenario.http2 |= self.http2;
+        if let Some(version) = self.jsonrpc {
+            scenario.version = version;
+        }
         let tls = &mut scenario.tls;
         if let Some(cacert) = &self.cacert {
             tls.cacert = Some(cacert.clone());

@@ -30,6 +30,8 @@ struct RawScenario {
     framing: Option<Spanned<String>>,
     #[serde(default)]
     http2: bool,
+    /// `"2.0"` (the default) or `"1.0"`.
+    protocol: Option<Spanned<String>>,
     tls: Option<RawTls>,
     /// `[server_requests]`: method = result, and `default = result`.
     #[serde(default)]
@@ -294,6 +296,7 @@ impl RawScenario {
             None => Vec::new(),
         };
         let thresholds_at = self.thresholds.as_ref().map(|t| t.checks.span());
+        let version = self.version(at)?;
         let abort_on_fail = self.abort_on_fail(at)?;
 
         let scenario = Scenario {
@@ -305,6 +308,7 @@ impl RawScenario {
             timeout,
             max_response_bytes: crate::transport::DEFAULT_MAX_RESPONSE_BYTES,
             http2: self.http2,
+            version,
             tls,
             server_answers: server_answers(&self.server_requests),
             seed: self.seed,
@@ -318,12 +322,33 @@ impl RawScenario {
             thresholds,
             abort_on_fail,
         };
+        let protocol_at = self.protocol.as_ref().map(Spanned::span);
+        scenario
+            .check_version()
+            .map_err(|m| at.error(protocol_at, Some("protocol"), m))?;
         // A method or stage the run will not have is named now, not judged
         // a failure at the end.
         scenario
             .check_thresholds()
             .map_err(|m| at.error(thresholds_at, Some("thresholds.checks"), m))?;
         Ok(scenario)
+    }
+
+    /// The JSON-RPC the calls are written in, 2.0 unless `protocol` says.
+    fn version(&self, at: &Locator) -> Result<crate::rpc::Version, ScenarioError> {
+        match &self.protocol {
+            None => Ok(Default::default()),
+            Some(text) => crate::rpc::Version::parse(text.get_ref()).ok_or_else(|| {
+                at.error(
+                    Some(text.span()),
+                    Some("protocol"),
+                    format!(
+                        "`{}` is not a JSON-RPC version volley speaks: \"2.0\" or \"1.0\"",
+                        text.get_ref()
+                    ),
+                )
+            }),
+        }
     }
 
     /// The call timeout, default if none is given.
