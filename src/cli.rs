@@ -44,6 +44,44 @@ pub enum Command {
     Compare(CompareArgs),
     /// Render a result directory's report.html again from its summary.json and latency.hlog.
     Report(ReportArgs),
+    /// Probe an endpoint against the JSON-RPC 2.0 specification, case by case with the evidence;
+    /// exit 2 when a MUST fails.
+    Check(CheckArgs),
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct CheckArgs {
+    /// The endpoint: http://, https://, ws://, wss://, tcp:// or unix:// URL.
+    pub target: String,
+    /// The method the cases call. Any name serves (an unknown method's error is a right answer);
+    /// one the server has checks more.
+    #[arg(long, default_value = "eth_chainId")]
+    pub method: String,
+    /// Print the findings as JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
+    /// Cases known to fail, one name a line (# comments): listed and failing passes, listed and
+    /// passing fails as a stale entry.
+    #[arg(long, value_name = "FILE")]
+    pub expected_failures: Option<PathBuf>,
+    /// How long an answer is awaited.
+    #[arg(long, value_parser = parse_duration, default_value = "5s")]
+    pub timeout: Duration,
+    /// How long a stream (ws, tcp, unix) is listened to where nothing may come back.
+    #[arg(long, value_parser = parse_duration, default_value = "1s")]
+    pub quiet_for: Duration,
+    /// Extra HTTP header, 'Name: value' (repeatable; ${VAR} is replaced from the environment).
+    #[arg(short = 'H', long = "header")]
+    pub headers: Vec<String>,
+    /// HTTP/2: by ALPN to https://, with prior knowledge to http://.
+    #[arg(long)]
+    pub http2: bool,
+    /// Trust this CA certificate (PEM) instead of the built-in web roots.
+    #[arg(long, value_name = "FILE")]
+    pub cacert: Option<PathBuf>,
+    /// Do not verify the server's TLS certificate.
+    #[arg(short = 'k', long)]
+    pub insecure: bool,
 }
 
 #[derive(Args, Debug, Clone)]

@@ -3,6 +3,7 @@
 //! A call flows scenario → engine → transport → rpc judging → stats →
 //! report; see `docs/ARCHITECTURE.md`.
 
+pub mod check;
 pub mod cli;
 pub mod cmd;
 pub mod compare;

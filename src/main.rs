@@ -21,6 +21,7 @@ fn main() -> ExitCode {
         Command::Init(args) => cmd::init::command(args),
         Command::Compare(args) => cmd::compare::command(args),
         Command::Report(args) => cmd::report::command(args),
+        Command::Check(args) => cmd::check::command(args),
     };
     match result {
         Ok(code) => code,

@@ -10,7 +10,7 @@ use std::path::Path;
 const LAYERS: &[&[&str]] = &[
     &["cli", "cmd"],
     &[
-        "compare", "init", "metrics", "output", "report", "results", "serve", "tui", "validate",
+        "check", "compare", "init", "metrics", "output", "report", "results", "serve", "tui", "validate",
     ],
     &["scenario"],
     &["engine", "thresholds"],

@@ -12,7 +12,7 @@ mod replay;
 
 pub use compile::Compiled;
 pub use error::{Located, ScenarioError};
-pub use overrides::Overrides;
+pub use overrides::{parse_header, Overrides};
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -260,7 +260,7 @@ impl Overrides {
 
 /// `Name: value` from `-H`, its `${VAR}` read from the environment. The
 /// text is never shown in an error: it may hold a secret.
-fn parse_header(header: &str) -> Result<(String, String), ScenarioError> {
+pub fn parse_header(header: &str) -> Result<(String, String), ScenarioError> {
     let (name, value) = header.split_once(':').ok_or_else(|| {
         flag(
             "--header",

@@ -358,6 +358,32 @@ impl Connection {
         }
     }
 
+    /// Sends `body` as it is and returns what came back within `within`,
+    /// whatever its ids: `volley check`'s probes (invalid JSON, an empty
+    /// batch) are answered with ids no call has. `None`: nothing came (on a
+    /// stream; HTTP always answers, if with an empty body).
+    pub async fn probe(&mut self, body: Bytes, within: Duration) -> Result<Option<Reply>, TransportError> {
+        let exchanged = match self {
+            Connection::Http(c) => tokio::time::timeout(within, c.exchange(body)).await,
+            Connection::Http2(c) => tokio::time::timeout(within, c.exchange(body)).await,
+            Connection::Stream(c) => {
+                let answer = c.probe(&body, within).await?;
+                return Ok(answer.map(|body| Reply {
+                    status: 200,
+                    body,
+                    others: 0,
+                }));
+            }
+        };
+        match exchanged {
+            Ok(reply) => reply.map(Some),
+            Err(_) => Err(TransportError::Io(format!(
+                "no HTTP answer within {}",
+                humantime::format_duration(within)
+            ))),
+        }
+    }
+
     /// A closed connection is reopened before the next call, not counted as
     /// an error: servers may close idle keep-alive connections at will.
     pub fn is_closed(&self) -> bool {

@@ -11,6 +11,7 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::rc::Rc;
+use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use futures_util::stream::{SplitSink, SplitStream};
@@ -288,6 +289,9 @@ pub struct MuxConnection {
     reader_panicked: Cell<bool>,
     /// Messages that answered no request in flight.
     unsolicited: Cell<u64>,
+    /// While set, the next such message goes here instead: a probe's
+    /// answer, which may carry no id to route it by (`volley check`).
+    probe: RefCell<Option<oneshot::Sender<Bytes>>>,
     /// Ids of the subscriptions opened on this connection.
     subscriptions: RefCell<Vec<Box<str>>>,
     /// Hears of each notification of a subscription, by its index above.
@@ -306,6 +310,7 @@ impl MuxConnection {
             closed_because: RefCell::new(None),
             reader_panicked: Cell::new(false),
             unsolicited: Cell::new(0),
+            probe: RefCell::new(None),
             subscriptions: RefCell::new(Vec::new()),
             listener: RefCell::new(None),
             server_answers,
@@ -466,6 +471,33 @@ impl MuxConnection {
                     self.closed_because()
                 ))),
             },
+        }
+    }
+}
+
+impl MuxConnection {
+    /// Sends `body` as it is, with nothing waiting on its ids, and returns
+    /// the first message that answers no request in flight within `within`,
+    /// or `None` when none came (a rightly unanswered notification, or a
+    /// server that said nothing). One probe at a time per connection.
+    pub async fn probe(&self, body: &[u8], within: Duration) -> Result<Option<Bytes>, TransportError> {
+        if self.closed.get() {
+            return Err(TransportError::Io(self.closed_because()));
+        }
+        let (sender, receiver) = oneshot::channel();
+        *self.probe.borrow_mut() = Some(sender);
+        if let Err(e) = self.writer.lock().await.send(body).await {
+            return Err(TransportError::Io(format!("sending the request: {e}")));
+        }
+        let answer = tokio::time::timeout(within, receiver).await;
+        self.probe.borrow_mut().take();
+        match answer {
+            Ok(Ok(body)) => Ok(Some(body)),
+            Err(_) => Ok(None),
+            Ok(Err(_)) => Err(TransportError::Io(format!(
+                "the connection closed before an answer came: {}",
+                self.closed_because()
+            ))),
         }
     }
 }
@@ -701,6 +733,8 @@ fn hang_up(connection: &std::rc::Weak<MuxConnection>, reason: String, panicked: 
         .try_borrow_mut()
         .map(|mut waiting| std::mem::take(&mut *waiting));
     drop(waiting);
+    let probe = connection.probe.try_borrow_mut().map(|mut probe| probe.take());
+    drop(probe);
     if let Ok(mut writer) = connection.writer.try_lock() {
         *writer = Writer::Closed;
     };
@@ -726,7 +760,12 @@ fn deliver(connection: &Rc<MuxConnection>, line: Bytes) {
         Some(request) => {
             let _ = request.answer.send(line);
         }
-        None => connection.unsolicited.set(connection.unsolicited.get() + 1),
+        None => match connection.probe.borrow_mut().take() {
+            Some(probe) => {
+                let _ = probe.send(line);
+            }
+            None => connection.unsolicited.set(connection.unsolicited.get() + 1),
+        },
     }
 }
 
