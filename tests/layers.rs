@@ -39,25 +39,186 @@ fn module_of(src: &Path, file: &Path) -> String {
     first.trim_end_matches(".rs").to_string()
 }
 
-/// Every `crate::NAME` in a file's code (comments left out), as NAME.
-fn uses(text: &str) -> BTreeSet<String> {
-    let mut found = BTreeSet::new();
-    for line in text.lines() {
-        let code = line.split("//").next().unwrap_or("");
-        let mut rest = code;
-        while let Some(at) = rest.find("crate::") {
-            rest = &rest[at + "crate::".len()..];
-            let name: String = rest
-                .chars()
-                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
-                .collect();
-            if !name.is_empty() {
-                let module = MACROS.iter().find(|(m, _)| rest.starts_with(&format!("{m}!")));
-                found.insert(module.map_or(name, |(_, defined_in)| defined_in.to_string()));
+/// Tokens of Rust code: identifiers, `::`, and single punctuation marks;
+/// comments, strings and character literals left out, so a `//` inside a
+/// string or a path in a comment is never read as code.
+fn tokens(text: &str) -> Vec<String> {
+    let chars: Vec<char> = text.chars().collect();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < chars.len() {
+        let c = chars[i];
+        let next = chars.get(i + 1).copied();
+        if c == '/' && next == Some('/') {
+            while i < chars.len() && chars[i] != '\n' {
+                i += 1;
             }
+        } else if c == '/' && next == Some('*') {
+            i = skip_block_comment(&chars, i);
+        } else if c == '"' || (c == 'r' || c == 'b') && starts_string(&chars, i) {
+            i = skip_string(&chars, i);
+        } else if c == '\'' {
+            i = skip_char_or_lifetime(&chars, i);
+        } else if c.is_alphabetic() || c == '_' {
+            let start = i;
+            while i < chars.len() && (chars[i].is_alphanumeric() || chars[i] == '_') {
+                i += 1;
+            }
+            out.push(chars[start..i].iter().collect());
+        } else if c == ':' && next == Some(':') {
+            out.push("::".to_string());
+            i += 2;
+        } else {
+            if !c.is_whitespace() {
+                out.push(c.to_string());
+            }
+            i += 1;
         }
     }
+    out
+}
+
+fn skip_block_comment(chars: &[char], mut i: usize) -> usize {
+    let mut depth = 0;
+    while i < chars.len() {
+        match (chars[i], chars.get(i + 1)) {
+            ('/', Some('*')) => (depth, i) = (depth + 1, i + 2),
+            ('*', Some('/')) => {
+                (depth, i) = (depth - 1, i + 2);
+                if depth == 0 {
+                    return i;
+                }
+            }
+            _ => i += 1,
+        }
+    }
+    i
+}
+
+/// `r"`, `r#"`, `b"`, `br"`, `br#"` start a string at `i`.
+fn starts_string(chars: &[char], i: usize) -> bool {
+    let rest: String = chars[i..chars.len().min(i + 4)].iter().collect();
+    ["r\"", "r#", "b\"", "br\"", "br#"]
+        .iter()
+        .any(|p| rest.starts_with(p))
+}
+
+fn skip_string(chars: &[char], mut i: usize) -> usize {
+    let raw = chars[i] == 'r' || chars.get(i + 1) == Some(&'r');
+    while chars[i] != '"' && chars[i] != '#' {
+        i += 1;
+    }
+    let hashes = chars[i..].iter().take_while(|c| **c == '#').count();
+    i += hashes + 1;
+    while i < chars.len() {
+        if !raw && chars[i] == '\\' {
+            i += 2;
+        } else if chars[i] == '"' && chars[i + 1..].iter().take(hashes).all(|c| *c == '#') {
+            return i + 1 + hashes;
+        } else {
+            i += 1;
+        }
+    }
+    i
+}
+
+/// A character literal (`'x'`, `'\n'`) is skipped; a lifetime is one mark.
+fn skip_char_or_lifetime(chars: &[char], i: usize) -> usize {
+    match (chars.get(i + 1), chars.get(i + 2)) {
+        (Some('\\'), _) => i + 2 + chars[i + 2..].iter().position(|c| *c == '\'').unwrap_or(0) + 1,
+        (Some(_), Some('\'')) => i + 3,
+        _ => i + 1,
+    }
+}
+
+/// Every top-level module a file's code names, by `crate::` (one path, a
+/// `{...}` group over any lines, or a glob, named `*`) or by enough
+/// `super::` to climb out of its own module. `depth` is how deep the file
+/// lies below the crate (`src/stats/mod.rs`: 1, `src/stats/summary.rs`:
+/// 2); inline `mod x { }` blocks add to it where they open.
+fn uses_at(text: &str, depth: usize) -> BTreeSet<String> {
+    let tokens = tokens(text);
+    let mut found = BTreeSet::new();
+    // Brace depth of each inline module still open.
+    let mut inline: Vec<usize> = Vec::new();
+    let mut braces = 0;
+    let mut i = 0;
+    while i < tokens.len() {
+        match tokens[i].as_str() {
+            "{" => braces += 1,
+            "}" => {
+                braces -= 1;
+                if inline.last() == Some(&braces) {
+                    inline.pop();
+                }
+            }
+            "mod" if tokens.get(i + 2).map(String::as_str) == Some("{") => inline.push(braces),
+            "crate" if tokens.get(i + 1).map(String::as_str) == Some("::") => {
+                named_after(&tokens, i + 2, &mut found);
+            }
+            "super" => {
+                let supers = tokens[i..]
+                    .chunks(2)
+                    .take_while(|pair| pair.len() == 2 && pair[0] == "super" && pair[1] == "::")
+                    .count();
+                if supers > 0 && supers >= depth + inline.len() {
+                    named_after(&tokens, i + 2 * supers, &mut found);
+                }
+                i += 2 * supers.max(1) - 1;
+            }
+            _ => {}
+        }
+        i += 1;
+    }
     found
+}
+
+/// The module (or, for a group, modules) named at `tokens[at]`, just
+/// after a path reached the crate's root; macros go to where they live.
+fn named_after(tokens: &[String], at: usize, found: &mut BTreeSet<String>) {
+    let mut add = |name: &str| {
+        let defined_in = MACROS.iter().find(|(m, _)| *m == name).map(|(_, d)| *d);
+        found.insert(defined_in.unwrap_or(name).to_string());
+    };
+    match tokens.get(at).map(String::as_str) {
+        Some("{") => {
+            // The first name of each item at the group's own depth.
+            let mut depth = 0;
+            let mut first = true;
+            for token in &tokens[at + 1..] {
+                match token.as_str() {
+                    "{" => depth += 1,
+                    "}" if depth == 0 => break,
+                    "}" => depth -= 1,
+                    "," if depth == 0 => first = true,
+                    "self" if first => first = false,
+                    name if first => {
+                        add(name);
+                        first = false;
+                    }
+                    _ => {}
+                }
+            }
+        }
+        Some(name) => add(name),
+        None => {}
+    }
+}
+
+/// Every module named from the crate's root in a file at the root's depth
+/// of one (`src/x.rs`, `src/x/mod.rs`), as the crafted cases below read.
+fn uses(text: &str) -> BTreeSet<String> {
+    uses_at(text, 1)
+}
+
+/// How deep a file lies below the crate: its module's path length.
+fn depth_of(src: &Path, file: &Path) -> usize {
+    let relative = file.strip_prefix(src).unwrap();
+    let parts = relative.components().count();
+    match relative.file_name().and_then(|n| n.to_str()) {
+        Some("mod.rs") => parts - 1,
+        _ => parts,
+    }
 }
 
 fn rust_files(dir: &Path, into: &mut Vec<std::path::PathBuf>) {
@@ -85,7 +246,7 @@ fn edges(src: &Path) -> (BTreeMap<String, BTreeSet<String>>, Vec<String>) {
         }
         let from =
             layer_of(&module).unwrap_or_else(|| panic!("module `{module}` is in no layer: add it to LAYERS"));
-        for used in uses(&std::fs::read_to_string(&file).unwrap()) {
+        for used in uses_at(&std::fs::read_to_string(&file).unwrap(), depth_of(src, &file)) {
             if used == module {
                 continue;
             }
@@ -182,4 +343,47 @@ fn the_check_sees_a_backwards_use_and_a_cycle() {
         ])
     );
     assert!(layer_of("stats") > layer_of("engine"));
+}
+
+#[test]
+fn every_way_of_naming_a_module_is_read() {
+    let set = |names: &[&str]| names.iter().map(|n| n.to_string()).collect::<BTreeSet<_>>();
+    // Groups, on one line or several, nested; `self` names nothing new.
+    assert_eq!(
+        uses("use crate::{engine::Control, plan::Mix};"),
+        set(&["engine", "plan"])
+    );
+    assert_eq!(
+        uses("use crate::{\n    engine::{self, Control},\n    stats,\n};"),
+        set(&["engine", "stats"])
+    );
+    assert_eq!(
+        uses("use crate::*;"),
+        set(&["*"]),
+        "a glob is named, and placed nowhere"
+    );
+    // A `//` inside a string is no comment; a path inside one is no code.
+    assert_eq!(
+        uses("const U: &str = \"http://x\"; type C = crate::engine::Control;"),
+        set(&["engine"])
+    );
+    assert_eq!(
+        uses("let s = \"crate::tui\"; let r = r#\"crate::tui\"#;"),
+        set(&[])
+    );
+    assert_eq!(
+        uses("/* crate::tui */ let c = '\"'; let l: &'static str = \"\";"),
+        set(&[])
+    );
+    // Climbing out with `super`: from src/stats/summary.rs two steps reach
+    // the root, one does not; an inline module takes one more.
+    assert_eq!(uses_at("use super::super::engine::Control;", 2), set(&["engine"]));
+    assert_eq!(uses_at("use super::verdict::Verdict;", 2), set(&[]));
+    assert_eq!(
+        uses_at("mod tests { use super::super::Recorder; }", 1),
+        set(&["Recorder"])
+    );
+    assert_eq!(uses_at("mod tests { use super::*; }", 1), set(&[]));
+    // A macro is placed by the module that defines it, however it is named.
+    assert_eq!(uses("crate::note!(\"x\"); use crate::note;"), set(&["output"]));
 }

@@ -292,35 +292,6 @@ impl Scenario {
     }
 }
 
-/// A header volley can send: a valid name (an RFC 9110 token) that is not
-/// one volley writes itself, and a value without control characters.
-pub fn check_header(name: &str, value: &str) -> Result<(), String> {
-    let token = |c: char| c.is_ascii_alphanumeric() || "!#$%&'*+-.^_`|~".contains(c);
-    if name.is_empty() || !name.chars().all(token) {
-        return Err(format!(
-            "`{name}` is not a valid header name (letters, digits and !#$%&'*+-.^_`|~ only, no spaces)"
-        ));
-    }
-    const OWN: [&str; 5] = [
-        "content-length",
-        "transfer-encoding",
-        "host",
-        "connection",
-        "upgrade",
-    ];
-    if OWN.iter().any(|own| name.eq_ignore_ascii_case(own)) {
-        return Err(format!(
-            "`{name}` is set by volley itself (from the target and each body); a second one would break every request"
-        ));
-    }
-    if value.chars().any(|c| c.is_control() && c != '\t') {
-        return Err(format!(
-            "the value of `{name}` holds a control character (not shown)"
-        ));
-    }
-    Ok(())
-}
-
 /// `8MiB`, `512KB`, `1048576`: a size in bytes.
 pub fn parse_size(text: &str) -> Result<usize, String> {
     let text = text.trim();

@@ -270,7 +270,7 @@ pub fn parse_header(header: &str) -> Result<(String, String), ScenarioError> {
     let name = name.trim().to_string();
     let value = super::interpolate(value.trim(), &|n| std::env::var(n).ok())
         .map_err(|m| flag("--header", format!("`{name}`: {m}")))?;
-    super::check_header(&name, &value).map_err(|m| flag("--header", m))?;
+    crate::transport::check_header(&name, &value).map_err(|m| flag("--header", m))?;
     Ok((name, value))
 }
 

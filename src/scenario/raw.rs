@@ -374,7 +374,7 @@ impl RawScenario {
         for (name, value) in &self.headers {
             let key = format!("headers.{name}");
             let resolved = interpolate(value.get_ref(), env)
-                .and_then(|resolved| super::check_header(name, &resolved).map(|()| resolved))
+                .and_then(|resolved| crate::transport::check_header(name, &resolved).map(|()| resolved))
                 .map_err(|m| at.error(Some(value.span()), Some(&key), m))?;
             headers.push((name.clone(), resolved));
         }

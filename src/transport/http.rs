@@ -90,7 +90,7 @@ impl HttpTarget {
             env!("CARGO_PKG_VERSION")
         );
         for (name, value) in extra {
-            super::check_header(name, value)?;
+            super::header_for_target(name, value)?;
             head.push_str(&format!("{name}: {value}\r\n"));
         }
         let alpn = if options.http2 { ALPN_H2 } else { ALPN_HTTP1 };

@@ -86,16 +86,43 @@ pub enum TargetError {
     Resolve { url: String, reason: io::Error },
 }
 
-/// A header volley can send; a bad one is named, its value never shown.
-fn check_header(name: &str, value: &str) -> Result<(), TargetError> {
-    let valid = hyper::header::HeaderName::from_bytes(name.as_bytes()).is_ok()
-        && hyper::header::HeaderValue::from_str(value).is_ok();
-    match valid {
-        true => Ok(()),
-        false => Err(TargetError::BadHeader {
-            name: name.to_string(),
-        }),
+/// A header volley can send: a valid name (an RFC 9110 token) that is not
+/// one volley writes itself, and a value without control characters.
+///
+/// The one rule for headers, from a file, a flag or a caller of the
+/// transport; its message names the header, never its value.
+pub fn check_header(name: &str, value: &str) -> Result<(), String> {
+    let token = |c: char| c.is_ascii_alphanumeric() || "!#$%&'*+-.^_`|~".contains(c);
+    if name.is_empty() || !name.chars().all(token) {
+        return Err(format!(
+            "`{name}` is not a valid header name (letters, digits and !#$%&'*+-.^_`|~ only, no spaces)"
+        ));
     }
+    const OWN: [&str; 5] = [
+        "content-length",
+        "transfer-encoding",
+        "host",
+        "connection",
+        "upgrade",
+    ];
+    if OWN.iter().any(|own| name.eq_ignore_ascii_case(own)) {
+        return Err(format!(
+            "`{name}` is set by volley itself (from the target and each body); a second one would break every request"
+        ));
+    }
+    if value.chars().any(|c| c.is_control() && c != '\t') {
+        return Err(format!(
+            "the value of `{name}` holds a control character (not shown)"
+        ));
+    }
+    Ok(())
+}
+
+/// `check_header` for a target: a bad header is named, its value never shown.
+fn header_for_target(name: &str, value: &str) -> Result<(), TargetError> {
+    check_header(name, value).map_err(|_| TargetError::BadHeader {
+        name: name.to_string(),
+    })
 }
 
 /// Every address `host` (anything `lookup_host` takes) resolves to,

@@ -93,7 +93,7 @@ impl StreamTarget {
                     .then(|| ClientTls::new(url, host, &options.tls, ALPN_HTTP1))
                     .transpose()?;
                 for (name, value) in &options.headers {
-                    super::check_header(name, value)?;
+                    super::header_for_target(name, value)?;
                 }
                 StreamAddr::Ws {
                     url: url.to_string(),
