@@ -387,3 +387,32 @@ fn every_way_of_naming_a_module_is_read() {
     // A macro is placed by the module that defines it, however it is named.
     assert_eq!(uses("crate::note!(\"x\"); use crate::note;"), set(&["output"]));
 }
+
+#[test]
+fn the_architecture_page_draws_the_same_layers() {
+    let page =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/ARCHITECTURE.md")).unwrap();
+    let drawing: Vec<&str> = page
+        .split("## The layers")
+        .nth(1)
+        .and_then(|rest| rest.split("**The rule:**").next())
+        .unwrap()
+        .lines()
+        .collect();
+    let names = |line: &str| -> BTreeSet<String> {
+        line.split(|c: char| !(c.is_alphanumeric() || c == '_'))
+            .map(str::to_string)
+            .collect()
+    };
+    // Each layer drawn on one line of its own, in the same order.
+    let mut previous = 0;
+    for layer in LAYERS {
+        let line = drawing[previous..]
+            .iter()
+            .position(|line| layer.iter().all(|m| names(line).contains(*m)))
+            .unwrap_or_else(|| {
+                panic!("docs/ARCHITECTURE.md draws no line with all of {layer:?} below the layer before it")
+            });
+        previous += line + 1;
+    }
+}
