@@ -163,7 +163,7 @@ mod tests {
             None,
             b"{}",
         );
-        assert!(wrong.reason.starts_with("id_mismatch: "), "{}", wrong.reason);
+        assert_eq!(wrong.reason, "id_mismatch: the answer's id is not the call's");
         let expected = "a result of type string";
         let assertion = ErrorExample::new("m", Outcome::Assertion, Cause::Answer, Some(&expected), b"{}");
         assert_eq!(assertion.reason, "expected a result of type string");

@@ -378,6 +378,31 @@ mod tests {
     }
 
     #[test]
+    fn a_recorder_merges_every_count_it_keeps() {
+        let ms = Duration::from_millis(2);
+        let mut a = Recorder::new(1);
+        assert!(a.is_empty() && a.calls() == 0);
+        a.requests = 1;
+        assert!(!a.is_empty(), "a request sent is something");
+        let mut b = Recorder::new(1);
+        b.methods[0].record(Outcome::Ok, ms, ms, 4);
+        assert!(!b.is_empty(), "a call counted is something");
+        b.record_batch(7, ms);
+        b.record_batch(3, ms);
+        (b.setup_failed, b.unsolicited, b.subscriptions, b.notifications) = (2, 3, 4, 5);
+        for _ in 0..2 {
+            a.merge(&b);
+        }
+        assert_eq!(a.calls(), 2);
+        assert_eq!((a.batch_sizes.len(), a.batch_sizes.max()), (4, 7));
+        assert_eq!(a.batch_latency.len(), 4);
+        assert_eq!(
+            (a.setup_failed, a.unsolicited, a.subscriptions, a.notifications),
+            (4, 6, 8, 10)
+        );
+    }
+
+    #[test]
     fn only_answers_with_bytes_count_in_the_answer_sizes() {
         let mut m = MethodStats::default();
         let ms = Duration::from_millis(1);

@@ -50,7 +50,10 @@ pub struct Snapshot {
 }
 
 /// `n` buckets spaced evenly on a log scale from the lowest to the highest
-/// latency recorded (microsecond histogram in, milliseconds out).
+/// latency recorded (microsecond histogram in, milliseconds out). Each
+/// recorded value lands in exactly one bucket, the first whose upper bound
+/// it does not pass (asking the histogram for counts between bounds would
+/// count a value on a bound in both neighbours: its buckets are wider).
 pub fn latency_buckets(h: &Histogram<u64>, n: usize) -> Vec<(f64, u64)> {
     if h.is_empty() || n == 0 {
         return Vec::new();
@@ -58,16 +61,16 @@ pub fn latency_buckets(h: &Histogram<u64>, n: usize) -> Vec<(f64, u64)> {
     let low = (h.min().max(1)) as f64;
     let high = (h.max().max(h.min() + 1)) as f64;
     let ratio = (high / low).powf(1.0 / n as f64);
-    let mut buckets = Vec::with_capacity(n);
-    let mut below = low;
-    let mut counted = h.count_between(0, low as u64);
-    for i in 0..n {
-        let upper = if i + 1 == n { high } else { below * ratio };
-        let count = h.count_between(below as u64 + 1, upper as u64);
-        buckets.push((upper / 1000.0, count + std::mem::take(&mut counted)));
-        below = upper;
+    let uppers: Vec<f64> = (1..=n)
+        .map(|i| if i == n { high } else { low * ratio.powi(i as i32) })
+        .collect();
+    let mut counts = vec![0u64; n];
+    for recorded in h.iter_recorded() {
+        let value = recorded.value_iterated_to() as f64;
+        let bucket = uppers.iter().position(|upper| value <= *upper).unwrap_or(n - 1);
+        counts[bucket] += recorded.count_at_value();
     }
-    buckets
+    uppers.iter().map(|upper| upper / 1000.0).zip(counts).collect()
 }
 
 #[cfg(test)]
@@ -85,5 +88,34 @@ mod tests {
         assert_eq!(buckets.iter().map(|b| b.1).sum::<u64>(), 7);
         assert!(buckets.windows(2).all(|w| w[0].0 < w[1].0));
         assert!((buckets.last().unwrap().0 - 250.0).abs() < 1.0);
+    }
+
+    #[test]
+    fn buckets_grow_by_one_ratio_and_count_each_value_once() {
+        let mut h = super::super::new_histogram();
+        for us in [1_000u64, 1_500, 3_000, 4_000, 6_000, 8_000] {
+            h.record(us).unwrap();
+        }
+        let buckets = latency_buckets(&h, 3);
+        // From 1 ms to 8 ms by a ratio of 2 (within the histogram's 3 digits).
+        for (bucket, upper) in buckets.iter().zip([2.0, 4.0, 8.0]) {
+            assert!((bucket.0 - upper).abs() < upper * 0.001, "{buckets:?}");
+        }
+        // 4 ms lies on a bound, and the histogram holds it as 4.001 ms: past
+        // the bound, and counted there only (by bounds, it was counted twice).
+        assert_eq!(
+            buckets.iter().map(|b| b.1).collect::<Vec<_>>(),
+            [2, 1, 3],
+            "{buckets:?}"
+        );
+        let one = {
+            let mut h = super::super::new_histogram();
+            h.record(5_000).unwrap();
+            h
+        };
+        let single = latency_buckets(&one, 2);
+        assert_eq!(single.iter().map(|b| b.1).sum::<u64>(), 1, "one value, once");
+        assert!(latency_buckets(&one, 0).is_empty());
+        assert!(latency_buckets(&super::super::new_histogram(), 4).is_empty());
     }
 }

@@ -380,6 +380,38 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_schedule_is_behind_past_one_percent_late_or_unsent() {
+        let limit = crate::stats::micros(LATE_THRESHOLD);
+        let mut delays = crate::stats::new_histogram();
+        delays.record_n(10, 99).unwrap();
+        delays.record(limit).unwrap();
+        let kept = ScheduleSummary::of(&delays, 0, 100);
+        assert_eq!(kept.late_requests, 0, "on the threshold is not late");
+        assert!(!kept.behind && !ScheduleSummary::behind(&delays, 0, 100));
+        assert!(kept.start_delay.max_ms >= 10.0, "the delays are summarized");
+        delays.record(limit * 10).unwrap();
+        let one_late = ScheduleSummary::of(&delays, 0, 101);
+        assert_eq!(one_late.late_requests, 1);
+        assert!(!one_late.behind, "1 late of 101 is under 1%");
+        delays.record(limit * 10).unwrap();
+        assert_eq!(ScheduleSummary::of(&delays, 0, 102).late_requests, 2);
+        assert!(ScheduleSummary::of(&delays, 0, 102).behind, "2 of 102 is past 1%");
+        assert!(ScheduleSummary::behind(&delays, 0, 102));
+        let on_time = {
+            let mut h = crate::stats::new_histogram();
+            h.record_n(10, 100).unwrap();
+            h
+        };
+        assert!(
+            !ScheduleSummary::behind(&on_time, 1, 100),
+            "1 unsent of 100 due is kept"
+        );
+        let unsent = ScheduleSummary::of(&on_time, 2, 100);
+        assert!(unsent.behind && unsent.unsent == 2, "2 unsent of 100 fell behind");
+        assert!(ScheduleSummary::behind(&on_time, 2, 100));
+    }
+
+    #[test]
     fn one_percent_is_the_line_a_schedule_may_reach_but_not_pass() {
         assert!(!over_one_percent(10, 1000), "1% exactly is kept");
         assert!(over_one_percent(11, 1000), "just past 1% fell behind");
