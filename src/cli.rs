@@ -47,6 +47,68 @@ pub enum Command {
     /// Probe an endpoint against the JSON-RPC 2.0 specification, case by case with the evidence;
     /// exit 2 when a MUST fails.
     Check(CheckArgs),
+    /// Find the highest rate a target sustains within an SLO: double the rate until a step fails,
+    /// then bisect; each method's knee; a CSV row and a point of the plot per step.
+    Sweep(Box<SweepArgs>),
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct SweepArgs {
+    /// Scenario file (TOML): its target, mix and connections; its load is replaced by each step's
+    /// rate. Without one, --target and --method describe the calls.
+    pub scenario: Option<PathBuf>,
+    /// Target URL (or "builtin"); replaces the file's `target`.
+    #[arg(long)]
+    pub target: Option<String>,
+    /// Method of a one-liner; with a file, replaces its mix with this one method.
+    #[arg(long)]
+    pub method: Option<String>,
+    /// Params as JSON, with ${...} generators as in a file.
+    #[arg(long)]
+    pub params: Option<String>,
+    /// The service level each step must meet, as thresholds: 'p99<100ms,error_rate<0.1%'. A
+    /// method's own (eth_call.p99<50ms) applies to it; the others also to each method, for its knee.
+    #[arg(long, default_value = "p99<100ms,error_rate<0.1%")]
+    pub slo: String,
+    /// The first rate tried, requests/s.
+    #[arg(long, default_value_t = 100.0)]
+    pub from: f64,
+    /// The highest rate tried, requests/s.
+    #[arg(long, default_value_t = 1_000_000.0)]
+    pub max_rate: f64,
+    /// Bisect until the rate that held and the one that failed are this close: 5% or 0.05.
+    #[arg(long, default_value = "5%", value_parser = parse_share)]
+    pub precision: f64,
+    /// How long each step is measured.
+    #[arg(long, value_parser = parse_duration, default_value = "10s")]
+    pub step: Duration,
+    /// How long each step runs before it is measured, to reach a steady state.
+    #[arg(long, value_parser = parse_duration, default_value = "2s")]
+    pub step_warmup: Duration,
+    /// Connections (default: the file's, or 64).
+    #[arg(long)]
+    pub connections: Option<u64>,
+    /// Time a call may take before it counts as a timeout (default 10s).
+    #[arg(long, value_parser = parse_duration)]
+    pub timeout: Option<Duration>,
+    /// Seed for every random choice; each step uses it, so each sends the same calls.
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Extra HTTP header, 'Name: value' (repeatable).
+    #[arg(short = 'H', long = "header")]
+    pub headers: Vec<String>,
+    /// HTTP/2: by ALPN to https://, with prior knowledge to http://.
+    #[arg(long)]
+    pub http2: bool,
+    /// Trust this CA certificate (PEM) instead of the built-in web roots.
+    #[arg(long, value_name = "FILE")]
+    pub cacert: Option<PathBuf>,
+    /// Do not verify the server's TLS certificate.
+    #[arg(short = 'k', long)]
+    pub insecure: bool,
+    /// Directory for the results (default: results/<UTC time>-sweep-<scenario>/).
+    #[arg(short = 'o', long)]
+    pub out: Option<PathBuf>,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -305,6 +367,10 @@ pub struct ServeArgs {
     /// How often an eth_subscribe("newHeads") subscription (WebSocket, TCP, Unix) gets a notification.
     #[arg(long, default_value = "1s", value_parser = parse_duration)]
     pub heads_every: Duration,
+    /// Calls a second the server can do: past it, answers queue and their latency grows without
+    /// bound (a known breaking point, for `volley sweep`).
+    #[arg(long, value_name = "CALLS_PER_S")]
+    pub capacity: Option<f64>,
     /// Serve on stdin/stdout instead of the network, until stdin closes (as a child of `volley run`).
     #[arg(long)]
     pub stdio: bool,
@@ -315,4 +381,20 @@ pub struct ServeArgs {
 
 fn parse_jsonrpc(text: &str) -> Result<crate::rpc::Version, String> {
     crate::rpc::Version::parse(text).ok_or_else(|| format!("`{text}`: expected 2.0 or 1.0"))
+}
+
+/// `5%` or `0.05`: a share above 0 and below 1.
+fn parse_share(text: &str) -> Result<f64, String> {
+    let (number, scale) = match text.trim().strip_suffix('%') {
+        Some(percent) => (percent, 100.0),
+        None => (text.trim(), 1.0),
+    };
+    let share = number
+        .parse::<f64>()
+        .map_err(|_| format!("`{text}` is not a share such as 5% or 0.05"))?
+        / scale;
+    match share > 0.0 && share < 1.0 {
+        true => Ok(share),
+        false => Err(format!("`{text}` is not a share between 0 and 100%")),
+    }
 }

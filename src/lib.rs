@@ -18,6 +18,7 @@ pub mod rpc;
 pub mod scenario;
 pub mod serve;
 pub mod stats;
+pub mod sweep;
 pub mod thresholds;
 pub mod tls;
 pub mod transport;

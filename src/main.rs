@@ -22,6 +22,7 @@ fn main() -> ExitCode {
         Command::Compare(args) => cmd::compare::command(args),
         Command::Report(args) => cmd::report::command(args),
         Command::Check(args) => cmd::check::command(args),
+        Command::Sweep(args) => cmd::sweep::command(*args),
     };
     match result {
         Ok(code) => code,

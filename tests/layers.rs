@@ -10,7 +10,8 @@ use std::path::Path;
 const LAYERS: &[&[&str]] = &[
     &["cli", "cmd"],
     &[
-        "check", "compare", "init", "metrics", "output", "report", "results", "serve", "tui", "validate",
+        "check", "compare", "init", "metrics", "output", "report", "results", "serve", "sweep", "tui",
+        "validate",
     ],
     &["scenario"],
     &["engine", "thresholds"],

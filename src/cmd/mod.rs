@@ -10,6 +10,7 @@ mod process;
 pub mod report;
 pub mod run;
 pub mod serve;
+pub mod sweep;
 pub mod validate;
 
 pub use execute::{execute, RunError};

@@ -92,6 +92,13 @@ fn config(args: &ServeArgs) -> Result<ServeConfig, String> {
     if args.heads_every.is_zero() {
         return Err("--heads-every must be above zero".into());
     }
+    let capacity = match args.capacity {
+        None => None,
+        Some(rate) => Some(std::sync::Arc::new(
+            serve::Capacity::new(rate)
+                .ok_or_else(|| format!("--capacity: {rate} is not a rate above zero"))?,
+        )),
+    };
     let defaults = ServeConfig::default();
     Ok(ServeConfig {
         listen: args.listen,
@@ -107,6 +114,7 @@ fn config(args: &ServeArgs) -> Result<ServeConfig, String> {
         tls: None,
         mcp: args.mcp,
         heads_every: args.heads_every,
+        capacity,
     })
 }
 
@@ -124,12 +132,16 @@ fn say_listening(server: &serve::ServerHandle, config: &ServeConfig, ca_written:
         "JSON-RPC 2.0"
     };
     crate::output::print(&format!(
-        "volley serve: {speaks} over {protocols} on {} (latency {}, error rate {}, seed {}, chaos {})\n",
+        "volley serve: {speaks} over {protocols} on {} (latency {}, error rate {}, seed {}, chaos {}{})\n",
         server.url(),
         config.latency,
         config.error_rate,
         config.seed,
-        config.chaos
+        config.chaos,
+        match &config.capacity {
+            Some(capacity) => format!(", capacity {} calls/s", capacity.calls_per_s()),
+            None => String::new(),
+        }
     ));
     if let Some(path) = ca_written {
         crate::output::print(&format!(

@@ -189,10 +189,11 @@ struct Series {
     points: Vec<(f64, f64)>,
 }
 
-/// How the x axis reads: seconds, or percentiles placed by log10(1/(1-q)).
+/// How the x axis reads: plain numbers from 0 (seconds, rates), or
+/// percentiles placed by log10(1/(1-q)).
 #[derive(Clone, Copy)]
 enum XAxis {
-    Seconds,
+    Linear,
     Percentile,
 }
 
@@ -290,7 +291,7 @@ fn per_method_chart(p99: &BTreeMap<String, Vec<(u32, f64)>>) -> String {
         "second of the run",
         "p99 ms",
         &series,
-        XAxis::Seconds,
+        XAxis::Linear,
         &[],
     )
 }
@@ -340,7 +341,7 @@ fn time_charts(summary: &Value, warmup: f64) -> Vec<String> {
             "second of the run",
             "calls/s",
             &[series("calls/s", "calls_per_s")],
-            XAxis::Seconds,
+            XAxis::Linear,
             &markers,
         ),
         chart(
@@ -348,7 +349,7 @@ fn time_charts(summary: &Value, warmup: f64) -> Vec<String> {
             "second of the run",
             "latency ms",
             &[series("p50", "p50_ms"), series("p99", "p99_ms")],
-            XAxis::Seconds,
+            XAxis::Linear,
             &markers,
         ),
         chart(
@@ -356,7 +357,7 @@ fn time_charts(summary: &Value, warmup: f64) -> Vec<String> {
             "second of the run",
             "errors",
             &error_series(&rows),
-            XAxis::Seconds,
+            XAxis::Linear,
             &markers,
         ),
     ]
@@ -396,6 +397,27 @@ const LEFT: f64 = 64.0;
 const RIGHT: f64 = 30.0;
 const TOP: f64 = 36.0;
 const BOTTOM: f64 = 48.0;
+
+/// Latency against throughput, a point per sweep step: p50 and p99 (ms)
+/// over the rate achieved (requests/s), as a standalone SVG.
+pub fn sweep_chart(target: &str, points: &[(f64, f64, f64)]) -> String {
+    let mut sorted = points.to_vec();
+    sorted.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let line = |name: &str, pick: fn(&(f64, f64, f64)) -> f64| Series {
+        name: name.to_string(),
+        points: sorted.iter().map(|p| (p.0, pick(p))).collect(),
+    };
+    let series = [line("p50", |p| p.1), line("p99", |p| p.2)];
+    let title = format!("Latency against throughput · {target}");
+    chart(
+        &title,
+        "requests/s achieved",
+        "latency (ms)",
+        &series,
+        XAxis::Linear,
+        &[],
+    )
+}
 
 /// A line chart in SVG, axes labelled, with vertical markers (stage
 /// boundaries, events) and a legend.
@@ -441,7 +463,7 @@ impl Scale {
         let all = || series.iter().flat_map(|s| s.points.iter());
         let x_max = all().map(|p| p.0).fold(f64::NAN, f64::max);
         let x_min = match x_axis {
-            XAxis::Seconds => 0.0,
+            XAxis::Linear => 0.0,
             XAxis::Percentile => 0.0,
         };
         let x_max = if x_max.is_finite() && x_max > x_min {
@@ -591,7 +613,7 @@ fn x_ticks(axis: XAxis, min: f64, max: f64) -> Vec<(f64, String)> {
                 (v, label)
             })
             .collect(),
-        XAxis::Seconds => {
+        XAxis::Linear => {
             let step = nice((max - min) / 6.0).max(1.0);
             let mut ticks = Vec::new();
             let mut v = min;

@@ -36,10 +36,15 @@ impl Handler<'_> {
     pub fn handle(&self, body: &[u8], rng: &mut SmallRng) -> Answer {
         self.stats.requests.fetch_add(1, Ordering::Relaxed);
         let mut hold = self.config.latency.sample(rng);
+        let arrived = Instant::now();
+        let mut calls = 1;
         let body = match wire::first_significant_byte(body) {
             Some(b'[') => match serde_json::from_slice::<Vec<&RawValue>>(body) {
                 Ok(batch) if batch.is_empty() => Some(self.error(INVALID_REQUEST, "null")),
-                Ok(batch) => self.batch(&batch, rng, &mut hold),
+                Ok(batch) => {
+                    calls = u32::try_from(batch.len()).unwrap_or(u32::MAX);
+                    self.batch(&batch, rng, &mut hold)
+                }
                 Err(_) => Some(self.error(PARSE_ERROR, "null")),
             },
             Some(b'{') => match serde_json::from_slice::<&RawValue>(body) {
@@ -51,6 +56,9 @@ impl Handler<'_> {
                 Err(_) => Some(self.error(PARSE_ERROR, "null")),
             },
         };
+        if let Some(capacity) = &self.config.capacity {
+            hold += capacity.wait(calls, arrived);
+        }
         Answer { body, hold }
     }
 

@@ -4,6 +4,7 @@
 //! JSON and WebSocket on listeners of their own.
 
 mod body;
+mod capacity;
 mod chaos;
 mod handler;
 mod latency;
@@ -14,6 +15,7 @@ mod stream;
 mod subscribe;
 pub mod tls;
 
+pub use capacity::Capacity;
 pub use chaos::{Chaos, ChaosCounts, Fault};
 pub use handler::INJECTED_ERROR;
 pub use latency::Latency;
@@ -73,6 +75,8 @@ pub struct ServeConfig {
     pub mcp: bool,
     /// How often a `newHeads` subscription brings a notification.
     pub heads_every: Duration,
+    /// Calls a second past which answers queue (`--capacity`).
+    pub capacity: Option<Arc<Capacity>>,
 }
 
 impl Default for ServeConfig {
@@ -91,6 +95,7 @@ impl Default for ServeConfig {
             tls: None,
             mcp: false,
             heads_every: Duration::from_secs(1),
+            capacity: None,
         }
     }
 }
