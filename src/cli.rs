@@ -202,9 +202,14 @@ pub struct RunArgs {
     /// Scenario file (TOML). Without one, --target and --method describe the run.
     pub scenario: Option<PathBuf>,
     /// Target URL (http, https, ws, wss, tcp, unix), or "builtin" for the built-in server;
-    /// replaces the file's `target` or `command`.
+    /// replaces the file's `target`, `targets` or `command`. Given more than once, the targets
+    /// are compared side by side, each receiving the same requests.
     #[arg(long)]
-    pub target: Option<String>,
+    pub target: Vec<String>,
+    /// With several targets, drive them all at once, each with the full load (default: one
+    /// after another).
+    #[arg(long)]
+    pub parallel_targets: bool,
     /// Method of a one-liner; with a file, replaces its mix with this one method.
     #[arg(long)]
     pub method: Option<String>,

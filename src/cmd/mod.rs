@@ -11,6 +11,7 @@ pub mod report;
 pub mod run;
 pub mod serve;
 pub mod sweep;
+mod targets;
 pub mod validate;
 
 pub use execute::{execute, RunError};

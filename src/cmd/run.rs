@@ -24,6 +24,9 @@ use crate::tui::{Dashboard, Tui};
 
 pub fn command(args: RunArgs) -> anyhow::Result<ExitCode> {
     let scenario = scenario(&args)?;
+    if scenario.targets.len() > 1 {
+        return super::targets::command(&args, scenario);
+    }
     ensure_descriptors(scenario.compile().plan.connections)?;
     // Claimed before anything is sent: a directory in the way, unwritable
     // or taken by another run is an error now, not after the run.
@@ -80,7 +83,7 @@ pub fn command(args: RunArgs) -> anyhow::Result<ExitCode> {
 
 /// Runs the scenario with the dashboard or progress lines, and returns
 /// its report and the exit code a stop asked for (0 when none).
-fn run_to_report(args: &RunArgs, scenario: &Scenario) -> anyhow::Result<(RunReport, u8)> {
+pub(super) fn run_to_report(args: &RunArgs, scenario: &Scenario) -> anyhow::Result<(RunReport, u8)> {
     // Signals are caught from here on, before anything is sent.
     let (runtime, mut signals) = runtime_with_signals()?;
     runtime.block_on(async {
@@ -230,7 +233,8 @@ pub fn scenario(args: &RunArgs) -> Result<Scenario, ScenarioError> {
 /// What the flags name, for the scenario to apply.
 fn overrides(args: &RunArgs) -> Overrides {
     Overrides {
-        target: args.target.clone(),
+        target: args.target.first().cloned(),
+        more_targets: args.target.iter().skip(1).cloned().collect(),
         method: args.method.clone(),
         params: args.params.clone(),
         rate: args.rate,

@@ -15,6 +15,11 @@ pub struct Claim {
     /// When the request should leave: fixed by the schedule in the open
     /// model, "now" in the closed one.
     pub intended: Instant,
+    /// The request's place in the run's sequence, from 0: what it sends is
+    /// drawn from the seed and this alone, so every run with the seed (each
+    /// target of a comparison) sends request N alike, whichever connection
+    /// carries it.
+    pub seq: u64,
 }
 
 /// Hands out requests: one counter shared by all connections, so that in the
@@ -23,6 +28,8 @@ pub struct Claim {
 #[derive(Debug)]
 pub struct Schedule {
     pub(super) claimed: Arc<AtomicU64>,
+    /// The closed model's sequence (the open model's is `claimed`).
+    sequence: AtomicU64,
     /// Claimed requests given back unsent because the run was paused.
     withdrawn: AtomicU64,
     /// Requests claimed after the warmup, which the request limit counts.
@@ -41,6 +48,7 @@ impl Schedule {
     pub fn new(plan: &LoadPlan, start: Instant, control: Arc<Control>) -> Self {
         Schedule {
             claimed: Arc::new(AtomicU64::new(0)),
+            sequence: AtomicU64::new(0),
             withdrawn: AtomicU64::new(0),
             measured: AtomicU64::new(0),
             measure_start: start + plan.warmup,
@@ -56,18 +64,19 @@ impl Schedule {
     }
 
     pub fn claim(&self) -> Option<Claim> {
-        let intended = match &self.rate {
-            None => Instant::now(),
+        let (intended, seq) = match &self.rate {
+            None => (Instant::now(), self.sequence.fetch_add(1, Ordering::Relaxed)),
             Some(rate) => {
                 let seq = self.claimed.fetch_add(1, Ordering::Relaxed);
-                match self.control.override_for(seq) {
+                let intended = match self.control.override_for(seq) {
                     // Paused: the worker waits for the resume and sends then.
                     Some(o) if o.rate <= 0.0 => Instant::now(),
                     Some(o) => {
                         self.start + Duration::from_secs_f64(o.at_s + (seq - o.at_seq) as f64 / o.rate)
                     }
                     None => self.start + Duration::from_secs_f64(rate.due_time(seq as f64)?),
-                }
+                };
+                (intended, seq)
             }
         };
         // The request limit counts measured requests: a warmup comes on top.
@@ -79,7 +88,7 @@ impl Schedule {
         if self.deadline.is_some_and(|deadline| intended >= deadline) {
             return None;
         }
-        Some(Claim { intended })
+        Some(Claim { intended, seq })
     }
 
     /// The run ends at its deadline, not when its requests are claimed: in

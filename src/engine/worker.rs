@@ -19,7 +19,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::call::{self, call_once};
 use super::control::{Control, RunInfo};
-use super::schedule::Schedule;
+use super::schedule::{Claim, Schedule};
 use super::RunSpec;
 use crate::plan::{LoadPlan, Mix, Pacing, Planned, Poll, Profile, RequestBuilder, SetupCall};
 use crate::rpc::Judge;
@@ -410,7 +410,6 @@ struct Caller {
     shared: Arc<RunState>,
     local: Rc<ThreadState>,
     slot: Rc<ConnectionSlot>,
-    rng: SmallRng,
     builder: RequestBuilder,
     judge: Judge,
     planned: Vec<Planned>,
@@ -446,7 +445,6 @@ async fn connection_loop(
     index: usize,
     slot: Rc<ConnectionSlot>,
 ) {
-    let seed = shared.plan.seed ^ (index as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
     let mut caller = Caller {
         open_model: matches!(shared.plan.pacing, Pacing::Open { .. }),
         http: matches!(shared.target, Target::Http(_)),
@@ -454,7 +452,6 @@ async fn connection_loop(
         shared,
         local,
         slot,
-        rng: SmallRng::seed_from_u64(seed),
         builder: RequestBuilder::default(),
         planned: Vec::new(),
         backoff: BACKOFF_MIN,
@@ -470,8 +467,8 @@ async fn connection_loop(
             caller.slot.checkin(connection);
         }
     }
-    while let Some(intended) = caller.next_due(index).await {
-        if !caller.call(intended).await {
+    while let Some(claim) = caller.next_due(index).await {
+        if !caller.call(claim).await {
             break;
         }
     }
@@ -480,7 +477,7 @@ async fn connection_loop(
 impl Caller {
     /// Waits for the caller's next request to be due (through pauses, idle
     /// stages and the open model's schedule); `None` once the run has none.
-    async fn next_due(&self, index: usize) -> Option<Instant> {
+    async fn next_due(&self, index: usize) -> Option<Claim> {
         let shared = &self.shared;
         loop {
             if shared.control.is_paused() {
@@ -492,7 +489,7 @@ impl Caller {
             }
             let claim = shared.schedule.claim()?;
             if !self.open_model {
-                return Some(claim.intended);
+                return Some(claim);
             }
             // tokio's timer rounds a deadline up to its next millisecond tick,
             // so waiting for the intended time itself leaves about a
@@ -503,7 +500,7 @@ impl Caller {
             let wake = claim.intended.checked_sub(TIMER_TICK).unwrap_or(claim.intended);
             sleep_until(wake.into()).await;
             if !shared.control.is_paused() {
-                return Some(claim.intended);
+                return Some(claim);
             }
             // Paused before it was due: the schedule restarts on resume.
             shared.schedule.withdraw();
@@ -512,16 +509,22 @@ impl Caller {
 
     /// Sends the next request of the mix, due at `intended`, and records
     /// what became of it; `false` when the mix has nothing left to send.
-    async fn call(&mut self, intended: Instant) -> bool {
+    async fn call(&mut self, claim: Claim) -> bool {
         let shared = &self.shared;
-        let Some(batch) = shared.mix.next_request(&mut self.rng, &mut self.planned) else {
+        let intended = claim.intended;
+        // Reseeded per request: request N is the same on every run with
+        // the seed, whichever connection sends it (SplitMix64's constant
+        // spreads consecutive numbers over the seed space).
+        let mut rng =
+            SmallRng::seed_from_u64(shared.plan.seed ^ claim.seq.wrapping_mul(0x9E37_79B9_7F4A_7C15));
+        let Some(batch) = shared.mix.next_request(&mut rng, &mut self.planned) else {
             return false;
         };
         let calls = self.planned.iter().filter(|p| !p.notification).count() as u64;
         let first_id = self.local.take_ids(shared, calls);
         let body = shared
             .mix
-            .write(&mut self.builder, &self.planned, batch, first_id, &mut self.rng);
+            .write(&mut self.builder, &self.planned, batch, first_id, &mut rng);
         let measured = intended >= shared.measure_start;
         let mut in_hand = match self.connection().await {
             Ok(in_hand) => in_hand,

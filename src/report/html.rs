@@ -215,8 +215,6 @@ fn spectrum(name: &str, h: &Histogram<u64>) -> Series {
     }
 }
 
-/// `volley compare --html`: the comparison's table, and for each method
-/// both runs' percentile spectra on one plot.
 /// One row of the comparison's table: its cells, and its verdict (which
 /// colours the row).
 pub struct CompareRow {
@@ -234,8 +232,23 @@ pub fn compare_page(
     baseline: &Spectra,
     current: &Spectra,
 ) -> String {
+    let runs = [("baseline", baseline), ("current", current)];
+    side_by_side_page("volley compare", head, rows, lines, &runs)
+}
+
+/// A page of runs side by side: a table (`head` its column names; a row's
+/// verdict colours it), notes, and for each tag every run's percentile
+/// spectrum on one plot (a tag only some runs have is plotted for those).
+pub fn side_by_side_page(
+    title: &str,
+    head: &[&str],
+    rows: &[CompareRow],
+    lines: &[String],
+    runs: &[(&str, &Spectra)],
+) -> String {
+    let title = esc(title);
     let mut out = format!(
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>volley compare</title>\n<style>{STYLE}</style></head><body>\n<h1>volley compare</h1>\n<table><tr>"
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>{title}</title>\n<style>{STYLE}</style></head><body>\n<h1>{title}</h1>\n<table><tr>"
     );
     for name in head {
         let _ = write!(out, "<th>{}</th>", esc(name));
@@ -243,7 +256,7 @@ pub fn compare_page(
     out.push_str("</tr>\n");
     for row in rows {
         let class = match row.verdict.as_str() {
-            "REGRESSION" => " class=\"fail\"",
+            "REGRESSION" | "fail" => " class=\"fail\"",
             "improved" => " class=\"pass\"",
             _ => "",
         };
@@ -258,11 +271,15 @@ pub fn compare_page(
         let _ = writeln!(out, "<p>{}</p>", esc(line));
     }
     out.push_str("<div class=\"charts\">\n");
-    for (tag, base) in baseline.iter().filter(|(_, h)| !h.is_empty()) {
-        let Some(cur) = current.get(tag).filter(|h| !h.is_empty()) else {
+    let tags: std::collections::BTreeSet<&String> = runs.iter().flat_map(|(_, s)| s.keys()).collect();
+    for tag in tags {
+        let series: Vec<Series> = runs
+            .iter()
+            .filter_map(|(name, spectra)| Some(spectrum(name, spectra.get(tag).filter(|h| !h.is_empty())?)))
+            .collect();
+        if series.len() < 2 {
             continue;
-        };
-        let series = [spectrum("baseline", base), spectrum("current", cur)];
+        }
         out.push_str(&chart(
             &format!("{tag}: latency by percentile"),
             "percentile (log scale)",

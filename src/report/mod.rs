@@ -6,6 +6,7 @@ mod hlog;
 pub mod html;
 mod json;
 mod table;
+pub mod targets;
 
 pub(crate) use ci::{cell, xml};
 pub use ci::{junit, markdown};
@@ -119,10 +120,6 @@ pub enum ReportError {
 /// into `dir`,
 /// returning the paths written.
 pub fn write_files(dir: &Path, report: &RunReport) -> Result<Vec<PathBuf>, ReportError> {
-    std::fs::create_dir_all(dir).map_err(|source| ReportError::CreateDir {
-        path: dir.to_path_buf(),
-        source,
-    })?;
     type Render = fn(&RunReport) -> Vec<u8>;
     let files: [(&str, Render); 7] = [
         ("summary.csv", csv::summary),
@@ -133,13 +130,31 @@ pub fn write_files(dir: &Path, report: &RunReport) -> Result<Vec<PathBuf>, Repor
         ("report.html", page),
         ("summary.json", json::summary),
     ];
-    // Each file is written whole under a temporary name, then all are
-    // renamed: a full disk leaves no truncated file behind for a later
-    // `compare` to misread, only the error.
+    let rendered: Vec<(&str, Vec<u8>)> = files
+        .iter()
+        .map(|(name, render)| (*name, render(report)))
+        .collect();
+    write_whole(
+        dir,
+        rendered.iter().map(|(name, bytes)| (*name, bytes.as_slice())),
+    )
+}
+
+/// Writes each file whole under a temporary name, then renames them all
+/// in order: a full disk leaves no truncated file behind for a later
+/// `compare` to misread, only the error.
+fn write_whole<'a>(
+    dir: &Path,
+    files: impl IntoIterator<Item = (&'a str, &'a [u8])>,
+) -> Result<Vec<PathBuf>, ReportError> {
+    std::fs::create_dir_all(dir).map_err(|source| ReportError::CreateDir {
+        path: dir.to_path_buf(),
+        source,
+    })?;
     let mut pending: Vec<(PathBuf, PathBuf)> = Vec::new();
-    for (name, render) in files {
+    for (name, bytes) in files {
         let (temporary, path) = (dir.join(format!(".{name}.partial")), dir.join(name));
-        if let Err(source) = std::fs::write(&temporary, render(report)) {
+        if let Err(source) = std::fs::write(&temporary, bytes) {
             let _ = std::fs::remove_file(&temporary);
             pending.iter().for_each(|(t, _)| drop(std::fs::remove_file(t)));
             return Err(ReportError::Write { path, source });
@@ -161,9 +176,14 @@ pub fn write_files(dir: &Path, report: &RunReport) -> Result<Vec<PathBuf>, Repor
 /// run's latencies per tag.
 fn page(report: &RunReport) -> Vec<u8> {
     let document = serde_json::to_value(report).expect("the report is plain data");
+    html::render(&document, &latencies(report)).into_bytes()
+}
+
+/// The run's latencies per tag, as the pages plot them.
+fn latencies(report: &RunReport) -> html::Latencies {
     let mut latencies = html::Latencies::default();
     for interval in &report.summary.latency_log.intervals {
         latencies.add(&interval.tag, interval.second, &interval.histogram());
     }
-    html::render(&document, &latencies).into_bytes()
+    latencies
 }

@@ -34,6 +34,10 @@ pub struct Scenario {
     pub file: Option<PathBuf>,
     pub description: Option<String>,
     pub target: TargetSpec,
+    /// Targets to compare, the first the one the others are measured
+    /// against (`targets = [...]`, or `--target` more than once); empty
+    /// for a run of one target, which `target` names.
+    pub targets: Vec<NamedTarget>,
     /// Header names and values, `${VAR}` already replaced.
     pub headers: Vec<(String, String)>,
     pub timeout: Duration,
@@ -81,6 +85,36 @@ pub enum TargetSpec {
         argv: Vec<String>,
         framing: Framing,
     },
+}
+
+/// One of the targets a comparison runs, by the name its reports use.
+#[derive(Clone, Debug, PartialEq)]
+pub struct NamedTarget {
+    pub name: String,
+    pub spec: TargetSpec,
+}
+
+impl NamedTarget {
+    /// Targets named by their URLs' host and port (`127.0.0.1:8545`), a
+    /// second one of the same name as `127.0.0.1:8545-2`.
+    pub fn from_urls(urls: &[String]) -> Vec<NamedTarget> {
+        let mut named: Vec<NamedTarget> = Vec::new();
+        for url in urls {
+            let rest = url.split_once("://").map_or(url.as_str(), |(_, rest)| rest);
+            let short = rest.split('/').next().unwrap_or(rest).replace(',', "_");
+            let mut name = short.clone();
+            let mut n = 1;
+            while named.iter().any(|t| t.name == name) {
+                n += 1;
+                name = format!("{short}-{n}");
+            }
+            named.push(NamedTarget {
+                name,
+                spec: TargetSpec::parse(url),
+            });
+        }
+        named
+    }
 }
 
 impl std::fmt::Display for TargetSpec {
@@ -253,6 +287,7 @@ impl Scenario {
             file: None,
             description: None,
             target: TargetSpec::parse(target),
+            targets: Vec::new(),
             headers: Vec::new(),
             timeout: DEFAULT_TIMEOUT,
             max_response_bytes: crate::transport::DEFAULT_MAX_RESPONSE_BYTES,

@@ -19,6 +19,9 @@ use crate::plan::{Pacing, Scope};
 #[derive(Clone, Debug, Default)]
 pub struct Overrides {
     pub target: Option<String>,
+    /// `--target` given again: every target, the first as `target`, to
+    /// compare side by side.
+    pub more_targets: Vec<String>,
     pub method: Option<String>,
     /// JSON text, `${...}` generators allowed as in a file.
     pub params: Option<String>,
@@ -78,6 +81,11 @@ impl Scenario {
                 ))
             }
         };
+        if !flags.more_targets.is_empty() {
+            let mut urls: Vec<String> = flags.target.iter().cloned().collect();
+            urls.extend(flags.more_targets.iter().cloned());
+            scenario.targets = super::NamedTarget::from_urls(&urls);
+        }
         if let (Some(method), Some(_)) = (&flags.method, file) {
             scenario.replace_mix(method);
         }

@@ -12,8 +12,8 @@ use super::error::{Locator, ScenarioError};
 use super::expect::expectation;
 use super::replay::replay;
 use super::{
-    interpolate, parse_duration, BatchSpec, CallSpec, Framing, PollSpec, Polled, Scenario, SetupCall,
-    TargetSpec, Template, DEFAULT_TIMEOUT,
+    interpolate, parse_duration, BatchSpec, CallSpec, Framing, NamedTarget, PollSpec, Polled, Scenario,
+    SetupCall, TargetSpec, Template, DEFAULT_TIMEOUT,
 };
 use crate::plan::{BatchSize, Scope};
 use crate::tls::TlsOptions;
@@ -26,6 +26,8 @@ struct RawScenario {
     name: Option<String>,
     description: Option<String>,
     target: Option<Spanned<String>>,
+    /// Targets to compare: `[{ name = "geth", url = "http://..." }, ...]`.
+    targets: Option<Spanned<Vec<RawTarget>>>,
     command: Option<Spanned<Vec<String>>>,
     framing: Option<Spanned<String>>,
     #[serde(default)]
@@ -52,6 +54,13 @@ struct RawScenario {
     #[serde(default)]
     poll: BTreeMap<String, RawPoll>,
     thresholds: Option<RawThresholds>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawTarget {
+    name: Option<String>,
+    url: String,
 }
 
 /// `[thresholds]`: pass/fail limits on the run's figures.
@@ -211,6 +220,7 @@ pub(super) fn parse(
             ));
         }
         raw.target = Some(Spanned::new(0..0, target.to_string()));
+        raw.targets = None;
         raw.command = None;
         raw.framing = None;
     }
@@ -267,7 +277,11 @@ impl RawScenario {
         default_name: &str,
         env: &dyn Fn(&str) -> Option<String>,
     ) -> Result<Scenario, ScenarioError> {
-        let target = self.target(at)?;
+        let targets = self.targets(at)?;
+        let target = match targets.first() {
+            Some(first) => first.spec.clone(),
+            None => self.target(at)?,
+        };
         let timeout = self.timeout(at)?;
         let headers = self.headers(at, env)?;
         let tls = match self.tls.take() {
@@ -304,6 +318,7 @@ impl RawScenario {
             file: None,
             description: self.description,
             target,
+            targets,
             headers,
             timeout,
             max_response_bytes: crate::transport::DEFAULT_MAX_RESPONSE_BYTES,
@@ -494,6 +509,62 @@ impl RawScenario {
             _ => None,
         };
         Ok(abort_on_fail)
+    }
+
+    /// `targets`, each named (by its URL where no name is given), the
+    /// names unique; empty when the file has one `target` or `command`.
+    fn targets(&self, at: &Locator) -> Result<Vec<NamedTarget>, ScenarioError> {
+        let Some(raw) = &self.targets else {
+            return Ok(Vec::new());
+        };
+        let error = |key: Option<String>, message: &str| {
+            at.error(Some(raw.span()), key.as_deref(), message.to_string())
+        };
+        if self.target.is_some() || self.command.is_some() {
+            return Err(error(
+                Some("targets".into()),
+                "give `targets` (several to compare) or `target`/`command` (one), not both",
+            ));
+        }
+        if raw.get_ref().is_empty() {
+            return Err(error(
+                Some("targets".into()),
+                "no target: give at least one `{ url = \"...\" }`",
+            ));
+        }
+        let urls: Vec<String> = raw.get_ref().iter().map(|t| t.url.trim().to_string()).collect();
+        if let Some(i) = urls.iter().position(String::is_empty) {
+            return Err(error(
+                Some(format!("targets[{i}].url")),
+                "the URL is empty: give a URL or \"builtin\"",
+            ));
+        }
+        let mut named = NamedTarget::from_urls(&urls);
+        for (target, written) in named.iter_mut().zip(raw.get_ref()) {
+            if let Some(name) = written.name.as_deref().map(str::trim) {
+                target.name = name.to_string();
+            }
+        }
+        for (i, target) in named.iter().enumerate() {
+            let valid = !target.name.is_empty()
+                && !target.name.starts_with('.')
+                && !target
+                    .name
+                    .contains(|c: char| c.is_control() || "/\\,".contains(c));
+            if !valid {
+                return Err(error(
+                    Some(format!("targets[{i}].name")),
+                    "a name is needed (it names a results directory): no `/`, `\\`, `,`, control characters or leading `.`",
+                ));
+            }
+            if named[..i].iter().any(|t| t.name == target.name) {
+                return Err(error(
+                    Some(format!("targets[{i}].name")),
+                    &format!("`{}` names two targets", target.name),
+                ));
+            }
+        }
+        Ok(named)
     }
 
     fn target(&self, at: &Locator) -> Result<TargetSpec, ScenarioError> {

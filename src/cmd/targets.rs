@@ -1,0 +1,130 @@
+//! `volley run` over several targets: the scenario with one seed, so each
+//! target receives the identical sequence of requests, against each in
+//! turn (its dashboard or progress lines as for one target), or against
+//! all at once with `--parallel-targets`; each target's own files in a
+//! directory named after it, then the side-by-side files and table.
+
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::Arc;
+
+use tokio_util::sync::CancellationToken;
+
+use super::execute::{execute, RunError};
+use super::process::{dir_stamp, ensure_descriptors, runtime_with_signals, EXIT_BUG, EXIT_FAILED_CHECK};
+use crate::cli::RunArgs;
+use crate::engine::Control;
+use crate::output::ResultDir;
+use crate::report::targets::TargetRun;
+use crate::report::{self, RunReport};
+use crate::scenario::Scenario;
+
+pub fn command(args: &RunArgs, mut scenario: Scenario) -> anyhow::Result<ExitCode> {
+    // One seed for every target: the same calls, the same params, in order.
+    scenario.seed = Some(scenario.compile().plan.seed);
+    let runs: Vec<Scenario> = scenario
+        .targets
+        .iter()
+        .map(|target| {
+            let mut one = scenario.clone();
+            one.target = target.spec.clone();
+            one.targets.clear();
+            one
+        })
+        .collect();
+    let connections = scenario.compile().plan.connections;
+    ensure_descriptors(match args.parallel_targets {
+        true => connections.saturating_mul(runs.len()),
+        false => connections,
+    })?;
+    let out = ResultDir::claim(args.out.as_deref(), &dir_stamp(), &scenario.name)?;
+    let names: Vec<&str> = scenario.targets.iter().map(|t| t.name.as_str()).collect();
+    let done = match args.parallel_targets {
+        true => all_at_once(args, &runs, &names),
+        false => in_turn(args, &runs, &names),
+    };
+    let (reports, signal) = match done {
+        Ok(done) => done,
+        Err(error) => {
+            out.release();
+            return Err(error);
+        }
+    };
+    for (name, report) in names.iter().zip(&reports) {
+        report::write_files(&out.path.join(name), report)?;
+    }
+    let side_by_side: Vec<TargetRun> = names
+        .iter()
+        .zip(&reports)
+        .map(|(name, report)| TargetRun { name, report })
+        .collect();
+    report::targets::write_files(&out.path, &side_by_side, args.parallel_targets)?;
+    crate::output::print(&report::targets::table(&side_by_side, args.parallel_targets));
+    crate::output::print(&format!(
+        "\nresults: {} (each target's own in a directory named after it)\n",
+        out.path.display()
+    ));
+    if reports.iter().any(|r| r.summary.panicked_connections > 0) {
+        return Ok(ExitCode::from(EXIT_BUG));
+    }
+    let require_valid = args.require_valid || !scenario.thresholds.is_empty();
+    let failed = reports
+        .iter()
+        .any(|r| !r.thresholds_passed() || (require_valid && !r.summary.verdict.valid));
+    Ok(match (signal, failed) {
+        (0, true) => ExitCode::from(EXIT_FAILED_CHECK),
+        (signal, _) => ExitCode::from(signal),
+    })
+}
+
+/// Each target in turn, as a run of one; a stop ends the sequence there,
+/// with the targets run so far.
+fn in_turn(args: &RunArgs, runs: &[Scenario], names: &[&str]) -> anyhow::Result<(Vec<RunReport>, u8)> {
+    let mut reports = Vec::new();
+    for (i, (run, name)) in runs.iter().zip(names).enumerate() {
+        crate::note!("target {}/{}: {name} ({})", i + 1, runs.len(), run.target);
+        let (report, signal) = super::run::run_to_report(args, run)?;
+        reports.push(report);
+        if signal != 0 {
+            return Ok((reports, signal));
+        }
+    }
+    Ok((reports, 0))
+}
+
+/// Every target at once, each with the full load, on one runtime; progress
+/// lines name their target (one dashboard cannot show them all).
+fn all_at_once(args: &RunArgs, runs: &[Scenario], names: &[&str]) -> anyhow::Result<(Vec<RunReport>, u8)> {
+    let (runtime, mut signals) = runtime_with_signals()?;
+    let cancel = CancellationToken::new();
+    let stopped_by = Arc::new(AtomicU8::new(0));
+    let (stop, stopped) = (cancel.clone(), stopped_by.clone());
+    runtime.spawn(async move {
+        stopped.store(signals.recv().await, Ordering::Relaxed);
+        crate::note!("stopping: what was measured is written, marked partial");
+        stop.cancel();
+    });
+    let quiet = args.quiet;
+    let each = runs.iter().zip(names).map(|(run, name)| {
+        execute(
+            run,
+            args.scenario.as_deref(),
+            cancel.child_token(),
+            Arc::new(Control::new()),
+            move |snapshot| {
+                if !quiet {
+                    for row in &snapshot.new_rows {
+                        crate::note!("[{name}] {}", report::progress_line(row));
+                    }
+                }
+            },
+        )
+    });
+    let results = runtime.block_on(futures_util::future::join_all(each));
+    let reports = results
+        .into_iter()
+        .zip(names)
+        .map(|(result, name)| result.map_err(|e: RunError| anyhow::anyhow!("target {name}: {e}")))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    Ok((reports, stopped_by.load(Ordering::Relaxed)))
+}

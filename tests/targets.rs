@@ -1,0 +1,241 @@
+//! Several targets side by side: two `volley serve` instances (one with
+//! added latency) as two targets of one scenario, each receiving the same
+//! requests, counted exactly on both sides, with the ratio to the first in
+//! every output.
+
+mod common;
+
+use std::process::Stdio;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use serde_json::Value;
+use volley::serve::{ServeConfig, ServerHandle};
+
+use common::bin::{temp_dir, text, volley, wait_or_kill};
+
+const REQUESTS: u64 = 400;
+
+fn server(latency: &str) -> ServerHandle {
+    volley::serve::spawn(ServeConfig {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        threads: 1,
+        latency: latency.parse().unwrap(),
+        ..Default::default()
+    })
+    .unwrap()
+}
+
+fn run(args: &[&str], name: &str) -> (std::path::PathBuf, String) {
+    let out = temp_dir(name);
+    let child = volley()
+        .arg("run")
+        .args(args)
+        .args(["--no-tui", "-q", "--out"])
+        .arg(&out)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let output = wait_or_kill(child, Duration::from_secs(120));
+    let stdout = text(&output.stdout);
+    assert_eq!(output.status.code(), Some(0), "{stdout}{}", text(&output.stderr));
+    (out, stdout)
+}
+
+fn json(path: &std::path::Path) -> Value {
+    serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap()
+}
+
+/// Each method's calls in a target's own summary.
+fn calls_by_method(summary: &Value) -> Vec<(String, u64)> {
+    summary["summary"]["methods"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            (
+                m["method"].as_str().unwrap().to_string(),
+                m["calls"].as_u64().unwrap(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn two_targets_get_the_same_requests_and_every_output_sets_them_side_by_side() {
+    let (fast, slow) = (server("0ms"), server("2ms"));
+    let dir = temp_dir("targets-file");
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("two.toml");
+    std::fs::write(
+        &file,
+        format!(
+            r#"seed = 9
+targets = [{{ name = "fast", url = "http://{}" }}, {{ name = "slow", url = "http://{}" }}]
+[load]
+concurrency = 8
+requests = {REQUESTS}
+[[calls]]
+method = "eth_chainId"
+weight = 3
+[[calls]]
+method = "eth_getBalance"
+params = ["0x${{hex(20)}}", "latest"]
+"#,
+            fast.addr, slow.addr
+        ),
+    )
+    .unwrap();
+    let (out, stdout) = run(&[file.to_str().unwrap()], "targets");
+
+    // Counted on both sides: each server answered every call, no more.
+    assert_eq!(fast.stats.calls.load(Ordering::Relaxed), REQUESTS);
+    assert_eq!(slow.stats.calls.load(Ordering::Relaxed), REQUESTS);
+    let (own_fast, own_slow) = (
+        json(&out.join("fast/summary.json")),
+        json(&out.join("slow/summary.json")),
+    );
+    // Request N is drawn from the seed and N: the same mix on both, call
+    // for call, whatever the connections made of the order.
+    assert_eq!(calls_by_method(&own_fast), calls_by_method(&own_slow));
+    assert_eq!(
+        calls_by_method(&own_fast).iter().map(|m| m.1).sum::<u64>(),
+        REQUESTS
+    );
+    assert_eq!(own_fast["meta"]["seed"], 9);
+
+    // summary.json: both runs whole, and the ratios to the first.
+    let both = json(&out.join("summary.json"));
+    let targets = both["targets"].as_array().unwrap();
+    assert_eq!(
+        targets
+            .iter()
+            .map(|t| t["name"].as_str().unwrap())
+            .collect::<Vec<_>>(),
+        ["fast", "slow"]
+    );
+    let p99 = |s: &Value| s["summary"]["total"]["latency"]["p99_ms"].as_f64().unwrap();
+    let total_ratio = |t: &Value| {
+        t["ratios"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r[0] == "TOTAL")
+            .unwrap()[1]
+            .clone()
+    };
+    assert!(
+        total_ratio(&targets[0]).is_null(),
+        "the first is the measure of the others"
+    );
+    let ratio = total_ratio(&targets[1])["p99"].as_f64().unwrap();
+    assert!((ratio - p99(&own_slow) / p99(&own_fast)).abs() < 1e-9);
+
+    // summary.csv: a target column, each row's ratio columns.
+    let csv = std::fs::read_to_string(out.join("summary.csv")).unwrap();
+    let mut reader = csv::Reader::from_reader(csv.as_bytes());
+    let head: Vec<String> = reader.headers().unwrap().iter().map(str::to_string).collect();
+    assert_eq!(head[0], "target");
+    assert_eq!(
+        &head[head.len() - 3..],
+        ["calls_per_s_ratio", "p50_ratio", "p99_ratio"]
+    );
+    let rows: Vec<csv::StringRecord> = reader.records().map(Result::unwrap).collect();
+    assert_eq!(rows.len(), 6, "two methods and TOTAL, for each target");
+    let slow_total = rows.iter().find(|r| &r[0] == "slow" && &r[1] == "TOTAL").unwrap();
+    assert_eq!(slow_total[2].parse::<u64>().unwrap(), REQUESTS);
+    assert_eq!(
+        slow_total[head.len() - 1].parse::<f64>().unwrap(),
+        (ratio * 1e4).round() / 1e4
+    );
+
+    // latency.hlog: a tag per target and method; report.html and the table.
+    let hlog = std::fs::read_to_string(out.join("latency.hlog")).unwrap();
+    for tag in ["fast:TOTAL", "slow:TOTAL", "slow:eth_getBalance"] {
+        assert!(hlog.contains(&format!("Tag={tag},")), "{tag}");
+    }
+    let page = std::fs::read_to_string(out.join("report.html")).unwrap();
+    assert!(page.contains("<td>slow</td>") && page.contains(&format!("{ratio:.2}x")));
+    assert!(stdout.contains("2 targets, the same requests (seed 9), one after another · ratios to fast"));
+    assert!(stdout.contains(&format!("{ratio:.2}x")), "{stdout}");
+}
+
+#[test]
+fn targets_given_as_flags_run_at_once_when_asked() {
+    let (a, b) = (server("0ms"), server("1ms"));
+    let (url_a, url_b) = (format!("http://{}", a.addr), format!("http://{}", b.addr));
+    let (out, _) = run(
+        &[
+            "--target",
+            &url_a,
+            "--target",
+            &url_b,
+            "--method",
+            "eth_chainId",
+            "-n",
+            "300",
+            "-c",
+            "4",
+            "--parallel-targets",
+        ],
+        "targets-parallel",
+    );
+    assert_eq!(a.stats.calls.load(Ordering::Relaxed), 300);
+    assert_eq!(b.stats.calls.load(Ordering::Relaxed), 300);
+    let both = json(&out.join("summary.json"));
+    assert_eq!(both["order"], "parallel");
+    let names: Vec<String> = both["targets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(
+        names,
+        [a.addr.to_string(), b.addr.to_string()],
+        "named by host and port"
+    );
+    for name in &names {
+        assert_eq!(
+            json(&out.join(name).join("summary.json"))["summary"]["total"]["calls"],
+            300
+        );
+    }
+}
+
+#[test]
+fn targets_are_named_once_and_not_beside_a_target() {
+    let refused = |text: &str| {
+        volley::scenario::Scenario::parse(text, "t.toml", "t", &|_| None)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default()
+    };
+    let calls = "[[calls]]\nmethod = \"m\"\n";
+    let both = refused(&format!(
+        "target = \"http://a:1\"\ntargets = [{{ url = \"http://b:1\" }}]\n{calls}"
+    ));
+    assert!(
+        both.contains(
+            "key `targets`: give `targets` (several to compare) or `target`/`command` (one), not both"
+        ),
+        "{both}"
+    );
+    let twice = refused(&format!("targets = [{{ name = \"x\", url = \"http://a:1\" }}, {{ name = \"x\", url = \"http://b:1\" }}]\n{calls}"));
+    assert!(
+        twice.contains("key `targets[1].name`: `x` names two targets"),
+        "{twice}"
+    );
+    let path = refused(&format!(
+        "targets = [{{ name = \"../up\", url = \"http://a:1\" }}]\n{calls}"
+    ));
+    assert!(path.contains("key `targets[0].name`: a name is needed"), "{path}");
+    let named = volley::scenario::NamedTarget::from_urls(&[
+        "http://h:1/a".into(),
+        "http://h:1/b".into(),
+        "builtin".into(),
+    ]);
+    let names: Vec<&str> = named.iter().map(|t| t.name.as_str()).collect();
+    assert_eq!(names, ["h:1", "h:1-2", "builtin"]);
+}
