@@ -35,8 +35,18 @@ pub fn describe(scenario: &Scenario, file: &str) -> String {
         crate::transport::transport_label(&scenario.target.to_string(), scenario.http2)
     );
     for (i, target) in scenario.targets.iter().enumerate() {
-        let role = if i == 0 { "first: the others' ratios are to it" } else { "compared" };
-        let _ = writeln!(out, "  target {}: {} = {} ({role})", i + 1, target.name, target.spec);
+        let role = if i == 0 {
+            "first: the others' ratios are to it"
+        } else {
+            "compared"
+        };
+        let _ = writeln!(
+            out,
+            "  target {}: {} = {} ({role})",
+            i + 1,
+            target.name,
+            target.spec
+        );
     }
     if scenario.version == crate::rpc::Version::V1 {
         let _ = writeln!(out, "protocol:    JSON-RPC 1.0");

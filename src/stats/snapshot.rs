@@ -67,7 +67,11 @@ pub fn latency_buckets(h: &Histogram<u64>, n: usize) -> Vec<(f64, u64)> {
     let mut counts = vec![0u64; n];
     for recorded in h.iter_recorded() {
         let value = recorded.value_iterated_to() as f64;
-        let bucket = uppers.iter().position(|upper| value <= *upper).unwrap_or(n - 1);
+        // The last bucket ends at the highest value: what passes the others lands there.
+        let bucket = uppers[..n - 1]
+            .iter()
+            .position(|upper| value <= *upper)
+            .unwrap_or(n - 1);
         counts[bucket] += recorded.count_at_value();
     }
     uppers.iter().map(|upper| upper / 1000.0).zip(counts).collect()
@@ -115,6 +119,16 @@ mod tests {
         };
         let single = latency_buckets(&one, 2);
         assert_eq!(single.iter().map(|b| b.1).sum::<u64>(), 1, "one value, once");
+        // One value of 1 ms: the buckets still span a microsecond above it.
+        let mut exact = super::super::new_histogram();
+        exact.record(1_000).unwrap();
+        let spread = latency_buckets(&exact, 2);
+        assert_eq!(
+            spread.iter().map(|b| b.1).collect::<Vec<_>>(),
+            [1, 0],
+            "{spread:?}"
+        );
+        assert_eq!(spread[1].0, 1.001, "{spread:?}");
         assert!(latency_buckets(&one, 0).is_empty());
         assert!(latency_buckets(&super::super::new_histogram(), 4).is_empty());
     }
