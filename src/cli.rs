@@ -210,6 +210,16 @@ pub struct RunArgs {
     /// after another).
     #[arg(long)]
     pub parallel_targets: bool,
+    /// With several targets, compare their answers to a sample of the same requests (key order,
+    /// ids and hex zeros ignored; the file's [equality] rules applied); mismatches per method.
+    #[arg(long)]
+    pub check_equal: bool,
+    /// The share of requests whose answers are compared (default 1%); implies --check-equal.
+    #[arg(long, value_name = "SHARE", value_parser = crate::scenario::parse_share)]
+    pub check_equal_sample: Option<f64>,
+    /// Exit 2 when a target answered a compared call unlike the first.
+    #[arg(long)]
+    pub fail_on_diff: bool,
     /// Method of a one-liner; with a file, replaces its mix with this one method.
     #[arg(long)]
     pub method: Option<String>,
@@ -376,6 +386,10 @@ pub struct ServeArgs {
     /// bound (a known breaking point, for `volley sweep`).
     #[arg(long, value_name = "CALLS_PER_S")]
     pub capacity: Option<f64>,
+    /// Answer this method with a result of its own, "volley serve --differ", unlike any other
+    /// server (repeatable): a known difference for `volley run --check-equal` to find.
+    #[arg(long, value_name = "METHOD")]
+    pub differ: Vec<String>,
     /// Serve on stdin/stdout instead of the network, until stdin closes (as a child of `volley run`).
     #[arg(long)]
     pub stdio: bool,

@@ -8,6 +8,7 @@ pub mod cli;
 pub mod cmd;
 pub mod compare;
 pub mod engine;
+pub mod equality;
 pub mod init;
 pub mod metrics;
 pub mod output;

@@ -239,3 +239,107 @@ fn targets_are_named_once_and_not_beside_a_target() {
     let names: Vec<&str> = named.iter().map(|t| t.name.as_str()).collect();
     assert_eq!(names, ["h:1", "h:1-2", "builtin"]);
 }
+
+#[test]
+fn a_target_answering_one_method_differently_is_caught_with_its_rate_and_example() {
+    let same = server("0ms");
+    let differs = volley::serve::spawn(ServeConfig {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        threads: 1,
+        differ: vec!["add".into()],
+        ..Default::default()
+    })
+    .unwrap();
+    let dir = temp_dir("targets-equality");
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("equal.toml");
+    std::fs::write(
+        &file,
+        format!(
+            r#"seed = 2
+targets = [{{ name = "same", url = "http://{}" }}, {{ name = "differs", url = "http://{}" }}]
+[load]
+concurrency = 4
+requests = 300
+[[calls]]
+method = "eth_chainId"
+[[calls]]
+method = "add"
+params = [1, 2]
+[[calls]]
+method = "echo"
+params = {{ text = "${{int(1, 9)}}", n = 7 }}
+batch = 2
+[equality]
+sample = "100%"
+"#,
+            same.addr, differs.addr
+        ),
+    )
+    .unwrap();
+    let (out, stdout) = run(&[file.to_str().unwrap()], "targets-equal");
+    let both = json(&out.join("summary.json"));
+    let equality = &both["equality"];
+    let own = json(&out.join("same/summary.json"));
+    let calls_of = |method: &str| {
+        calls_by_method(&own)
+            .into_iter()
+            .find(|m| m.0 == method)
+            .unwrap()
+            .1
+    };
+    let method = |name: &str| {
+        equality["methods"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["method"] == name)
+            .unwrap()
+            .clone()
+    };
+    // Every call compared: the one method that differs differs every time.
+    assert_eq!(equality["compared"], total_calls(&own));
+    assert_eq!(method("add")["compared"], calls_of("add"));
+    assert_eq!(method("add")["mismatched"], calls_of("add"));
+    assert_eq!(method("add")["mismatch_rate"], 1.0);
+    for alike in ["eth_chainId", "echo"] {
+        assert_eq!(method(alike)["mismatched"], 0, "{alike}");
+        assert_eq!(method(alike)["compared"], calls_of(alike), "{alike}");
+    }
+    let example = &method("add")["examples"][0];
+    assert_eq!(example["target"], "differs");
+    assert_eq!(
+        example["differences"][0],
+        "the result: 3 against \"volley serve --differ\""
+    );
+    let again = example["reproduce"].as_str().unwrap();
+    assert!(
+        again.starts_with("curl -sS -X POST") && again.ends_with(&format!("http://{}", differs.addr)),
+        "{again}"
+    );
+    assert!(
+        again.contains(r#""method":"add""#) && again.contains(r#""params":[1,2]"#),
+        "{again}"
+    );
+    assert!(stdout.contains("answered unlike the first target"), "{stdout}");
+
+    // --fail-on-diff makes the difference a failed check.
+    let failed = volley()
+        .args([
+            "run",
+            file.to_str().unwrap(),
+            "--no-tui",
+            "-q",
+            "--fail-on-diff",
+            "--out",
+        ])
+        .arg(temp_dir("targets-equal-fail"))
+        .output()
+        .unwrap();
+    assert_eq!(failed.status.code(), Some(2));
+}
+
+/// Calls (not notifications) in a run's own summary.
+fn total_calls(summary: &Value) -> u64 {
+    summary["summary"]["total"]["calls"].as_u64().unwrap()
+}

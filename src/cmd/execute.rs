@@ -105,12 +105,14 @@ pub async fn execute(
         warnings,
     };
     let (capacity, timeout) = (plan.connections * plan.per_connection.max(1), plan.timeout);
+    let capture = (scenario.equality.as_ref()).map(|e| Arc::new(engine::Capture::new(e.sample)));
     let spec = RunSpec {
         plan,
         mix,
         target,
         setup,
         polls,
+        capture: capture.clone(),
     };
     let mut summary = engine::run(spec, cancel, control, observe).await;
     meta.ended_at = timestamp(SystemTime::now());
@@ -122,6 +124,7 @@ pub async fn execute(
         meta,
         summary,
         thresholds,
+        captured: capture.map_or_else(Vec::new, |c| c.take()),
     })
 }
 
@@ -133,13 +136,7 @@ async fn prepare(
     polls: &[Poll],
     timeout: Duration,
 ) -> Result<(Target, Option<String>), RunError> {
-    let options = crate::transport::Options {
-        headers: scenario.headers.clone(),
-        max_response: scenario.max_response_bytes,
-        http2: scenario.http2,
-        tls: scenario.tls.clone(),
-        server_answers: scenario.server_answers.clone(),
-    };
+    let options = transport_options(scenario);
     let target = match &scenario.target {
         TargetSpec::Command { argv, framing } => {
             Target::Stream(StreamTarget::command(argv.clone(), *framing, &options))
@@ -153,6 +150,17 @@ async fn prepare(
             .map_err(RunError::Poll)?;
     }
     Ok((target, tls))
+}
+
+/// How to reach the scenario's target, from its settings.
+pub(super) fn transport_options(scenario: &Scenario) -> crate::transport::Options {
+    crate::transport::Options {
+        headers: scenario.headers.clone(),
+        max_response: scenario.max_response_bytes,
+        http2: scenario.http2,
+        tls: scenario.tls.clone(),
+        server_answers: scenario.server_answers.clone(),
+    }
 }
 
 /// What a reader must know to trust the figures: connection tasks that

@@ -115,6 +115,7 @@ fn config(args: &ServeArgs) -> Result<ServeConfig, String> {
         mcp: args.mcp,
         heads_every: args.heads_every,
         capacity,
+        differ: args.differ.clone(),
     })
 }
 

@@ -14,6 +14,7 @@ use super::execute::{execute, RunError};
 use super::process::{dir_stamp, ensure_descriptors, runtime_with_signals, EXIT_BUG, EXIT_FAILED_CHECK};
 use crate::cli::RunArgs;
 use crate::engine::Control;
+use crate::equality::TargetAnswers;
 use crate::output::ResultDir;
 use crate::report::targets::TargetRun;
 use crate::report::{self, RunReport};
@@ -22,6 +23,10 @@ use crate::scenario::Scenario;
 pub fn command(args: &RunArgs, mut scenario: Scenario) -> anyhow::Result<ExitCode> {
     // One seed for every target: the same calls, the same params, in order.
     scenario.seed = Some(scenario.compile().plan.seed);
+    let pinned = match scenario.equality.as_ref().is_some_and(|e| e.pin_block) {
+        true => Some(pin_block(&mut scenario)?),
+        false => None,
+    };
     let runs: Vec<Scenario> = scenario
         .targets
         .iter()
@@ -58,8 +63,26 @@ pub fn command(args: &RunArgs, mut scenario: Scenario) -> anyhow::Result<ExitCod
         .zip(&reports)
         .map(|(name, report)| TargetRun { name, report })
         .collect();
-    report::targets::write_files(&out.path, &side_by_side, args.parallel_targets)?;
+    let equality = scenario.equality.as_ref().map(|e| {
+        let answers: Vec<TargetAnswers> = side_by_side
+            .iter()
+            .map(|run| TargetAnswers {
+                name: run.name,
+                url: &run.report.meta.target,
+                header_names: &run.report.meta.header_names,
+                captured: &run.report.captured,
+            })
+            .collect();
+        (crate::equality::compare(&answers, &e.rules), e.sample)
+    });
+    let compared = equality
+        .as_ref()
+        .map(|(report, sample)| (report, *sample, pinned.as_deref()));
+    report::targets::write_files(&out.path, &side_by_side, args.parallel_targets, compared)?;
     crate::output::print(&report::targets::table(&side_by_side, args.parallel_targets));
+    if let Some((report, sample, pinned)) = compared {
+        crate::output::print(&report::targets::equality_table(report, sample, pinned));
+    }
     crate::output::print(&format!(
         "\nresults: {} (each target's own in a directory named after it)\n",
         out.path.display()
@@ -71,6 +94,8 @@ pub fn command(args: &RunArgs, mut scenario: Scenario) -> anyhow::Result<ExitCod
     let failed = reports
         .iter()
         .any(|r| !r.thresholds_passed() || (require_valid && !r.summary.verdict.valid));
+    let differ = args.fail_on_diff && equality.as_ref().is_some_and(|(e, _)| !e.passed());
+    let failed = failed || differ;
     Ok(match (signal, failed) {
         (0, true) => ExitCode::from(EXIT_FAILED_CHECK),
         (signal, _) => ExitCode::from(signal),
@@ -127,4 +152,40 @@ fn all_at_once(args: &RunArgs, runs: &[Scenario], names: &[&str]) -> anyhow::Res
         .map(|(result, name)| result.map_err(|e: RunError| anyhow::anyhow!("target {name}: {e}")))
         .collect::<anyhow::Result<Vec<_>>>()?;
     Ok((reports, stopped_by.load(Ordering::Relaxed)))
+}
+
+/// Reads the head block from the first target once and sends it wherever
+/// a call's param says `"latest"`, so every target answers about the same
+/// block; returns the block.
+fn pin_block(scenario: &mut Scenario) -> anyhow::Result<String> {
+    use crate::transport::{Connection, Target};
+    let first = &scenario.targets[0];
+    let url = first.spec.to_string();
+    let options = super::execute::transport_options(scenario);
+    let timeout = scenario.timeout;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let local = tokio::task::LocalSet::new();
+    let head = local.block_on(&runtime, async {
+        let target = Target::resolve(&url, &options).await?;
+        let mut connection = Connection::open(&target, timeout).await?;
+        let body = br#"{"jsonrpc":"2.0","method":"eth_blockNumber","id":1}"#;
+        let reply = connection.probe(bytes::Bytes::from_static(body), timeout).await?;
+        let answer: serde_json::Value =
+            reply.map_or(Ok(serde_json::Value::Null), |r| serde_json::from_slice(&r.body))?;
+        anyhow::Ok(answer["result"].as_str().map(String::from))
+    });
+    let head = head
+        .map_err(|e| anyhow::anyhow!("pin_block: cannot read the head from {}: {e:#}", first.name))?
+        .ok_or_else(|| {
+            anyhow::anyhow!(
+                "pin_block: {} answered eth_blockNumber without a block number",
+                first.name
+            )
+        })?;
+    scenario
+        .pin_latest(&head)
+        .map_err(|m| anyhow::anyhow!("pin_block: {m}"))?;
+    Ok(head)
 }

@@ -3,12 +3,14 @@
 //! callback, takes steering through a `Control`, and returns the summary.
 
 mod call;
+mod capture;
 mod control;
 mod gather;
 mod poll;
 mod schedule;
 mod worker;
 
+pub use capture::{Capture, Captured};
 pub use control::Control;
 pub use poll::first as first_poll;
 
@@ -36,6 +38,8 @@ pub struct RunSpec {
     /// Sent on each new connection before it joins the load.
     pub setup: Vec<SetupCall>,
     pub polls: Vec<Poll>,
+    /// Keeps a sample of requests and their answers (to compare targets).
+    pub capture: Option<Arc<Capture>>,
 }
 
 /// Runs the load until the plan's end or until `cancel` fires (then the

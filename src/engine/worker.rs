@@ -34,6 +34,7 @@ pub(super) struct RunState {
     pub target: Target,
     pub setup: Vec<SetupCall>,
     pub polls: Vec<Poll>,
+    pub capture: Option<Arc<super::Capture>>,
     pub schedule: Schedule,
     /// Calls in flight over time (closed model with stages).
     pub concurrency: Option<Profile>,
@@ -60,6 +61,7 @@ impl RunState {
             target,
             setup,
             polls,
+            capture,
         } = spec;
         // Callers come in equal numbers per connection, so there may be more
         // than the calls asked for (10 over 4 connections: 12); the profile
@@ -94,6 +96,7 @@ impl RunState {
             target,
             setup,
             polls,
+            capture,
             start,
             cancel,
             next_id_block: AtomicU64::new(1),
@@ -541,7 +544,24 @@ impl Caller {
         let calls_sent = self.builder.entries().len() as u64;
         local.in_flight.set(local.in_flight.get() + calls_sent);
         let within = self.shared.plan.timeout;
+        // The sample kept to compare targets: a copy of the request (shared
+        // bytes) only for the requests it holds.
+        let keep = (self.shared.capture.as_ref())
+            .filter(|c| measured && c.wants(claim.seq))
+            .map(|_| body.clone());
         let result = call::exchange(&mut in_hand.connection, body, first_id, calls, within).await;
+        if let (Some(request), Some(capture)) = (keep, &self.shared.capture) {
+            capture.keep(super::Captured {
+                seq: claim.seq,
+                batch,
+                entries: self.builder.entries().to_vec(),
+                request,
+                answer: match &result {
+                    Ok(Ok(reply)) => Some(reply.body.clone()),
+                    _ => None,
+                },
+            });
+        }
         local.in_flight.set(local.in_flight.get() - calls_sent);
         let answered = Instant::now();
         let failure = call::failure(&result);

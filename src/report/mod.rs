@@ -27,6 +27,9 @@ pub struct RunReport {
     pub summary: RunSummary,
     /// Each threshold asked for, judged on the summary, in order.
     pub thresholds: Vec<crate::thresholds::ThresholdResult>,
+    /// The requests kept to compare targets' answers, and their answers.
+    #[serde(skip)]
+    pub captured: Vec<crate::engine::Captured>,
 }
 
 impl RunReport {

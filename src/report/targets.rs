@@ -9,7 +9,20 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use super::{csv, hlog, html, ReportError, RunReport};
+use crate::equality::EqualityReport;
 use crate::stats::MethodSummary;
+
+/// The targets' answers compared: the findings, the share of requests
+/// sampled, and the block pinned for `"latest"`, if one was.
+pub type Compared<'a> = (&'a EqualityReport, f64, Option<&'a str>);
+
+#[derive(Serialize)]
+struct EqualityDocument<'a> {
+    sample: f64,
+    pinned_block: Option<&'a str>,
+    #[serde(flatten)]
+    report: &'a EqualityReport,
+}
 
 /// One target's run, by the name its reports use.
 pub struct TargetRun<'a> {
@@ -221,9 +234,12 @@ struct Document<'a> {
     /// "sequential" or "parallel".
     order: &'static str,
     targets: Vec<TargetEntry<'a>>,
+    /// The targets' answers compared (`--check-equal`, `[equality]`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    equality: Option<EqualityDocument<'a>>,
 }
 
-fn summary_json(runs: &[TargetRun], parallel: bool) -> Vec<u8> {
+fn summary_json(runs: &[TargetRun], parallel: bool, compared: Option<Compared>) -> Vec<u8> {
     let first = &runs[0];
     let table = rows(runs);
     let targets = runs
@@ -246,13 +262,18 @@ fn summary_json(runs: &[TargetRun], parallel: bool) -> Vec<u8> {
         seed: first.report.meta.seed,
         order: if parallel { "parallel" } else { "sequential" },
         targets,
+        equality: compared.map(|(report, sample, pinned_block)| EqualityDocument {
+            sample,
+            pinned_block,
+            report,
+        }),
     };
     let mut out = serde_json::to_vec_pretty(&document).expect("the reports are plain data");
     out.push(b'\n');
     out
 }
 
-fn page(runs: &[TargetRun]) -> Vec<u8> {
+fn page(runs: &[TargetRun], compared: Option<Compared>) -> Vec<u8> {
     let head = [
         "method",
         "target",
@@ -292,21 +313,68 @@ fn page(runs: &[TargetRun]) -> Vec<u8> {
         .collect();
     let spectra: Vec<html::Spectra> = runs.iter().map(|r| super::latencies(r.report).spectra).collect();
     let named: Vec<(&str, &html::Spectra)> = runs.iter().map(|r| r.name).zip(&spectra).collect();
-    let lines = vec![format!(
+    let mut lines = vec![format!(
         "Ratios are to {first}; each target's own report is in its directory."
     )];
+    if let Some(compared) = compared {
+        lines.extend(
+            equality_table(compared.0, compared.1, compared.2)
+                .lines()
+                .map(String::from),
+        );
+    }
     html::side_by_side_page("volley: targets side by side", &head, &rows, &lines, &named).into_bytes()
 }
 
 /// Writes the side-by-side files into `dir` (each target's own are in
 /// `dir/NAME/`), `summary.json` last, each written whole then renamed.
-pub fn write_files(dir: &Path, runs: &[TargetRun], parallel: bool) -> Result<Vec<PathBuf>, ReportError> {
+pub fn write_files(
+    dir: &Path,
+    runs: &[TargetRun],
+    parallel: bool,
+    compared: Option<Compared>,
+) -> Result<Vec<PathBuf>, ReportError> {
     let files: [(&str, Vec<u8>); 5] = [
         ("summary.csv", summary_csv(runs)),
         ("timeseries.csv", with_target_column(runs, csv::timeseries)),
         ("latency.hlog", hlog::render_targets(runs)),
-        ("report.html", page(runs)),
-        ("summary.json", summary_json(runs, parallel)),
+        ("report.html", page(runs, compared)),
+        ("summary.json", summary_json(runs, parallel, compared)),
     ];
     super::write_whole(dir, files.iter().map(|(name, bytes)| (*name, bytes.as_slice())))
+}
+
+/// The targets' answers compared: per method, the share that differed,
+/// and the first example of each with what reproduces it.
+pub fn equality_table(report: &EqualityReport, sample: f64, pinned: Option<&str>) -> String {
+    let mut out = format!(
+        "\nanswers compared (a {}% sample of the requests{}): {} calls, {} answered unlike the first target",
+        sample * 100.0,
+        pinned.map_or(String::new(), |b| format!(", \"latest\" pinned to block {b}")),
+        report.compared,
+        report.mismatched
+    );
+    if report.not_compared > 0 {
+        let _ = write!(
+            out,
+            ", {} not compared (unsent or unanswered on a target)",
+            report.not_compared
+        );
+    }
+    out.push('\n');
+    for m in &report.methods {
+        let _ = writeln!(
+            out,
+            "  {:<24} {:>7} compared {:>7} differ ({:.2}%)",
+            m.method,
+            m.compared,
+            m.mismatched,
+            m.mismatch_rate * 100.0
+        );
+        if let Some(example) = m.examples.first() {
+            let _ = writeln!(out, "    {}: {}", example.target, example.differences.join("; "));
+            let _ = writeln!(out, "    again: {}", example.reproduce);
+        }
+    }
+    out
 }

@@ -3,6 +3,7 @@
 //! and key.
 
 mod compile;
+pub mod equality;
 mod error;
 mod expect;
 mod load;
@@ -11,6 +12,7 @@ mod raw;
 mod replay;
 
 pub use compile::Compiled;
+pub use equality::{glob, parse_share, pointer_matches, Equality, EqualityRule, RuleKind};
 pub use error::{Located, ScenarioError};
 pub use overrides::{parse_header, Overrides};
 
@@ -38,6 +40,8 @@ pub struct Scenario {
     /// against (`targets = [...]`, or `--target` more than once); empty
     /// for a run of one target, which `target` names.
     pub targets: Vec<NamedTarget>,
+    /// Compare the targets' answers to a sample of the requests.
+    pub equality: Option<Equality>,
     /// Header names and values, `${VAR}` already replaced.
     pub headers: Vec<(String, String)>,
     pub timeout: Duration,
@@ -288,6 +292,7 @@ impl Scenario {
             description: None,
             target: TargetSpec::parse(target),
             targets: Vec::new(),
+            equality: None,
             headers: Vec::new(),
             timeout: DEFAULT_TIMEOUT,
             max_response_bytes: crate::transport::DEFAULT_MAX_RESPONSE_BYTES,

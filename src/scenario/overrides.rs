@@ -22,6 +22,9 @@ pub struct Overrides {
     /// `--target` given again: every target, the first as `target`, to
     /// compare side by side.
     pub more_targets: Vec<String>,
+    /// `--check-equal`, and `--check-equal-sample`'s share.
+    pub check_equal: bool,
+    pub check_equal_sample: Option<f64>,
     pub method: Option<String>,
     /// JSON text, `${...}` generators allowed as in a file.
     pub params: Option<String>,
@@ -85,6 +88,22 @@ impl Scenario {
             let mut urls: Vec<String> = flags.target.iter().cloned().collect();
             urls.extend(flags.more_targets.iter().cloned());
             scenario.targets = super::NamedTarget::from_urls(&urls);
+        }
+        if flags.check_equal || flags.check_equal_sample.is_some() {
+            let equality = scenario.equality.get_or_insert_with(|| super::Equality {
+                sample: super::equality::DEFAULT_SAMPLE,
+                pin_block: false,
+                rules: Vec::new(),
+            });
+            if let Some(share) = flags.check_equal_sample {
+                equality.sample = share;
+            }
+        }
+        if scenario.equality.is_some() && scenario.targets.len() < 2 {
+            return Err(flag(
+                "--check-equal",
+                "compares the answers of several targets: give two or more (--target again, or `targets`)",
+            ));
         }
         if let (Some(method), Some(_)) = (&flags.method, file) {
             scenario.replace_mix(method);

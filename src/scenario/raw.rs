@@ -54,6 +54,7 @@ struct RawScenario {
     #[serde(default)]
     poll: BTreeMap<String, RawPoll>,
     thresholds: Option<RawThresholds>,
+    equality: Option<super::equality::RawEquality>,
 }
 
 #[derive(Deserialize)]
@@ -311,6 +312,7 @@ impl RawScenario {
         };
         let thresholds_at = self.thresholds.as_ref().map(|t| t.checks.span());
         let version = self.version(at)?;
+        let equality = self.equality.as_ref().map(|e| e.validate(at)).transpose()?;
         let abort_on_fail = self.abort_on_fail(at)?;
 
         let scenario = Scenario {
@@ -319,6 +321,7 @@ impl RawScenario {
             description: self.description,
             target,
             targets,
+            equality,
             headers,
             timeout,
             max_response_bytes: crate::transport::DEFAULT_MAX_RESPONSE_BYTES,

@@ -15,6 +15,8 @@ use crate::rpc::wire::{self, Message};
 
 const PARSE_ERROR: (i64, &str) = (-32700, "Parse error");
 const INVALID_REQUEST: (i64, &str) = (-32600, "Invalid Request");
+/// The result of a method named by `--differ`: unlike any server's.
+pub const DIFFERENT_RESULT: &str = r#""volley serve --differ""#;
 /// The code of errors injected by `--error-rate`.
 pub const INJECTED_ERROR: (i64, &str) = (-32000, "Injected error");
 
@@ -109,6 +111,8 @@ impl Handler<'_> {
         };
         let result: MethodResult = if method.starts_with("rpc.") {
             Err(methods::METHOD_NOT_FOUND)
+        } else if self.config.differ.iter().any(|m| *m == method) {
+            Ok(DIFFERENT_RESULT.into())
         } else {
             methods::call(&method, msg.params, self.started, hold)
         };

@@ -77,6 +77,9 @@ pub struct ServeConfig {
     pub heads_every: Duration,
     /// Calls a second past which answers queue (`--capacity`).
     pub capacity: Option<Arc<Capacity>>,
+    /// Methods answered with a result of their own (`--differ`), to test
+    /// the comparison of targets' answers.
+    pub differ: Vec<String>,
 }
 
 impl Default for ServeConfig {
@@ -96,6 +99,7 @@ impl Default for ServeConfig {
             mcp: false,
             heads_every: Duration::from_secs(1),
             capacity: None,
+            differ: Vec::new(),
         }
     }
 }

@@ -1,0 +1,419 @@
+//! Whether several targets answered the same requests alike. Each request
+//! every target kept in its sample (request N is the same everywhere) is
+//! compared call by call with the first target's answer: structurally
+//! (key order and `id` ignored, hex quantities as numbers), under the
+//! scenario's rules per method and JSON pointer.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::engine::Captured;
+use crate::scenario::{glob, pointer_matches, EqualityRule, RuleKind};
+
+/// Examples of mismatches kept per method.
+pub const EXAMPLES: usize = 5;
+/// Differences listed per example.
+const DIFFERENCES: usize = 8;
+
+/// One target's kept requests, and how to reach it for a `curl` line.
+pub struct TargetAnswers<'a> {
+    pub name: &'a str,
+    pub url: &'a str,
+    /// Header names sent (their values are never shown).
+    pub header_names: &'a [String],
+    pub captured: &'a [Captured],
+}
+
+/// A call answered differently, with what reproduces it.
+#[derive(Clone, Debug, Serialize)]
+pub struct Mismatch {
+    pub method: String,
+    /// The target that answered unlike the first.
+    pub target: String,
+    pub differences: Vec<String>,
+    /// The request as sent to the first target.
+    pub request: String,
+    /// A command that sends the request to the target again.
+    pub reproduce: String,
+}
+
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct MethodEquality {
+    pub method: String,
+    /// Calls whose answers were compared, per other target.
+    pub compared: u64,
+    pub mismatched: u64,
+    pub mismatch_rate: f64,
+    pub examples: Vec<Mismatch>,
+}
+
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct EqualityReport {
+    pub compared: u64,
+    pub mismatched: u64,
+    /// Sampled calls not compared: a target did not send that request, or
+    /// got no answer to it.
+    pub not_compared: u64,
+    pub methods: Vec<MethodEquality>,
+}
+
+impl EqualityReport {
+    pub fn passed(&self) -> bool {
+        self.mismatched == 0
+    }
+}
+
+/// Compares every other target's answers with the first's.
+pub fn compare(targets: &[TargetAnswers], rules: &[EqualityRule]) -> EqualityReport {
+    let mut report = EqualityReport::default();
+    let mut methods: BTreeMap<String, MethodEquality> = BTreeMap::new();
+    let Some((first, others)) = targets.split_first() else {
+        return report;
+    };
+    let by_seq: Vec<BTreeMap<u64, &Captured>> = others
+        .iter()
+        .map(|t| t.captured.iter().map(|c| (c.seq, c)).collect())
+        .collect();
+    for kept in first.captured {
+        let request: Value = serde_json::from_slice(&kept.request).unwrap_or(Value::Null);
+        for (other, index) in others.iter().zip(&by_seq) {
+            let theirs = index.get(&kept.seq).copied();
+            for (k, entry) in kept.entries.iter().enumerate() {
+                if entry.id.is_none() {
+                    continue;
+                }
+                let call = if kept.batch { &request[k] } else { &request };
+                let method = call["method"].as_str().unwrap_or("?").to_string();
+                let (Some(a), Some(b)) = (answer(kept, k), theirs.and_then(|t| answer(t, k))) else {
+                    report.not_compared += 1;
+                    continue;
+                };
+                let differences = differences(&method, &a, &b, rules);
+                let stats = methods.entry(method.clone()).or_insert_with(|| MethodEquality {
+                    method: method.clone(),
+                    ..Default::default()
+                });
+                stats.compared += 1;
+                report.compared += 1;
+                if differences.is_empty() {
+                    continue;
+                }
+                stats.mismatched += 1;
+                report.mismatched += 1;
+                if stats.examples.len() < EXAMPLES {
+                    let request = serde_json::to_string(call).unwrap_or_default();
+                    stats.examples.push(Mismatch {
+                        method,
+                        target: other.name.to_string(),
+                        differences,
+                        reproduce: reproduce(&request, other),
+                        request,
+                    });
+                }
+            }
+        }
+    }
+    report.methods = methods
+        .into_values()
+        .map(|mut m| {
+            m.mismatch_rate = m.mismatched as f64 / m.compared.max(1) as f64;
+            m
+        })
+        .collect();
+    report
+}
+
+/// The answer to entry `k` of a kept request: the whole answer of a single
+/// call, or the batch element carrying the entry's id.
+fn answer(kept: &Captured, k: usize) -> Option<Value> {
+    let body: Value = serde_json::from_slice(kept.answer.as_ref()?).ok()?;
+    if !kept.batch {
+        return Some(body);
+    }
+    let id = kept.entries.get(k)?.id?;
+    body.as_array()?
+        .iter()
+        .find(|e| e["id"].as_u64() == Some(id))
+        .cloned()
+}
+
+/// How two answers to the same call differ, in words (empty: alike).
+pub fn differences(method: &str, a: &Value, b: &Value, rules: &[EqualityRule]) -> Vec<String> {
+    let rules: Vec<&EqualityRule> = rules.iter().filter(|r| glob(&r.method, method)).collect();
+    fn error(v: &Value) -> Option<&Value> {
+        v.get("error").filter(|e| !e.is_null())
+    }
+    let whole = |kind: RuleKind| rules.iter().any(|r| r.pointer.is_none() && r.kind == kind);
+    let mut out = Vec::new();
+    match (error(a), error(b)) {
+        (Some(_), Some(_)) if whole(RuleKind::ErrorPresenceOnly) => {}
+        (Some(x), Some(y)) if whole(RuleKind::ErrorCodeOnly) => {
+            if x["code"] != y["code"] {
+                out.push(format!("error code {} against {}", x["code"], y["code"]));
+            }
+        }
+        (Some(x), Some(y)) => compare_at("/error", x, y, &[], &mut out),
+        (Some(x), None) => out.push(format!("an error (code {}) against a result", x["code"])),
+        (None, Some(y)) => out.push(format!("a result against an error (code {})", y["code"])),
+        (None, None) => {
+            let (x, y) = (&a["result"], &b["result"]);
+            compare_at("", x, y, &rules, &mut out);
+        }
+    }
+    out
+}
+
+/// Compares two values at JSON pointer `path`, recording each difference.
+fn compare_at(path: &str, a: &Value, b: &Value, rules: &[&EqualityRule], out: &mut Vec<String>) {
+    if out.len() >= DIFFERENCES {
+        return;
+    }
+    let rule = rules
+        .iter()
+        .rev()
+        .find(|r| r.pointer.as_deref().is_some_and(|p| pointer_matches(p, path)));
+    match rule.map(|r| r.kind) {
+        Some(RuleKind::Ignore) => return,
+        Some(RuleKind::NumericTolerance(share)) => {
+            if let (Some(x), Some(y)) = (number(a), number(b)) {
+                if (x - y).abs() > share * x.abs().max(y.abs()) {
+                    out.push(format!(
+                        "{}: {a} against {b}, beyond {}%",
+                        shown(path),
+                        share * 100.0
+                    ));
+                }
+                return;
+            }
+        }
+        _ => {}
+    }
+    match (a, b) {
+        (Value::Object(x), Value::Object(y)) => {
+            let keys: std::collections::BTreeSet<&String> = x.keys().chain(y.keys()).collect();
+            for key in keys {
+                let at = format!("{path}/{}", key.replace('~', "~0").replace('/', "~1"));
+                match (x.get(key), y.get(key)) {
+                    (Some(u), Some(v)) => compare_at(&at, u, v, rules, out),
+                    (Some(_), None) if !ignored(&at, rules) => out.push(format!("{at}: only in the first")),
+                    (None, Some(_)) if !ignored(&at, rules) => {
+                        out.push(format!("{at}: missing in the first"))
+                    }
+                    _ => {}
+                }
+            }
+        }
+        (Value::Array(x), Value::Array(y)) if x.len() == y.len() => {
+            for (i, (u, v)) in x.iter().zip(y).enumerate() {
+                compare_at(&format!("{path}/{i}"), u, v, rules, out);
+            }
+        }
+        (Value::Array(x), Value::Array(y)) => out.push(format!(
+            "{}: {} entries against {}",
+            shown(path),
+            x.len(),
+            y.len()
+        )),
+        _ if same_scalar(a, b) => {}
+        _ => out.push(format!("{}: {} against {}", shown(path), cut(a), cut(b))),
+    }
+}
+
+fn ignored(path: &str, rules: &[&EqualityRule]) -> bool {
+    rules
+        .iter()
+        .any(|r| r.kind == RuleKind::Ignore && r.pointer.as_deref().is_some_and(|p| pointer_matches(p, path)))
+}
+
+fn shown(path: &str) -> &str {
+    if path.is_empty() {
+        "the result"
+    } else {
+        path
+    }
+}
+
+fn cut(value: &Value) -> String {
+    let text = value.to_string();
+    match text.char_indices().nth(80) {
+        Some((at, _)) => format!("{}…", &text[..at]),
+        None => text,
+    }
+}
+
+/// Equal values, where hex quantities are numbers (`0x01` is `0x1`).
+fn same_scalar(a: &Value, b: &Value) -> bool {
+    match (a.as_str().and_then(hex_digits), b.as_str().and_then(hex_digits)) {
+        (Some(x), Some(y)) => x == y,
+        _ => a == b,
+    }
+}
+
+/// The digits of a hex quantity, lowercase, without leading zeros.
+fn hex_digits(text: &str) -> Option<String> {
+    let digits = text.strip_prefix("0x")?;
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return None;
+    }
+    let trimmed = digits.trim_start_matches('0').to_ascii_lowercase();
+    Some(if trimmed.is_empty() { "0".into() } else { trimmed })
+}
+
+/// A JSON number, or a hex quantity, as a number.
+fn number(value: &Value) -> Option<f64> {
+    match value {
+        Value::Number(n) => n.as_f64(),
+        Value::String(s) => {
+            let digits = hex_digits(s)?;
+            u128::from_str_radix(&digits, 16).ok().map(|n| n as f64)
+        }
+        _ => None,
+    }
+}
+
+/// A command that sends `request` to the target again: `curl` for HTTP,
+/// the request and the URL otherwise. Header values are never shown.
+fn reproduce(request: &str, target: &TargetAnswers) -> String {
+    let quoted = request.replace('\'', "'\\''");
+    if !(target.url.starts_with("http://") || target.url.starts_with("https://")) {
+        return format!("send '{quoted}' to {}", target.url);
+    }
+    let mut line = String::from("curl -sS -X POST -H 'Content-Type: application/json'");
+    for name in target.header_names {
+        line.push_str(&format!(" -H '{name}: <value not shown>'"));
+    }
+    line.push_str(&format!(" --data '{quoted}' {}", target.url));
+    line
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn rule(method: &str, pointer: Option<&str>, kind: RuleKind) -> EqualityRule {
+        EqualityRule {
+            method: method.into(),
+            pointer: pointer.map(String::from),
+            kind,
+        }
+    }
+
+    fn ok(result: Value) -> Value {
+        json!({"jsonrpc": "2.0", "result": result, "id": 1})
+    }
+
+    fn err(code: i64, message: &str) -> Value {
+        json!({"jsonrpc": "2.0", "error": {"code": code, "message": message}, "id": 2})
+    }
+
+    fn alike(a: &Value, b: &Value, rules: &[EqualityRule]) -> bool {
+        differences("eth_call", a, b, rules).is_empty()
+    }
+
+    #[test]
+    fn key_order_ids_and_hex_zeros_do_not_count() {
+        let a = json!({"jsonrpc": "2.0", "result": {"a": 1, "b": "0x01"}, "id": 1});
+        let b: Value =
+            serde_json::from_str(r#"{"id": 99, "result": {"b": "0x1", "a": 1}, "jsonrpc": "2.0"}"#).unwrap();
+        assert!(alike(&a, &b, &[]));
+        assert!(!alike(&ok(json!("0x1")), &ok(json!("0x2")), &[]));
+        assert!(
+            !alike(&ok(json!("0xzz")), &ok(json!("0xZZ")), &[]),
+            "not hex: compared as text"
+        );
+        assert_eq!(
+            differences(
+                "m",
+                &ok(json!({"a": [1, 2]})),
+                &ok(json!({"a": [1, 3], "c": 0})),
+                &[]
+            ),
+            ["/a/1: 2 against 3", "/c: missing in the first"]
+        );
+    }
+
+    #[test]
+    fn ignore_skips_the_pointers_it_names() {
+        let ignore = [rule("eth_*", Some("/blocks/*/timestamp"), RuleKind::Ignore)];
+        let a = ok(json!({"blocks": [{"timestamp": 1, "n": 1}]}));
+        let b = ok(json!({"blocks": [{"timestamp": 2, "n": 1}]}));
+        let c = ok(json!({"blocks": [{"timestamp": 2, "n": 2}]}));
+        assert!(alike(&a, &b, &ignore));
+        assert!(!alike(&a, &c, &ignore), "only the pointer named");
+        assert!(
+            !differences("net_version", &a, &b, &ignore).is_empty(),
+            "only the methods named"
+        );
+    }
+
+    #[test]
+    fn numeric_tolerance_takes_close_numbers_and_hex_quantities() {
+        let tolerance = [rule("*", Some("/gas"), RuleKind::NumericTolerance(0.05))];
+        assert!(
+            alike(
+                &ok(json!({"gas": "0x64"})),
+                &ok(json!({"gas": "0x67"})),
+                &tolerance
+            ),
+            "100 and 103"
+        );
+        assert!(
+            !alike(
+                &ok(json!({"gas": "0x64"})),
+                &ok(json!({"gas": "0x6e"})),
+                &tolerance
+            ),
+            "100 and 110"
+        );
+        assert!(
+            alike(&ok(json!({"gas": 1000})), &ok(json!({"gas": 1050})), &tolerance),
+            "within 5% of the larger"
+        );
+        assert!(!alike(
+            &ok(json!({"gas": 1000})),
+            &ok(json!({"gas": 1060})),
+            &tolerance
+        ));
+    }
+
+    #[test]
+    fn errors_are_equal_by_code_or_presence_only_when_a_rule_says() {
+        let (a, b, c) = (
+            err(-32000, "out of gas"),
+            err(-32000, "execution reverted"),
+            err(3, "reverted"),
+        );
+        assert!(!alike(&a, &b, &[]), "by default the whole error counts");
+        let by_code = [rule("eth_call", None, RuleKind::ErrorCodeOnly)];
+        assert!(alike(&a, &b, &by_code));
+        assert!(!alike(&a, &c, &by_code));
+        let by_presence = [rule("eth_call", None, RuleKind::ErrorPresenceOnly)];
+        assert!(alike(&a, &c, &by_presence));
+        assert!(
+            !alike(&a, &ok(json!(null)), &by_presence),
+            "an error is no result"
+        );
+        assert_eq!(
+            differences("eth_call", &ok(json!(1)), &c, &[]),
+            ["a result against an error (code 3)"]
+        );
+    }
+
+    #[test]
+    fn a_mismatch_can_be_sent_again_without_showing_secrets() {
+        let target = TargetAnswers {
+            name: "b",
+            url: "http://127.0.0.1:8545",
+            header_names: &["Authorization".to_string()],
+            captured: &[],
+        };
+        let line = reproduce(r#"{"method":"it's"}"#, &target);
+        assert_eq!(
+            line,
+            r#"curl -sS -X POST -H 'Content-Type: application/json' -H 'Authorization: <value not shown>' --data '{"method":"it'\''s"}' http://127.0.0.1:8545"#
+        );
+    }
+}
