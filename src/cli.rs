@@ -57,9 +57,10 @@ pub struct SweepArgs {
     /// Scenario file (TOML): its target, mix and connections; its load is replaced by each step's
     /// rate. Without one, --target and --method describe the calls.
     pub scenario: Option<PathBuf>,
-    /// Target URL (or "builtin"); replaces the file's `target`.
+    /// Target URL (or "builtin"); replaces the file's `target`. Given more than once, each
+    /// target is swept in turn, with the same seed.
     #[arg(long)]
-    pub target: Option<String>,
+    pub target: Vec<String>,
     /// Method of a one-liner; with a file, replaces its mix with this one method.
     #[arg(long)]
     pub method: Option<String>,

@@ -13,12 +13,51 @@ use volley::sweep::{Found, Search};
 
 use common::bin::{serve, temp_dir, text, volley, wait_or_kill};
 
-#[test]
-fn a_sweep_runs_the_steps_its_search_asks_for_and_writes_them() {
-    let (mut server, url) = serve(&["--latency", "1ms", "--capacity", "400"]);
-    let out = temp_dir("sweep");
-    let child = volley()
-        .args(["sweep", "--target", &url, "--method", "eth_chainId"])
+/// Checks one target's sweep in `summary`: its steps are those the search
+/// asks for given their verdicts, its result is the search's, and each
+/// step's run files are under `dir`.
+fn check_target(sweep: &Value, dir: &std::path::Path, stdout: &str) {
+    let steps = sweep["steps"].as_array().unwrap();
+    assert!(!steps.is_empty());
+    let mut search = Search::new(50.0, 0.25, 800.0);
+    for step in steps {
+        assert_eq!(step["rate"].as_f64(), search.next(), "{sweep:#}");
+        let verdict = step["verdict"].as_str().unwrap();
+        assert!(["pass", "fail", "invalid"].contains(&verdict));
+        search.record(step["rate"].as_f64().unwrap(), verdict == "pass");
+    }
+    if sweep["stopped"].is_null() {
+        assert_eq!(search.next(), None, "the search had ended");
+    }
+    let result = &sweep["result"];
+    let found: Found = match result["found"].as_str().unwrap() {
+        "rate" => Found::Rate {
+            rate: result["rate"].as_f64().unwrap(),
+            failed_at: result["failed_at"].as_f64().unwrap(),
+        },
+        "below_start" => Found::BelowStart { start: 50.0 },
+        other => Found::AtCeiling {
+            rate: result["rate"].as_f64().unwrap_or_else(|| panic!("{other}")),
+        },
+    };
+    assert_eq!(found, search.found());
+    assert!(stdout.contains(&volley::sweep::said(found)), "{stdout}");
+    for (i, step) in steps.iter().enumerate() {
+        let own = common::bin::summary_json(&dir.join(format!("step-{:02}", i + 1)));
+        assert_eq!(own["meta"]["load"]["rate"], step["rate"]);
+        assert_eq!(own["meta"]["target"], sweep["target"]);
+    }
+    assert!(sweep["knees"]["eth_chainId"].is_array());
+}
+
+fn sweep(targets: &[&str], name: &str) -> (std::path::PathBuf, Value, String) {
+    let out = temp_dir(name);
+    let mut command = volley();
+    command.args(["sweep", "--method", "eth_chainId"]);
+    for target in targets {
+        command.args(["--target", target]);
+    }
+    let child = command
         .args([
             "--slo",
             "p99<50ms,error_rate<1%",
@@ -43,59 +82,56 @@ fn a_sweep_runs_the_steps_its_search_asks_for_and_writes_them() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let output = wait_or_kill(child, Duration::from_secs(120));
-    server.kill().unwrap();
+    let output = wait_or_kill(child, Duration::from_secs(180));
     let stdout = text(&output.stdout);
     assert!(
         matches!(output.status.code(), Some(0 | 2)),
         "{stdout}{}",
         text(&output.stderr)
     );
-
     let summary: Value = serde_json::from_slice(&std::fs::read(out.join("summary.json")).unwrap()).unwrap();
-    let steps = summary["steps"].as_array().unwrap();
-    assert!(!steps.is_empty());
-    // The search, replayed on the verdicts the steps got, asks for the same
-    // rates in the same order and finds the same.
-    let mut search = Search::new(50.0, 0.25, 800.0);
-    for step in steps {
-        assert_eq!(step["rate"].as_f64(), search.next(), "{summary:#}");
-        let verdict = step["verdict"].as_str().unwrap();
-        assert!(["pass", "fail", "invalid"].contains(&verdict));
-        search.record(step["rate"].as_f64().unwrap(), verdict == "pass");
-    }
-    if summary["stopped"].is_null() {
-        assert_eq!(search.next(), None, "the search had ended");
-    }
-    let found: Found = match summary["result"]["found"].as_str().unwrap() {
-        "rate" => Found::Rate {
-            rate: summary["result"]["rate"].as_f64().unwrap(),
-            failed_at: summary["result"]["failed_at"].as_f64().unwrap(),
-        },
-        "below_start" => Found::BelowStart { start: 50.0 },
-        other => Found::AtCeiling {
-            rate: summary["result"]["rate"]
-                .as_f64()
-                .unwrap_or_else(|| panic!("{other}")),
-        },
-    };
-    assert_eq!(found, search.found());
-    assert!(stdout.contains(&volley::sweep::said(found)), "{stdout}");
+    (out, summary, stdout)
+}
 
-    // A directory per step with its run's own files, a CSV row per step.
-    for i in 1..=steps.len() {
-        let step = common::bin::summary_json(&out.join(format!("step-{i:02}")));
-        assert_eq!(step["meta"]["load"]["rate"], steps[i - 1]["rate"]);
-        assert!(step["summary"]["total"]["calls"].as_u64().unwrap() > 0);
-    }
+#[test]
+fn a_sweep_runs_the_steps_its_search_asks_for_and_writes_them() {
+    let (mut server, url) = serve(&["--latency", "1ms", "--capacity", "400"]);
+    let (out, summary, stdout) = sweep(&[&url], "sweep");
+    server.kill().unwrap();
+    let targets = summary["targets"].as_array().unwrap();
+    assert_eq!(targets.len(), 1);
+    check_target(&targets[0], &out, &stdout);
+    let steps = targets[0]["steps"].as_array().unwrap().len();
     let csv = std::fs::read_to_string(out.join("sweep.csv")).unwrap();
-    assert_eq!(csv.lines().count(), steps.len() + 1);
+    assert_eq!(csv.lines().count(), steps + 1);
     assert!(csv.starts_with(
         "target,step,target_rate,achieved_rate,p50_ms,p90_ms,p99_ms,error_rate,verdict,broken\n"
     ));
     let svg = std::fs::read_to_string(out.join("sweep.svg")).unwrap();
     assert!(svg.starts_with("<svg") && svg.contains("p99") && svg.trim_end().ends_with("</svg>"));
-    assert!(summary["knees"]["eth_chainId"].is_array());
+}
+
+#[test]
+fn several_targets_are_swept_in_turn_each_in_its_directory() {
+    let (mut a, url_a) = serve(&["--capacity", "200"]);
+    let (mut b, url_b) = serve(&["--capacity", "400"]);
+    let (out, summary, stdout) = sweep(&[&url_a, &url_b], "sweep-two");
+    a.kill().unwrap();
+    b.kill().unwrap();
+    let targets = summary["targets"].as_array().unwrap();
+    let names = volley::scenario::NamedTarget::from_urls(&[url_a.clone(), url_b.clone()]);
+    assert_eq!(targets.len(), 2);
+    let mut rows = 0;
+    for (sweep, named) in targets.iter().zip(&names) {
+        check_target(sweep, &out.join(&named.name), &stdout);
+        rows += sweep["steps"].as_array().unwrap().len();
+    }
+    let csv = std::fs::read_to_string(out.join("sweep.csv")).unwrap();
+    assert_eq!(csv.lines().count(), rows + 1, "a row per step of each target");
+    let svg = std::fs::read_to_string(out.join("sweep.svg")).unwrap();
+    for url in [&url_a, &url_b] {
+        assert!(svg.contains(&format!("{url} p99")), "a line per target: {url}");
+    }
 }
 
 #[test]

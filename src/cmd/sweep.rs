@@ -2,6 +2,7 @@
 //! judged by the SLO; the steps' files kept, the search's CSV, plot and
 //! summary written, the table printed.
 
+use std::collections::BTreeMap;
 use std::process::ExitCode;
 use std::sync::Arc;
 
@@ -19,18 +20,33 @@ use crate::scenario::{Overrides, Scenario};
 use crate::sweep::{self, Found, Search, Step};
 use crate::thresholds::Threshold;
 
+/// One target's sweep.
+#[derive(Serialize)]
+struct TargetSweep {
+    target: String,
+    result: Found,
+    /// Per method: the highest rate it held and the lowest it broke at.
+    knees: BTreeMap<String, (Option<f64>, Option<f64>)>,
+    steps: Vec<Step>,
+    /// Why the sweep ended before the search did, if it did.
+    stopped: Option<String>,
+}
+
 #[derive(Serialize)]
 struct Summary<'a> {
     scenario: &'a str,
-    target: &'a str,
     slo: Vec<&'a str>,
     precision: f64,
-    result: Found,
-    /// Per method: the highest rate it held and the lowest it broke at.
-    knees: &'a std::collections::BTreeMap<String, (Option<f64>, Option<f64>)>,
-    steps: &'a [Step],
-    /// Why the sweep ended before the search did, if it did.
-    stopped: Option<String>,
+    targets: &'a [TargetSweep],
+}
+
+/// What every step needs: the flags, the SLO, where the files go, and the
+/// runtime with its stop.
+struct Sweeper<'a> {
+    args: &'a SweepArgs,
+    slo: &'a [Threshold],
+    runtime: &'a tokio::runtime::Runtime,
+    cancel: &'a CancellationToken,
 }
 
 pub fn command(args: SweepArgs) -> anyhow::Result<ExitCode> {
@@ -38,13 +54,19 @@ pub fn command(args: SweepArgs) -> anyhow::Result<ExitCode> {
     if !(args.from > 0.0 && args.from.is_finite() && args.max_rate >= args.from) {
         anyhow::bail!("--from must be a rate above 0, and --max-rate at least --from");
     }
-    // Checked once, before anything is sent: the first step's scenario.
-    let first = step_scenario(&args, &slo, args.from)?;
-    let out = ResultDir::claim(
-        args.out.as_deref(),
-        &dir_stamp(),
-        &format!("sweep-{}", first.name),
-    )?;
+    // Checked before anything is sent: each target's first step.
+    let targets: Vec<Option<&str>> = match args.target.is_empty() {
+        true => vec![None],
+        false => args.target.iter().map(|t| Some(t.as_str())).collect(),
+    };
+    let mut firsts = Vec::new();
+    for target in &targets {
+        firsts.push(step_scenario(&args, &slo, args.from, *target)?);
+    }
+    let name = firsts[0].name.clone();
+    // Several targets' steps go in a directory each, named as `run` names them.
+    let dirs = crate::scenario::NamedTarget::from_urls(&args.target);
+    let out = ResultDir::claim(args.out.as_deref(), &dir_stamp(), &format!("sweep-{name}"))?;
     let (runtime, mut signals) = runtime_with_signals()?;
     let cancel = CancellationToken::new();
     let stop = cancel.clone();
@@ -53,74 +75,109 @@ pub fn command(args: SweepArgs) -> anyhow::Result<ExitCode> {
         crate::note!("stopping: the steps so far are written");
         stop.cancel();
     });
-    let mut search = Search::new(args.from, args.precision, args.max_rate);
-    let mut steps: Vec<Step> = Vec::new();
-    let mut methods = Vec::new();
-    let mut stopped = None;
-    while let Some(rate) = search.next() {
-        let scenario = step_scenario(&args, &slo, rate)?;
-        crate::note!(
-            "step {}: {rate:.0} requests/s for {}",
-            steps.len() + 1,
-            humantime::format_duration(args.step)
-        );
-        let run = runtime.block_on(execute(
-            &scenario,
-            args.scenario.as_deref(),
-            cancel.child_token(),
-            Arc::new(Control::new()),
-            |_| {},
-        ));
-        let report = run.context("a step could not run")?;
-        report::write_files(&out.path.join(format!("step-{:02}", steps.len() + 1)), &report)?;
-        let step = Step::judge(&report.meta.target, rate, &report.summary, &slo);
-        crate::note!(
-            "  {} · achieved {:.1}/s · p99 {:.3} ms · errors {:.2}%",
-            step.verdict,
-            step.achieved,
-            step.p99_ms,
-            step.error_rate * 100.0
-        );
-        methods = report.summary.methods.iter().map(|m| m.method.clone()).collect();
-        stopped = match (cancel.is_cancelled(), step.verdict) {
-            (true, _) => Some("stopped by a signal: the search is unfinished".to_string()),
-            (_, "invalid") => Some(format!(
-                "volley itself was the limit at {rate:.0}/s (its engine threads saturated): what it found is a floor; add --threads or machines"
-            )),
-            _ => None,
+    let sweeper = Sweeper {
+        args: &args,
+        slo: &slo,
+        runtime: &runtime,
+        cancel: &cancel,
+    };
+    let several = targets.len() > 1;
+    let mut sweeps = Vec::new();
+    for (i, target) in targets.iter().enumerate() {
+        let dir = match several {
+            true => out.path.join(&dirs[i].name),
+            false => out.path.clone(),
         };
-        search.record(rate, step.verdict == "pass");
-        if step.clearly_broke() {
-            crate::note!("  the server clearly broke at {rate:.0}/s");
-        }
-        steps.push(step);
-        if stopped.is_some() {
+        sweeps.push(sweeper.sweep(*target, &dir)?);
+        if cancel.is_cancelled() {
             break;
         }
     }
-    let found = search.found();
-    let knees = sweep::knees(&steps, &methods);
-    let target = steps.first().map_or(String::new(), |s| s.target.clone());
     let summary = Summary {
-        scenario: &first.name,
-        target: &target,
+        scenario: &name,
         slo: slo.iter().map(Threshold::text).collect(),
         precision: args.precision,
-        result: found,
-        knees: &knees,
-        steps: &steps,
-        stopped: stopped.clone(),
+        targets: &sweeps,
     };
     write_results(&out, &summary)?;
-    let mut table = sweep::table(&steps, found, &knees);
-    if let Some(reason) = &stopped {
-        table.push_str(&format!("\n{reason}\n"));
+    let mut shown = String::new();
+    for sweep in &sweeps {
+        if several {
+            shown.push_str(&format!("\n{}\n", sweep.target));
+        }
+        shown.push_str(&sweep::table(&sweep.steps, sweep.result, &sweep.knees));
+        if let Some(reason) = &sweep.stopped {
+            shown.push_str(&format!("\n{reason}\n"));
+        }
     }
-    crate::output::print(&format!("{table}\nresults: {}\n", out.path.display()));
-    Ok(match found {
-        Found::Rate { .. } | Found::AtCeiling { .. } if stopped.is_none() => ExitCode::SUCCESS,
-        _ => ExitCode::from(EXIT_FAILED_CHECK),
+    crate::output::print(&format!("{shown}\nresults: {}\n", out.path.display()));
+    let found = |s: &TargetSweep| {
+        matches!(s.result, Found::Rate { .. } | Found::AtCeiling { .. }) && s.stopped.is_none()
+    };
+    Ok(match sweeps.iter().all(found) && sweeps.len() == targets.len() {
+        true => ExitCode::SUCCESS,
+        false => ExitCode::from(EXIT_FAILED_CHECK),
     })
+}
+
+impl Sweeper<'_> {
+    /// The search against one target, each step's files under `dir`.
+    fn sweep(&self, target: Option<&str>, dir: &std::path::Path) -> anyhow::Result<TargetSweep> {
+        let (args, slo) = (self.args, self.slo);
+        let mut search = Search::new(args.from, args.precision, args.max_rate);
+        let mut steps: Vec<Step> = Vec::new();
+        let mut methods = Vec::new();
+        let mut stopped = None;
+        while let Some(rate) = search.next() {
+            let scenario = step_scenario(args, slo, rate, target)?;
+            crate::note!(
+                "{} step {}: {rate:.0} requests/s for {}",
+                scenario.target,
+                steps.len() + 1,
+                humantime::format_duration(args.step)
+            );
+            let run = self.runtime.block_on(execute(
+                &scenario,
+                args.scenario.as_deref(),
+                self.cancel.child_token(),
+                Arc::new(Control::new()),
+                |_| {},
+            ));
+            let report = run.context("a step could not run")?;
+            report::write_files(&dir.join(format!("step-{:02}", steps.len() + 1)), &report)?;
+            let step = Step::judge(&report.meta.target, rate, &report.summary, slo);
+            crate::note!(
+                "  {} · achieved {:.1}/s · p99 {:.3} ms · errors {:.2}%",
+                step.verdict,
+                step.achieved,
+                step.p99_ms,
+                step.error_rate * 100.0
+            );
+            methods = report.summary.methods.iter().map(|m| m.method.clone()).collect();
+            stopped = match (self.cancel.is_cancelled(), step.verdict) {
+                (true, _) => Some("stopped by a signal: the search is unfinished".to_string()),
+                (_, "invalid") => Some(format!(
+                    "volley itself was the limit at {rate:.0}/s (its engine threads saturated): what it found is a floor; add --threads or machines"
+                )),
+                _ => None,
+            };
+            search.record(rate, step.verdict == "pass");
+            if step.clearly_broke() {
+                crate::note!("  the server clearly broke at {rate:.0}/s");
+            }
+            steps.push(step);
+            if stopped.is_some() {
+                break;
+            }
+        }
+        Ok(TargetSweep {
+            target: steps.first().map_or(String::new(), |s| s.target.clone()),
+            result: search.found(),
+            knees: sweep::knees(&steps, &methods),
+            steps,
+            stopped,
+        })
+    }
 }
 
 /// `p99<100ms,error_rate<0.1%` as thresholds, each checked now.
@@ -139,9 +196,14 @@ fn parse_slo(text: &str) -> anyhow::Result<Vec<Threshold>> {
 
 /// The scenario of one step: the file's (or the one-liner's), at `rate`
 /// for the step's time after its warmup, judged by the SLO.
-fn step_scenario(args: &SweepArgs, slo: &[Threshold], rate: f64) -> anyhow::Result<Scenario> {
+fn step_scenario(
+    args: &SweepArgs,
+    slo: &[Threshold],
+    rate: f64,
+    target: Option<&str>,
+) -> anyhow::Result<Scenario> {
     let flags = Overrides {
-        target: args.target.clone(),
+        target: target.map(String::from),
         method: args.method.clone(),
         params: args.params.clone(),
         rate: Some(rate),
@@ -160,24 +222,32 @@ fn step_scenario(args: &SweepArgs, slo: &[Threshold], rate: f64) -> anyhow::Resu
     Ok(Scenario::with_flags(args.scenario.as_deref(), &flags)?)
 }
 
-/// The sweep's files: a CSV row per step, the latency-versus-throughput
-/// plot, and `summary.json` last (it held the directory's claim).
+/// The sweep's files: a CSV row per step (of every target), the
+/// latency-versus-throughput plot (a line per target and percentile), and
+/// `summary.json` last (it held the directory's claim).
 fn write_results(out: &ResultDir, summary: &Summary) -> anyhow::Result<()> {
     let write = |name: &str, bytes: &[u8]| {
         let path = out.path.join(name);
         std::fs::write(&path, bytes).with_context(|| format!("cannot write {}", path.display()))
     };
-    write("sweep.csv", sweep::csv(summary.steps).as_bytes())?;
-    let points: Vec<(f64, f64, f64)> = summary
-        .steps
+    let steps: Vec<Step> = summary
+        .targets
         .iter()
-        .filter(|s| s.verdict != "invalid")
-        .map(|s| (s.achieved, s.p50_ms, s.p99_ms))
+        .flat_map(|t| t.steps.iter().cloned())
         .collect();
-    write(
-        "sweep.svg",
-        report::html::sweep_chart(summary.target, &points).as_bytes(),
-    )?;
+    write("sweep.csv", sweep::csv(&steps).as_bytes())?;
+    let points: Vec<report::html::SweepLine> = summary
+        .targets
+        .iter()
+        .map(|t| {
+            let valid = t.steps.iter().filter(|s| s.verdict != "invalid");
+            (
+                t.target.as_str(),
+                valid.map(|s| (s.achieved, s.p50_ms, s.p99_ms)).collect(),
+            )
+        })
+        .collect();
+    write("sweep.svg", report::html::sweep_chart(&points).as_bytes())?;
     let mut json = serde_json::to_vec_pretty(summary).expect("the sweep is plain data");
     json.push(b'\n');
     write("summary.json", &json)

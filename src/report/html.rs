@@ -415,17 +415,37 @@ const RIGHT: f64 = 30.0;
 const TOP: f64 = 36.0;
 const BOTTOM: f64 = 48.0;
 
+/// One target's sweep: its name, and per valid step the rate achieved,
+/// p50 and p99 (ms).
+pub type SweepLine<'a> = (&'a str, Vec<(f64, f64, f64)>);
+
 /// Latency against throughput, a point per sweep step: p50 and p99 (ms)
-/// over the rate achieved (requests/s), as a standalone SVG.
-pub fn sweep_chart(target: &str, points: &[(f64, f64, f64)]) -> String {
-    let mut sorted = points.to_vec();
-    sorted.sort_by(|a, b| a.0.total_cmp(&b.0));
-    let line = |name: &str, pick: fn(&(f64, f64, f64)) -> f64| Series {
-        name: name.to_string(),
-        points: sorted.iter().map(|p| (p.0, pick(p))).collect(),
-    };
-    let series = [line("p50", |p| p.1), line("p99", |p| p.2)];
-    let title = format!("Latency against throughput · {target}");
+/// over the rate achieved (requests/s), a line each per target, as a
+/// standalone SVG.
+pub fn sweep_chart(targets: &[SweepLine]) -> String {
+    let several = targets.len() > 1;
+    let mut series = Vec::new();
+    for (target, points) in targets {
+        let mut sorted = points.clone();
+        sorted.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let name = |p: &str| {
+            if several {
+                format!("{target} {p}")
+            } else {
+                p.to_string()
+            }
+        };
+        series.push(Series {
+            name: name("p50"),
+            points: sorted.iter().map(|p| (p.0, p.1)).collect(),
+        });
+        series.push(Series {
+            name: name("p99"),
+            points: sorted.iter().map(|p| (p.0, p.2)).collect(),
+        });
+    }
+    let names: Vec<&str> = targets.iter().map(|t| t.0).collect();
+    let title = format!("Latency against throughput · {}", names.join(", "));
     chart(
         &title,
         "requests/s achieved",
