@@ -114,8 +114,10 @@ pub struct SweepArgs {
 
 #[derive(Args, Debug, Clone)]
 pub struct CheckArgs {
-    /// The endpoint: http://, https://, ws://, wss://, tcp:// or unix:// URL.
-    pub target: String,
+    /// The endpoint: http://, https://, ws://, wss://, tcp:// or unix:// URL; several to check
+    /// each (and, with --methods, to set their methods side by side).
+    #[arg(required = true)]
+    pub target: Vec<String>,
     /// The method the cases call. Any name serves (an unknown method's error is a right answer);
     /// one the server has checks more.
     #[arg(long, default_value = "eth_chainId")]
@@ -127,6 +129,10 @@ pub struct CheckArgs {
     /// passing fails as a stale entry.
     #[arg(long, value_name = "FILE")]
     pub expected_failures: Option<PathBuf>,
+    /// Also ask which of these methods each target has: an OpenRPC document (JSON), or one name a
+    /// line; each is called once with params [] (answered, -32601, or another error).
+    #[arg(long, value_name = "FILE")]
+    pub methods: Option<PathBuf>,
     /// How long an answer is awaited.
     #[arg(long, value_parser = parse_duration, default_value = "5s")]
     pub timeout: Duration,

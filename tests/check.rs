@@ -110,9 +110,9 @@ fn check(args: &[&str]) -> (Output, Value) {
         .spawn()
         .unwrap();
     let output = wait_or_kill(child, Duration::from_secs(60));
-    let report = serde_json::from_slice(&output.stdout)
+    let document: Value = serde_json::from_slice(&output.stdout)
         .unwrap_or_else(|e| panic!("{e}: {}{}", text(&output.stdout), text(&output.stderr)));
-    (output, report)
+    (output, document["targets"][0].clone())
 }
 
 /// Each case's verdict, by case.
@@ -236,5 +236,60 @@ fn an_unreachable_target_is_an_error_not_a_table_of_failures() {
         text(&out.stderr).contains("cannot connect to http://127.0.0.1:1"),
         "{}",
         text(&out.stderr)
+    );
+}
+
+#[test]
+fn a_methods_list_gives_a_support_matrix_across_targets() {
+    let right = right_server();
+    let broken = format!("http://{}", server(Mode::Broken(right.addr)));
+    let direct = format!("http://{}", right.addr);
+    let dir = temp_dir("check-methods");
+    std::fs::create_dir_all(&dir).unwrap();
+    let list = dir.join("methods.txt");
+    std::fs::write(
+        &list,
+        "# what we need\neth_chainId\nvolley.check/no-such-method\nadd\n",
+    )
+    .unwrap();
+    let out = volley()
+        .args([
+            "check",
+            &direct,
+            &broken,
+            "--json",
+            "--methods",
+            list.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "the broken target fails its MUSTs");
+    let document: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(document["passed"], false);
+    assert_eq!(document["targets"][0]["passed"], true);
+    assert_eq!(document["targets"][1]["passed"], false);
+    let support = &document["support"];
+    assert_eq!(
+        support["methods"],
+        json!(["eth_chainId", "volley.check/no-such-method", "add"])
+    );
+    assert_eq!(support["targets"][0][0], direct.as_str());
+    assert_eq!(
+        support["targets"][0][1],
+        json!([{"support": "answered"}, {"support": "not_found"}, {"support": "error", "detail": -32602}])
+    );
+    // The broken one calls an unknown method an invalid request.
+    assert_eq!(
+        support["targets"][1][1][1],
+        json!({"support": "error", "detail": -32600})
+    );
+    let table = volley()
+        .args(["check", &direct, "--methods", list.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let shown = text(&table.stdout);
+    assert!(
+        shown.contains("volley.check/no-such-method  no (-32601)"),
+        "{shown}"
     );
 }

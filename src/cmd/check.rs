@@ -23,7 +23,23 @@ struct Report<'a> {
     /// The server answered a plain call as JSON-RPC 1.0 does.
     jsonrpc_1_0: bool,
     passed: bool,
-    cases: &'a [Finding],
+    cases: Vec<Finding>,
+}
+
+/// Which methods each target has (`--methods`).
+#[derive(Serialize)]
+struct SupportMatrix<'a> {
+    methods: &'a [String],
+    /// Per target, how it answered each method, in the order above.
+    targets: Vec<(&'a str, Vec<check::Support>)>,
+}
+
+#[derive(Serialize)]
+struct Document<'a> {
+    passed: bool,
+    targets: &'a [Report<'a>],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    support: Option<SupportMatrix<'a>>,
 }
 
 pub fn command(args: CheckArgs) -> anyhow::Result<ExitCode> {
@@ -35,33 +51,58 @@ pub fn command(args: CheckArgs) -> anyhow::Result<ExitCode> {
         }
         None => BTreeSet::new(),
     };
+    let methods = match &args.methods {
+        Some(path) => {
+            let text =
+                std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+            Some(check::read_methods(path, &text).map_err(anyhow::Error::msg)?)
+        }
+        None => None,
+    };
     let options = options(&args)?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
     let local = tokio::task::LocalSet::new();
-    let (target, answers) = local.block_on(&runtime, async {
-        let target = Target::resolve(&args.target, &options).await?;
-        target.check_reachable(args.timeout).await?;
-        let answers = check::probe(&target, &args.method, args.timeout, args.quiet_for).await;
-        anyhow::Ok((target, answers))
-    })?;
-    let findings: Vec<Finding> = check::CASES
-        .iter()
-        .zip(&answers)
-        .map(|(case, answer)| check::judge(case, &args.method, answer, &expected))
-        .collect();
-    let report = Report {
-        target: &args.target,
-        transport: target.transport_name(),
-        method: &args.method,
-        jsonrpc_1_0: answers[0].as_ref().is_ok_and(check::speaks_version_1),
-        passed: !findings.iter().any(|f| f.verdict.fails()),
-        cases: &findings,
+    let mut reports = Vec::new();
+    let mut support = Vec::new();
+    for url in &args.target {
+        let (target, answers, methods) = local.block_on(&runtime, async {
+            let target = Target::resolve(url, &options).await?;
+            target.check_reachable(args.timeout).await?;
+            let answers = check::probe(&target, &args.method, args.timeout, args.quiet_for).await;
+            let methods = match &methods {
+                Some(methods) => check::probe_methods(&target, methods, args.timeout).await,
+                None => Vec::new(),
+            };
+            anyhow::Ok((target, answers, methods))
+        })?;
+        let cases: Vec<Finding> = check::CASES
+            .iter()
+            .zip(&answers)
+            .map(|(case, answer)| check::judge(case, &args.method, answer, &expected))
+            .collect();
+        reports.push(Report {
+            target: url,
+            transport: target.transport_name(),
+            method: &args.method,
+            jsonrpc_1_0: answers[0].as_ref().is_ok_and(check::speaks_version_1),
+            passed: !cases.iter().any(|f| f.verdict.fails()),
+            cases,
+        });
+        support.push((url.as_str(), methods));
+    }
+    let document = Document {
+        passed: reports.iter().all(|r| r.passed),
+        targets: &reports,
+        support: methods.as_deref().map(|methods| SupportMatrix {
+            methods,
+            targets: support,
+        }),
     };
-    crate::output::print(&render(&report, args.json));
-    Ok(match report.passed {
+    crate::output::print(&render(&document, args.json));
+    Ok(match document.passed {
         true => ExitCode::SUCCESS,
         false => ExitCode::from(EXIT_FAILED),
     })
@@ -89,21 +130,46 @@ fn options(args: &CheckArgs) -> anyhow::Result<Options> {
     })
 }
 
-fn render(report: &Report, json: bool) -> String {
+fn render(document: &Document, json: bool) -> String {
     if json {
-        let mut out = serde_json::to_string_pretty(report).expect("the findings are plain data");
+        let mut out = serde_json::to_string_pretty(document).expect("the findings are plain data");
         out.push('\n');
         return out;
     }
-    let mut out = format!(
-        "volley check {} ({}) · method {}\n\n",
-        report.target, report.transport, report.method
-    );
-    out.push_str(&check::table(report.cases));
-    if report.jsonrpc_1_0 {
-        out.push_str(
-            "\nThe server answers as JSON-RPC 1.0 (no `jsonrpc` member): the 2.0 cases fail for that. Load-test it with --jsonrpc 1.0.\n",
-        );
+    let mut out = String::new();
+    for report in document.targets {
+        out.push_str(&format!(
+            "volley check {} ({}) · method {}\n\n",
+            report.target, report.transport, report.method
+        ));
+        out.push_str(&check::table(&report.cases));
+        if report.jsonrpc_1_0 {
+            out.push_str(
+                "\nThe server answers as JSON-RPC 1.0 (no `jsonrpc` member): the 2.0 cases fail for that. Load-test it with --jsonrpc 1.0.\n",
+            );
+        }
+        out.push('\n');
+    }
+    if let Some(matrix) = &document.support {
+        out.push_str(&support_table(matrix));
+    }
+    out
+}
+
+/// Methods down, targets across: which target has which method.
+fn support_table(matrix: &SupportMatrix) -> String {
+    let width = matrix.methods.iter().map(String::len).max().unwrap_or(6).max(6);
+    let mut out = format!("{:<width$}", "method");
+    for (target, _) in &matrix.targets {
+        out.push_str(&format!("  {target:<24}"));
+    }
+    out.push('\n');
+    for (i, method) in matrix.methods.iter().enumerate() {
+        out.push_str(&format!("{method:<width$}"));
+        for (_, answers) in &matrix.targets {
+            out.push_str(&format!("  {:<24}", answers[i].shown()));
+        }
+        out.push('\n');
     }
     out
 }
