@@ -420,7 +420,8 @@ pub enum Support {
     Answered,
     /// -32601: no such method.
     NotFound,
-    /// Another error (the method is there, but refused the empty params).
+    /// Another error: the method is there, but refused the empty params
+    /// (-32700, a parse error for the valid JSON sent, says nothing).
     Error(i64),
     /// No right answer: why.
     NoAnswer(String),
@@ -448,6 +449,8 @@ impl Support {
         match self {
             Support::Answered => "yes".into(),
             Support::NotFound => "no (-32601)".into(),
+            // A parse error for the valid JSON sent says nothing of the method.
+            Support::Error(-32700) => "? error -32700 (on valid JSON)".into(),
             Support::Error(code) => format!("yes, error {code}"),
             Support::NoAnswer(why) => format!("? {why}"),
         }

@@ -39,10 +39,12 @@ pub struct Mismatch {
     pub reproduce: String,
 }
 
+/// One method's answers from one target, against the first target's.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct MethodEquality {
     pub method: String,
-    /// Calls whose answers were compared, per other target.
+    pub target: String,
+    /// Calls whose answers were compared.
     pub compared: u64,
     pub mismatched: u64,
     pub mismatch_rate: f64,
@@ -68,7 +70,7 @@ impl EqualityReport {
 /// Compares every other target's answers with the first's.
 pub fn compare(targets: &[TargetAnswers], rules: &[EqualityRule]) -> EqualityReport {
     let mut report = EqualityReport::default();
-    let mut methods: BTreeMap<String, MethodEquality> = BTreeMap::new();
+    let mut methods: BTreeMap<(String, usize), MethodEquality> = BTreeMap::new();
     let Some((first, others)) = targets.split_first() else {
         return report;
     };
@@ -78,7 +80,7 @@ pub fn compare(targets: &[TargetAnswers], rules: &[EqualityRule]) -> EqualityRep
         .collect();
     for kept in first.captured {
         let request: Value = serde_json::from_slice(&kept.request).unwrap_or(Value::Null);
-        for (other, index) in others.iter().zip(&by_seq) {
+        for (n, (other, index)) in others.iter().zip(&by_seq).enumerate() {
             let theirs = index.get(&kept.seq).copied();
             for (k, entry) in kept.entries.iter().enumerate() {
                 if entry.id.is_none() {
@@ -91,10 +93,13 @@ pub fn compare(targets: &[TargetAnswers], rules: &[EqualityRule]) -> EqualityRep
                     continue;
                 };
                 let differences = differences(&method, &a, &b, rules);
-                let stats = methods.entry(method.clone()).or_insert_with(|| MethodEquality {
-                    method: method.clone(),
-                    ..Default::default()
-                });
+                let stats = methods
+                    .entry((method.clone(), n))
+                    .or_insert_with(|| MethodEquality {
+                        method: method.clone(),
+                        target: other.name.to_string(),
+                        ..Default::default()
+                    });
                 stats.compared += 1;
                 report.compared += 1;
                 if differences.is_empty() {

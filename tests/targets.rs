@@ -321,7 +321,8 @@ sample = "100%"
         again.contains(r#""method":"add""#) && again.contains(r#""params":[1,2]"#),
         "{again}"
     );
-    assert!(stdout.contains("answered unlike the first target"), "{stdout}");
+    assert!(stdout.contains("answered otherwise"), "{stdout}");
+    assert_eq!(method("add")["target"], "differs");
 
     // --fail-on-diff makes the difference a failed check.
     let failed = volley()

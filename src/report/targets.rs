@@ -348,7 +348,7 @@ pub fn write_files(
 /// and the first example of each with what reproduces it.
 pub fn equality_table(report: &EqualityReport, sample: f64, pinned: Option<&str>) -> String {
     let mut out = format!(
-        "\nanswers compared (a {}% sample of the requests{}): {} calls, {} answered unlike the first target",
+        "\nanswers compared with the first target's (a {}% sample of the requests{}): {} calls, {} answered otherwise",
         sample * 100.0,
         pinned.map_or(String::new(), |b| format!(", \"latest\" pinned to block {b}")),
         report.compared,
@@ -365,14 +365,15 @@ pub fn equality_table(report: &EqualityReport, sample: f64, pinned: Option<&str>
     for m in &report.methods {
         let _ = writeln!(
             out,
-            "  {:<24} {:>7} compared {:>7} differ ({:.2}%)",
+            "  {:<24} {:<16} {:>7} compared {:>7} differ ({:.2}%)",
             m.method,
+            m.target,
             m.compared,
             m.mismatched,
             m.mismatch_rate * 100.0
         );
         if let Some(example) = m.examples.first() {
-            let _ = writeln!(out, "    {}: {}", example.target, example.differences.join("; "));
+            let _ = writeln!(out, "    {}", example.differences.join("; "));
             let _ = writeln!(out, "    again: {}", example.reproduce);
         }
     }
