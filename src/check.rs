@@ -420,8 +420,9 @@ pub enum Support {
     Answered,
     /// -32601: no such method.
     NotFound,
-    /// Another error: the method is there, but refused the empty params
-    /// (-32700, a parse error for the valid JSON sent, says nothing).
+    /// Another error: the method is there and refused the empty params,
+    /// or the server says "not supported" with a code of its own (-32700,
+    /// a parse error for the valid JSON sent, says nothing).
     Error(i64),
     /// No right answer: why.
     NoAnswer(String),
@@ -450,8 +451,9 @@ impl Support {
             Support::Answered => "yes".into(),
             Support::NotFound => "no (-32601)".into(),
             // A parse error for the valid JSON sent says nothing of the method.
-            Support::Error(-32700) => "? error -32700 (on valid JSON)".into(),
-            Support::Error(code) => format!("yes, error {code}"),
+            Support::Error(-32700) => "error -32700 (on valid JSON)".into(),
+            // Refused params, or a server's own "not supported" code: its words.
+            Support::Error(code) => format!("error {code}"),
             Support::NoAnswer(why) => format!("? {why}"),
         }
     }

@@ -159,15 +159,24 @@ fn render(document: &Document, json: bool) -> String {
 /// Methods down, targets across: which target has which method.
 fn support_table(matrix: &SupportMatrix) -> String {
     let width = matrix.methods.iter().map(String::len).max().unwrap_or(6).max(6);
+    let shown: Vec<Vec<String>> = matrix
+        .targets
+        .iter()
+        .map(|(_, a)| a.iter().map(check::Support::shown).collect())
+        .collect();
+    let cell = |t: usize| {
+        let widest = shown[t].iter().map(|s| s.chars().count()).max().unwrap_or(0);
+        widest.max(matrix.targets[t].0.chars().count())
+    };
     let mut out = format!("{:<width$}", "method");
-    for (target, _) in &matrix.targets {
-        out.push_str(&format!("  {target:<24}"));
+    for (t, (target, _)) in matrix.targets.iter().enumerate() {
+        out.push_str(&format!("  {target:<w$}", w = cell(t)));
     }
     out.push('\n');
     for (i, method) in matrix.methods.iter().enumerate() {
         out.push_str(&format!("{method:<width$}"));
-        for (_, answers) in &matrix.targets {
-            out.push_str(&format!("  {:<24}", answers[i].shown()));
+        for (t, cells) in shown.iter().enumerate() {
+            out.push_str(&format!("  {:<w$}", cells[i], w = cell(t)));
         }
         out.push('\n');
     }
