@@ -156,6 +156,12 @@ impl Step {
     }
 }
 
+/// Whether a step's figures so far say the server clearly broke: most of
+/// at least a hundred calls failed.
+pub fn broke_so_far(total: &crate::stats::MethodSummary) -> bool {
+    total.calls >= 100 && total.errors * 2 > total.calls
+}
+
 /// The SLO's whole-run thresholds, scoped to `method` (a method's own
 /// thresholds apply only to it).
 pub fn per_method(slo: &[Threshold], method: &str) -> Vec<Threshold> {
@@ -402,6 +408,17 @@ mod tests {
             !s.clearly_broke(),
             "volley's own limit says nothing of the server"
         );
+    }
+
+    #[test]
+    fn most_of_a_hundred_calls_failed_is_a_break() {
+        let mut total = crate::stats::MethodSummary::new("TOTAL", &Default::default(), 1.0);
+        (total.calls, total.errors) = (100, 51);
+        assert!(broke_so_far(&total));
+        total.errors = 50;
+        assert!(!broke_so_far(&total), "half is not most");
+        (total.calls, total.errors) = (99, 99);
+        assert!(!broke_so_far(&total), "too few to say");
     }
 
     #[test]

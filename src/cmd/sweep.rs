@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 use std::process::ExitCode;
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::Context;
 use serde::Serialize;
@@ -136,16 +137,30 @@ impl Sweeper<'_> {
                 steps.len() + 1,
                 humantime::format_duration(args.step)
             );
+            // A server that clearly broke ends its step early: past a second
+            // of measured time, most calls so far failed.
+            let step_cancel = self.cancel.child_token();
+            let mut broke = false;
             let run = self.runtime.block_on(execute(
                 &scenario,
                 args.scenario.as_deref(),
-                self.cancel.child_token(),
+                step_cancel.clone(),
                 Arc::new(Control::new()),
-                |_| {},
+                |snapshot| {
+                    let measured = snapshot.elapsed.saturating_sub(snapshot.warmup);
+                    if !broke && measured >= Duration::from_secs(1) && sweep::broke_so_far(&snapshot.total) {
+                        broke = true;
+                        step_cancel.cancel();
+                    }
+                },
             ));
             let report = run.context("a step could not run")?;
             report::write_files(&dir.join(format!("step-{:02}", steps.len() + 1)), &report)?;
-            let step = Step::judge(&report.meta.target, rate, &report.summary, slo);
+            let mut step = Step::judge(&report.meta.target, rate, &report.summary, slo);
+            if broke {
+                step.verdict = "fail";
+                step.broken.push("stopped early: most calls failed".into());
+            }
             crate::note!(
                 "  {} · achieved {:.1}/s · p99 {:.3} ms · errors {:.2}%",
                 step.verdict,
