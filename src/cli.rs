@@ -95,18 +95,8 @@ pub struct SweepArgs {
     /// Seed for every random choice; each step uses it, so each sends the same calls.
     #[arg(long)]
     pub seed: Option<u64>,
-    /// Extra HTTP header, 'Name: value' (repeatable).
-    #[arg(short = 'H', long = "header")]
-    pub headers: Vec<String>,
-    /// HTTP/2: by ALPN to https://, with prior knowledge to http://.
-    #[arg(long)]
-    pub http2: bool,
-    /// Trust this CA certificate (PEM) instead of the built-in web roots.
-    #[arg(long, value_name = "FILE")]
-    pub cacert: Option<PathBuf>,
-    /// Do not verify the server's TLS certificate.
-    #[arg(short = 'k', long)]
-    pub insecure: bool,
+    #[command(flatten)]
+    pub connection: ConnectionArgs,
     /// Directory for the results (default: results/<UTC time>-sweep-<scenario>/).
     #[arg(short = 'o', long)]
     pub out: Option<PathBuf>,
@@ -139,6 +129,13 @@ pub struct CheckArgs {
     /// How long a stream (ws, tcp, unix) is listened to where nothing may come back.
     #[arg(long, value_parser = parse_duration, default_value = "1s")]
     pub quiet_for: Duration,
+    #[command(flatten)]
+    pub connection: ConnectionArgs,
+}
+
+/// How `check` and `sweep` reach a target beyond its URL.
+#[derive(Args, Debug, Clone)]
+pub struct ConnectionArgs {
     /// Extra HTTP header, 'Name: value' (repeatable; ${VAR} is replaced from the environment).
     #[arg(short = 'H', long = "header")]
     pub headers: Vec<String>,

@@ -199,26 +199,36 @@ pub fn knees(steps: &[Step], methods: &[String]) -> BTreeMap<String, (Option<f64
 
 /// A CSV row per step, in the order run.
 pub fn csv(steps: &[Step]) -> String {
-    let mut out = String::from(
-        "target,step,target_rate,achieved_rate,p50_ms,p90_ms,p99_ms,error_rate,verdict,broken\n",
-    );
+    let mut out = ::csv::Writer::from_writer(Vec::new());
+    let head = [
+        "target",
+        "step",
+        "target_rate",
+        "achieved_rate",
+        "p50_ms",
+        "p90_ms",
+        "p99_ms",
+        "error_rate",
+        "verdict",
+        "broken",
+    ];
+    out.write_record(head).expect("writing to memory");
     for (i, s) in steps.iter().enumerate() {
-        let _ = writeln!(
-            out,
-            "{},{},{},{:.1},{:.3},{:.3},{:.3},{:.6},{},\"{}\"",
-            s.target,
-            i + 1,
-            s.rate,
-            s.achieved,
-            s.p50_ms,
-            s.p90_ms,
-            s.p99_ms,
-            s.error_rate,
-            s.verdict,
-            s.broken.join("; ").replace('"', "\"\"")
-        );
+        out.write_record([
+            s.target.clone(),
+            (i + 1).to_string(),
+            s.rate.to_string(),
+            format!("{:.1}", s.achieved),
+            format!("{:.3}", s.p50_ms),
+            format!("{:.3}", s.p90_ms),
+            format!("{:.3}", s.p99_ms),
+            format!("{:.6}", s.error_rate),
+            s.verdict.to_string(),
+            s.broken.join("; "),
+        ])
+        .expect("writing to memory");
     }
-    out
+    String::from_utf8(out.into_inner().expect("writing to memory")).expect("the fields are text")
 }
 
 /// The steps, the rate found and each method's knee, as a table.
@@ -428,10 +438,19 @@ mod tests {
         let csv = csv(&[step(100.0, "pass", &[]), failed]);
         let lines: Vec<&str> = csv.lines().collect();
         assert_eq!(lines.len(), 3);
-        assert_eq!(lines[1], "t,1,100,100.0,1.000,1.000,1.000,0.000000,pass,\"\"");
+        assert_eq!(lines[1], "t,1,100,100.0,1.000,1.000,1.000,0.000000,pass,");
         assert_eq!(
             lines[2],
-            "t,2,200,200.0,1.000,1.000,1.000,0.000000,fail,\"p99 < 1ms (2.000 ms)\""
+            "t,2,200,200.0,1.000,1.000,1.000,0.000000,fail,p99 < 1ms (2.000 ms)"
+        );
+        // A comma or a quote in a field is quoted, as CSV readers expect.
+        let mut odd = step(2.0, "fail", &[]);
+        odd.target = "http://h/a,b".into();
+        odd.broken = vec!["a \"b\"".into()];
+        let quoted = super::csv(&[odd]);
+        assert!(
+            quoted.ends_with("\"http://h/a,b\",1,2,2.0,1.000,1.000,1.000,0.000000,fail,\"a \"\"b\"\"\"\n"),
+            "{quoted}"
         );
     }
 }

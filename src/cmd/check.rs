@@ -111,20 +111,21 @@ pub fn command(args: CheckArgs) -> anyhow::Result<ExitCode> {
 /// How to reach the target, from the flags.
 fn options(args: &CheckArgs) -> anyhow::Result<Options> {
     let headers = args
+        .connection
         .headers
         .iter()
         .map(|h| crate::scenario::parse_header(h))
         .collect::<Result<Vec<_>, _>>()?;
     let tls = crate::tls::TlsOptions {
-        cacert: args.cacert.clone(),
-        insecure: args.insecure,
+        cacert: args.connection.cacert.clone(),
+        insecure: args.connection.insecure,
         ..Default::default()
     };
     crate::tls::check_files(&tls).map_err(|(_, m)| anyhow::anyhow!("--cacert: {m}"))?;
     Ok(Options {
         headers,
         max_response: crate::transport::DEFAULT_MAX_RESPONSE_BYTES,
-        http2: args.http2,
+        http2: args.connection.http2,
         tls,
         server_answers: Default::default(),
     })

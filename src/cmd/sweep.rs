@@ -227,10 +227,10 @@ fn step_scenario(
         connections: args.connections,
         timeout: args.timeout,
         seed: args.seed,
-        http2: args.http2,
-        cacert: args.cacert.clone(),
-        insecure: args.insecure,
-        headers: args.headers.clone(),
+        http2: args.connection.http2,
+        cacert: args.connection.cacert.clone(),
+        insecure: args.connection.insecure,
+        headers: args.connection.headers.clone(),
         thresholds: slo.to_vec(),
         ..Overrides::default()
     };
