@@ -221,7 +221,7 @@ pub struct RunArgs {
     /// The share of requests whose answers are compared (default 1%); implies --check-equal.
     #[arg(long, value_name = "SHARE", value_parser = crate::scenario::parse_share)]
     pub check_equal_sample: Option<f64>,
-    /// Exit 2 when a target answered a compared call unlike the first.
+    /// Exit 2 when a target answered a compared call unlike the first (implies --check-equal).
     #[arg(long)]
     pub fail_on_diff: bool,
     /// Method of a one-liner; with a file, replaces its mix with this one method.

@@ -147,6 +147,13 @@ fn answer(kept: &Captured, k: usize) -> Option<Value> {
 /// How two answers to the same call differ, in words (empty: alike).
 pub fn differences(method: &str, a: &Value, b: &Value, rules: &[EqualityRule]) -> Vec<String> {
     let rules: Vec<&EqualityRule> = rules.iter().filter(|r| glob(&r.method, method)).collect();
+    // `ignore` without a pointer: the method's answers are not compared.
+    if rules
+        .iter()
+        .any(|r| r.pointer.is_none() && r.kind == RuleKind::Ignore)
+    {
+        return Vec::new();
+    }
     fn error(v: &Value) -> Option<&Value> {
         v.get("error").filter(|e| !e.is_null())
     }
@@ -175,10 +182,7 @@ fn compare_at(path: &str, a: &Value, b: &Value, rules: &[&EqualityRule], out: &m
     if out.len() >= DIFFERENCES {
         return;
     }
-    let rule = rules
-        .iter()
-        .rev()
-        .find(|r| r.pointer.as_deref().is_some_and(|p| pointer_matches(p, path)));
+    let rule = rules.iter().rev().find(|r| applies(r, path));
     match rule.map(|r| r.kind) {
         Some(RuleKind::Ignore) => return,
         Some(RuleKind::NumericTolerance(share)) => {
@@ -229,7 +233,17 @@ fn compare_at(path: &str, a: &Value, b: &Value, rules: &[&EqualityRule], out: &m
 fn ignored(path: &str, rules: &[&EqualityRule]) -> bool {
     rules
         .iter()
-        .any(|r| r.kind == RuleKind::Ignore && r.pointer.as_deref().is_some_and(|p| pointer_matches(p, path)))
+        .any(|r| r.kind == RuleKind::Ignore && applies(r, path))
+}
+
+/// Whether a value rule (`ignore`, `numeric_tolerance`) applies at `path`
+/// of the result: at its pointer, or without one at the whole result.
+fn applies(rule: &EqualityRule, path: &str) -> bool {
+    matches!(rule.kind, RuleKind::Ignore | RuleKind::NumericTolerance(_))
+        && rule
+            .pointer
+            .as_deref()
+            .map_or(path.is_empty(), |p| pointer_matches(p, path))
 }
 
 fn shown(path: &str) -> &str {
@@ -352,6 +366,27 @@ mod tests {
             !differences("net_version", &a, &b, &ignore).is_empty(),
             "only the methods named"
         );
+    }
+
+    #[test]
+    fn a_rule_without_a_pointer_takes_the_whole_answer() {
+        let ignore = [rule("eth_blockNumber", None, RuleKind::Ignore)];
+        let (a, b) = (ok(json!("0x1")), ok(json!("0x2")));
+        assert!(differences("eth_blockNumber", &a, &b, &ignore).is_empty());
+        assert!(differences("eth_blockNumber", &a, &err(-1, "x"), &ignore).is_empty());
+        assert!(
+            !differences("eth_chainId", &a, &b, &ignore).is_empty(),
+            "only the method named"
+        );
+        let close = [rule("eth_gasPrice", None, RuleKind::NumericTolerance(0.1))];
+        assert!(differences("eth_gasPrice", &ok(json!("0x64")), &ok(json!("0x6a")), &close).is_empty());
+        assert!(!differences("eth_gasPrice", &ok(json!("0x64")), &ok(json!("0x78")), &close).is_empty());
+        // An error rule before a value rule does not hide it.
+        let both = [
+            rule("*", Some("/a"), RuleKind::Ignore),
+            rule("*", None, RuleKind::ErrorCodeOnly),
+        ];
+        assert!(differences("m", &ok(json!({"a": 1})), &ok(json!({"a": 2})), &both).is_empty());
     }
 
     #[test]

@@ -25,6 +25,25 @@ impl ResultDir {
                 .with_context(|| format!("{}: no summary.json", dir.display()))?,
         )
         .with_context(|| format!("{}/summary.json is not JSON", dir.display()))?;
+        // A comparison of several targets, or a sweep, is not one run: each
+        // target's (each step's) own directory is.
+        if summary.get("summary").is_none() && summary["targets"].is_array() {
+            let names: Vec<String> = summary["targets"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|t| t["name"].as_str().map(|n| dir.join(n).display().to_string()))
+                .collect();
+            anyhow::bail!(
+                "{} holds several targets' runs (or a sweep), not one run: give one of its run directories{}",
+                dir.display(),
+                if names.is_empty() {
+                    String::new()
+                } else {
+                    format!(" ({})", names.join(", "))
+                }
+            );
+        }
         let log = std::fs::read(dir.join("latency.hlog")).with_context(|| {
             format!(
                 "{}: no latency.hlog (written by volley 0.1 and later)",

@@ -197,7 +197,8 @@ pub fn knees(steps: &[Step], methods: &[String]) -> BTreeMap<String, (Option<f64
         .collect()
 }
 
-/// A CSV row per step, in the order run.
+/// A CSV row per step, in the order run; steps are numbered per target,
+/// as their directories are.
 pub fn csv(steps: &[Step]) -> String {
     let mut out = ::csv::Writer::from_writer(Vec::new());
     let head = [
@@ -214,9 +215,10 @@ pub fn csv(steps: &[Step]) -> String {
     ];
     out.write_record(head).expect("writing to memory");
     for (i, s) in steps.iter().enumerate() {
+        let number = steps[..=i].iter().filter(|t| t.target == s.target).count();
         out.write_record([
             s.target.clone(),
-            (i + 1).to_string(),
+            number.to_string(),
             s.rate.to_string(),
             format!("{:.1}", s.achieved),
             format!("{:.3}", s.p50_ms),

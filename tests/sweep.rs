@@ -129,9 +129,23 @@ fn several_targets_are_swept_in_turn_each_in_its_directory() {
     let csv = std::fs::read_to_string(out.join("sweep.csv")).unwrap();
     assert_eq!(csv.lines().count(), rows + 1, "a row per step of each target");
     let svg = std::fs::read_to_string(out.join("sweep.svg")).unwrap();
-    for url in [&url_a, &url_b] {
-        assert!(svg.contains(&format!("{url} p99")), "a line per target: {url}");
+    for named in &names {
+        assert!(
+            svg.contains(&format!("{} p99", named.name)),
+            "a line per target: {}",
+            named.name
+        );
     }
+    let numbers: Vec<String> = csv
+        .lines()
+        .skip(1)
+        .map(|l| l.split(',').nth(1).unwrap().to_string())
+        .collect();
+    assert_eq!(
+        numbers.iter().filter(|n| *n == "1").count(),
+        2,
+        "steps numbered per target: {numbers:?}"
+    );
 }
 
 #[test]

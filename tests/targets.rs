@@ -152,7 +152,7 @@ params = ["0x${{hex(20)}}", "latest"]
 
     // latency.hlog: a tag per target and method; report.html and the table.
     let hlog = std::fs::read_to_string(out.join("latency.hlog")).unwrap();
-    for tag in ["fast:TOTAL", "slow:TOTAL", "slow:eth_getBalance"] {
+    for tag in ["fast/TOTAL", "slow/TOTAL", "slow/eth_getBalance"] {
         assert!(hlog.contains(&format!("Tag={tag},")), "{tag}");
     }
     let page = std::fs::read_to_string(out.join("report.html")).unwrap();

@@ -235,7 +235,7 @@ fn overrides(args: &RunArgs) -> Overrides {
     Overrides {
         target: args.target.first().cloned(),
         more_targets: args.target.iter().skip(1).cloned().collect(),
-        check_equal: args.check_equal,
+        check_equal: args.check_equal || args.fail_on_diff,
         check_equal_sample: args.check_equal_sample,
         method: args.method.clone(),
         params: args.params.clone(),

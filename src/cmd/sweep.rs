@@ -56,9 +56,15 @@ pub fn command(args: SweepArgs) -> anyhow::Result<ExitCode> {
         anyhow::bail!("--from must be a rate above 0, and --max-rate at least --from");
     }
     // Checked before anything is sent: each target's first step.
-    let targets: Vec<Option<&str>> = match args.target.is_empty() {
+    // The flags' targets, else the file's `targets`, else its one target.
+    let file_targets = match args.target.is_empty() {
+        true => step_scenario(&args, &slo, args.from, None)?.targets,
+        false => crate::scenario::NamedTarget::from_urls(&args.target),
+    };
+    let urls: Vec<String> = file_targets.iter().map(|t| t.spec.to_string()).collect();
+    let targets: Vec<Option<&str>> = match urls.is_empty() {
         true => vec![None],
-        false => args.target.iter().map(|t| Some(t.as_str())).collect(),
+        false => urls.iter().map(|t| Some(t.as_str())).collect(),
     };
     let mut firsts = Vec::new();
     for target in &targets {
@@ -66,7 +72,7 @@ pub fn command(args: SweepArgs) -> anyhow::Result<ExitCode> {
     }
     let name = firsts[0].name.clone();
     // Several targets' steps go in a directory each, named as `run` names them.
-    let dirs = crate::scenario::NamedTarget::from_urls(&args.target);
+    let dirs = file_targets;
     let out = ResultDir::claim(args.out.as_deref(), &dir_stamp(), &format!("sweep-{name}"))?;
     let (runtime, mut signals) = runtime_with_signals()?;
     let cancel = CancellationToken::new();
@@ -234,7 +240,20 @@ fn step_scenario(
         thresholds: slo.to_vec(),
         ..Overrides::default()
     };
-    Ok(Scenario::with_flags(args.scenario.as_deref(), &flags)?)
+    // The step's own flags are the sweep's: an error names those.
+    Scenario::with_flags(args.scenario.as_deref(), &flags).map_err(|e| {
+        let said = e.to_string();
+        let renamed = [
+            ("--threshold:", "--slo:"),
+            ("--duration:", "--step:"),
+            ("--warmup:", "--step-warmup:"),
+            ("--rate:", "--from:"),
+        ]
+        .iter()
+        .find(|(from, _)| said.starts_with(from))
+        .map_or(said.clone(), |(from, to)| said.replacen(from, to, 1));
+        anyhow::anyhow!(renamed)
+    })
 }
 
 /// The sweep's files: a CSV row per step (of every target), the
@@ -251,13 +270,17 @@ fn write_results(out: &ResultDir, summary: &Summary) -> anyhow::Result<()> {
         .flat_map(|t| t.steps.iter().cloned())
         .collect();
     write("sweep.csv", sweep::csv(&steps).as_bytes())?;
+    // Lines named by host and port: a legend has no room for whole URLs.
+    let urls: Vec<String> = summary.targets.iter().map(|t| t.target.clone()).collect();
+    let names = crate::scenario::NamedTarget::from_urls(&urls);
     let points: Vec<report::html::SweepLine> = summary
         .targets
         .iter()
-        .map(|t| {
+        .zip(&names)
+        .map(|(t, named)| {
             let valid = t.steps.iter().filter(|s| s.verdict != "invalid");
             (
-                t.target.as_str(),
+                named.name.as_str(),
                 valid.map(|s| (s.achieved, s.p50_ms, s.p99_ms)).collect(),
             )
         })

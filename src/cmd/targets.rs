@@ -37,6 +37,7 @@ pub fn command(args: &RunArgs, mut scenario: Scenario) -> anyhow::Result<ExitCod
             one
         })
         .collect();
+    reach_all(&scenario)?;
     let connections = scenario.compile().plan.connections;
     ensure_descriptors(match args.parallel_targets {
         true => connections.saturating_mul(runs.len()),
@@ -188,4 +189,27 @@ fn pin_block(scenario: &mut Scenario) -> anyhow::Result<String> {
         .pin_latest(&head)
         .map_err(|m| anyhow::anyhow!("pin_block: {m}"))?;
     Ok(head)
+}
+
+/// Every URL target resolved and reached once before anything is run: a
+/// mistake in the third target must not cost the first two their runs.
+fn reach_all(scenario: &Scenario) -> anyhow::Result<()> {
+    use crate::scenario::TargetSpec;
+    let options = super::execute::transport_options(scenario);
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    for target in &scenario.targets {
+        let TargetSpec::Url(url) = &target.spec else {
+            continue;
+        };
+        runtime
+            .block_on(async {
+                let resolved = crate::transport::Target::resolve(url, &options).await?;
+                resolved.check_reachable(scenario.timeout).await?;
+                anyhow::Ok(())
+            })
+            .map_err(|e| anyhow::anyhow!("target {}: {e:#}", target.name))?;
+    }
+    Ok(())
 }

@@ -545,9 +545,10 @@ impl Caller {
         local.in_flight.set(local.in_flight.get() + calls_sent);
         let within = self.shared.plan.timeout;
         // The sample kept to compare targets: a copy of the request (shared
-        // bytes) only for the requests it holds.
+        // bytes) only for the requests it holds, warmup ones too (a warmup
+        // by time ends at another request on each target).
         let keep = (self.shared.capture.as_ref())
-            .filter(|c| measured && c.wants(claim.seq))
+            .filter(|c| c.wants(claim.seq))
             .map(|_| body.clone());
         let result = call::exchange(&mut in_hand.connection, body, first_id, calls, within).await;
         if let (Some(request), Some(capture)) = (keep, &self.shared.capture) {

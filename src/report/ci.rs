@@ -24,7 +24,7 @@ pub fn markdown(report: &RunReport) -> String {
         out,
         "`{}` · {} · {:.2} s measured\n",
         cell(&meta.target),
-        meta.transport,
+        meta.transport_shown(),
         summary.measured_seconds
     );
     out.push_str("| method | calls | errors | calls/s | p50 ms | p90 ms | p99 ms | max ms |\n");

@@ -24,13 +24,13 @@ pub fn render(report: &RunReport) -> Vec<u8> {
     write_log(report, &header, &[(None, report)])
 }
 
-/// Several targets' runs in one log, each tag `TARGET:METHOD` (and
-/// `TARGET:TOTAL`); each run's intervals count from its own measured start.
+/// Several targets' runs in one log, each tag `TARGET/METHOD` (and
+/// `TARGET/TOTAL`); each run's intervals count from its own measured start.
 pub fn render_targets(runs: &[super::targets::TargetRun]) -> Vec<u8> {
     let first = runs[0].report;
     let names: Vec<&str> = runs.iter().map(|r| r.name).collect();
     let header = format!(
-        "volley {}: scenario {}, targets {}; latency in microseconds from the intended send; one tag per target and method, TARGET:{} for every call",
+        "volley {}: scenario {}, targets {}; latency in microseconds from the intended send; one tag per target and method, TARGET/{} for every call",
         first.meta.version,
         first.meta.scenario,
         names.join(" "),
@@ -59,7 +59,8 @@ fn write_log(first: &RunReport, header: &str, runs: &[(Option<&str>, &RunReport)
     for (target, report) in runs {
         for interval in &report.summary.latency_log.intervals {
             let tag = match target {
-                Some(target) => format!("{target}:{}", interval.tag),
+                // Target names hold no `/`: the first one splits the tag.
+                Some(target) => format!("{target}/{}", interval.tag),
                 None => interval.tag.clone(),
             };
             let start = Duration::from_secs(u64::from(interval.second));

@@ -60,7 +60,10 @@ pub fn render(report: &Value, latencies: &Latencies) -> String {
         out,
         "<p class=\"meta\">{} ({}) · {} model · {:.2} s measured · started {}</p>",
         esc(&text(&meta["target"])),
-        esc(&text(&meta["transport"])),
+        esc(&super::transport_shown(
+            &text(&meta["transport"]),
+            &text(&meta["jsonrpc"])
+        )),
         esc(&text(&meta["load"]["model"])),
         summary["measured_seconds"].as_f64().unwrap_or(0.0),
         esc(&text(&meta["started_at"]))

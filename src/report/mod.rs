@@ -32,6 +32,21 @@ pub struct RunReport {
     pub captured: Vec<crate::engine::Captured>,
 }
 
+impl RunMeta {
+    /// The transport as reports show it, with `JSON-RPC 1.0` where spoken.
+    pub fn transport_shown(&self) -> String {
+        transport_shown(self.transport, &self.jsonrpc)
+    }
+}
+
+/// `http/1.1`, or `http/1.1, JSON-RPC 1.0`: one wording for every report.
+fn transport_shown(transport: &str, jsonrpc: &str) -> String {
+    match jsonrpc {
+        "1.0" => format!("{transport}, JSON-RPC 1.0"),
+        _ => transport.to_string(),
+    }
+}
+
 impl RunReport {
     /// Whether every threshold held (true when none was asked for).
     pub fn thresholds_passed(&self) -> bool {

@@ -94,14 +94,10 @@ fn headline(out: &mut String, report: &RunReport) {
     };
     let _ = writeln!(
         out,
-        "\n{} · {} ({}{}) · {} model{rate}{staged}, {} · {:.2} s measured{}",
+        "\n{} · {} ({}) · {} model{rate}{staged}, {} · {:.2} s measured{}",
         meta.scenario,
         meta.target,
-        meta.transport,
-        match meta.jsonrpc.as_str() {
-            "2.0" => "",
-            _ => ", JSON-RPC 1.0",
-        },
+        meta.transport_shown(),
         load.model,
         count(load.connections as u64, "connection"),
         summary.measured_seconds,

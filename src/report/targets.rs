@@ -123,17 +123,24 @@ pub fn table(runs: &[TargetRun], parallel: bool) -> String {
         first.name
     );
     let width = runs.iter().map(|r| r.name.len()).max().unwrap_or(6).max(6);
+    let table = rows(runs);
+    let method_width = table
+        .iter()
+        .map(|(m, _)| m.chars().count())
+        .max()
+        .unwrap_or(6)
+        .max(6);
     let _ = writeln!(
         out,
-        "{:<18} {:<width$} {:>9} {:>10} {:>9} {:>9} {:>8} {:>9} {:>8}",
+        "{:<method_width$} {:<width$} {:>9} {:>10} {:>9} {:>9} {:>8} {:>9} {:>8}",
         "method", "target", "calls", "calls/s", "p50 ms", "p99 ms", "errors", "calls/s×", "p99×"
     );
-    for (method, cells) in rows(runs) {
+    for (method, cells) in table {
         for (name, m) in &cells {
             let ratios = ratios_in(&cells, name, first.name);
             let _ = writeln!(
                 out,
-                "{:<18} {:<width$} {:>9} {:>10.1} {:>9.3} {:>9.3} {:>7.2}% {:>9} {:>8}",
+                "{:<method_width$} {:<width$} {:>9} {:>10.1} {:>9.3} {:>9.3} {:>7.2}% {:>9} {:>8}",
                 method,
                 name,
                 m.calls,

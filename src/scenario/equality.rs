@@ -128,6 +128,11 @@ impl RawRule {
             if !p.is_empty() && !p.starts_with('/') {
                 return Err(format!("pointer `{p}` is not a JSON pointer: it starts with `/`"));
             }
+            if p.split('/').any(|step| step.contains('*') && step != "*") {
+                return Err(format!(
+                    "pointer `{p}`: `*` stands for a whole step (`/transactions/*/gas`), not part of one"
+                ));
+            }
             if matches!(kind, RuleKind::ErrorCodeOnly | RuleKind::ErrorPresenceOnly) {
                 return Err("the error rules apply to the whole answer: no `pointer`".into());
             }

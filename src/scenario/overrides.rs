@@ -100,10 +100,15 @@ impl Scenario {
             }
         }
         if scenario.equality.is_some() && scenario.targets.len() < 2 {
-            return Err(flag(
-                "--check-equal",
-                "compares the answers of several targets: give two or more (--target again, or `targets`)",
-            ));
+            if flags.check_equal || flags.check_equal_sample.is_some() {
+                return Err(flag(
+                    "--check-equal",
+                    "compares the answers of several targets: give two or more (--target again, or `targets`)",
+                ));
+            }
+            // The file's `[equality]` with one target (`--target` replaced
+            // its `targets`): nothing to compare.
+            scenario.equality = None;
         }
         if let (Some(method), Some(_)) = (&flags.method, file) {
             scenario.replace_mix(method);
