@@ -344,3 +344,101 @@ sample = "100%"
 fn total_calls(summary: &Value) -> u64 {
     summary["summary"]["total"]["calls"].as_u64().unwrap()
 }
+
+#[test]
+fn a_warmup_by_time_still_leaves_requests_to_compare() {
+    let (a, b) = (server("0ms"), server("1ms"));
+    let (url_a, url_b) = (format!("http://{}", a.addr), format!("http://{}", b.addr));
+    let (out, _) = run(
+        &[
+            "--target",
+            &url_a,
+            "--target",
+            &url_b,
+            "--method",
+            "eth_chainId",
+            "-n",
+            "200",
+            "-c",
+            "2",
+            "--warmup",
+            "300ms",
+            "--fail-on-diff",
+            "--check-equal-sample",
+            "100%",
+        ],
+        "targets-warmup",
+    );
+    let equality = &json(&out.join("summary.json"))["equality"];
+    // Request N is the same on both, warmup or not: every one both sent is compared, alike.
+    assert!(equality["compared"].as_u64().unwrap() >= 200, "{equality:#}");
+    assert_eq!(equality["mismatched"], 0);
+}
+
+#[test]
+fn a_bad_second_target_stops_the_run_before_the_first_is_sent_to() {
+    let first = server("0ms");
+    let out = temp_dir("targets-bad-second");
+    let done = volley()
+        .args([
+            "run",
+            "--target",
+            &format!("http://{}", first.addr),
+            "--target",
+            "ftp://x",
+            "--method",
+            "eth_chainId",
+            "-n",
+            "50",
+            "-q",
+            "--no-tui",
+            "--out",
+        ])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert_eq!(done.status.code(), Some(1));
+    assert!(
+        text(&done.stderr).contains("target x: target `ftp://x`: scheme `ftp` is not supported"),
+        "{}",
+        text(&done.stderr)
+    );
+    assert_eq!(first.stats.calls.load(Ordering::Relaxed), 0, "nothing was sent");
+    assert!(!out.exists(), "no results directory left behind");
+}
+
+#[test]
+fn a_directory_of_several_runs_is_not_read_as_one() {
+    let (a, b) = (server("0ms"), server("0ms"));
+    let (out, _) = run(
+        &[
+            "--target",
+            &format!("http://{}", a.addr),
+            "--target",
+            &format!("http://{}", b.addr),
+            "--method",
+            "eth_chainId",
+            "-n",
+            "50",
+        ],
+        "targets-report",
+    );
+    for command in [
+        vec!["report", out.to_str().unwrap()],
+        vec!["compare", out.to_str().unwrap(), out.to_str().unwrap()],
+    ] {
+        let refused = volley().args(&command).output().unwrap();
+        assert_eq!(refused.status.code(), Some(1), "{command:?}");
+        assert!(
+            text(&refused.stderr).contains("holds several targets' runs"),
+            "{}",
+            text(&refused.stderr)
+        );
+    }
+    assert!(
+        std::fs::read_to_string(out.join("report.html"))
+            .unwrap()
+            .contains("targets side by side"),
+        "left as it was"
+    );
+}
