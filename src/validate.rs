@@ -48,6 +48,19 @@ pub fn describe(scenario: &Scenario, file: &str) -> String {
             target.spec
         );
     }
+    if let Some(equality) = &scenario.equality {
+        let _ = writeln!(
+            out,
+            "answers:     compared on a {}% sample{}, {} rule(s)",
+            equality.sample * 100.0,
+            if equality.pin_block {
+                ", \"latest\" pinned to the first target's head"
+            } else {
+                ""
+            },
+            equality.rules.len()
+        );
+    }
     if scenario.version == crate::rpc::Version::V1 {
         let _ = writeln!(out, "protocol:    JSON-RPC 1.0");
     }

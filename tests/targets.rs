@@ -231,6 +231,18 @@ fn targets_are_named_once_and_not_beside_a_target() {
         "targets = [{{ name = \"../up\", url = \"http://a:1\" }}]\n{calls}"
     ));
     assert!(path.contains("key `targets[0].name`: a name is needed"), "{path}");
+    let scheme = refused(&format!(
+        "targets = [{{ url = \"http://a:1\" }}, {{ url = \"ftp://x\" }}]\n{calls}"
+    ));
+    assert!(
+        scheme.contains("key `targets[1].url`: scheme `ftp` is not supported"),
+        "{scheme}"
+    );
+    let one = refused(&format!("target = \"ftp://x\"\n{calls}"));
+    assert!(
+        one.contains("t.toml:1:10: key `target`: scheme `ftp` is not supported"),
+        "{one}"
+    );
     let named = volley::scenario::NamedTarget::from_urls(&[
         "http://h:1/a".into(),
         "http://h:1/b".into(),

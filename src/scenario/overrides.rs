@@ -365,6 +365,23 @@ impl Scenario {
 impl TargetSpec {
     /// `--target` (or a file's `target`): `builtin`, or a URL whose scheme is
     /// read case-insensitively (`HTTP://` is `http://`).
+    /// Whether volley speaks the URL's scheme: said now, not when the run
+    /// would start (`builtin` needs none).
+    pub fn check(&self) -> Result<(), String> {
+        let TargetSpec::Url(url) = self else {
+            return Ok(());
+        };
+        match (crate::transport::Scheme::of(url), url.split_once("://")) {
+            (Some(_), _) => Ok(()),
+            (None, Some((scheme, _))) => Err(format!(
+                "scheme `{scheme}` is not supported (supported: http, https, ws, wss, tcp, unix)"
+            )),
+            (None, None) => Err(format!(
+                "`{url}` is not a URL: expected one such as http://127.0.0.1:8545"
+            )),
+        }
+    }
+
     pub fn parse(target: &str) -> TargetSpec {
         if target == "builtin" {
             return TargetSpec::Builtin;

@@ -543,6 +543,13 @@ impl RawScenario {
             ));
         }
         let mut named = NamedTarget::from_urls(&urls);
+        if let Some((i, m)) = named
+            .iter()
+            .enumerate()
+            .find_map(|(i, t)| t.spec.check().err().map(|m| (i, m)))
+        {
+            return Err(error(Some(format!("targets[{i}].url")), &m));
+        }
         for (target, written) in named.iter_mut().zip(raw.get_ref()) {
             if let Some(name) = written.name.as_deref().map(str::trim) {
                 target.name = name.to_string();
@@ -587,7 +594,13 @@ impl RawScenario {
                         "target is empty: give a URL or \"builtin\"",
                     ));
                 }
-                Ok(TargetSpec::parse(target.get_ref().trim()))
+                let spec = TargetSpec::parse(target.get_ref().trim());
+                // A `--target` flag (no place in the file) is checked when it runs.
+                if target.span() != (0..0) {
+                    spec.check()
+                        .map_err(|m| at.error(Some(target.span()), Some("target"), m))?;
+                }
+                Ok(spec)
             }
             (None, Some(command)) => {
                 let Some(program) = command.get_ref().first() else {
