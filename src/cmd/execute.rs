@@ -63,16 +63,7 @@ pub async fn execute(
     if is_insecure(scenario) {
         warnings.push(INSECURE.to_string());
     }
-    let server = match scenario.target {
-        TargetSpec::Builtin => Some(
-            serve::spawn(ServeConfig {
-                listen: "127.0.0.1:0".parse().expect("a valid loopback address"),
-                ..ServeConfig::default()
-            })
-            .map_err(RunError::BuiltinServer)?,
-        ),
-        TargetSpec::Url(_) | TargetSpec::Command { .. } => None,
-    };
+    let server = builtin_server(scenario)?;
     let url = match (&scenario.target, &server) {
         (TargetSpec::Url(url), _) => url.clone(),
         (TargetSpec::Builtin, Some(server)) => server.url(),
@@ -150,6 +141,19 @@ async fn prepare(
             .map_err(RunError::Poll)?;
     }
     Ok((target, tls))
+}
+
+/// The built-in server on a free loopback port, when the target is it.
+fn builtin_server(scenario: &Scenario) -> Result<Option<serve::ServerHandle>, RunError> {
+    match scenario.target {
+        TargetSpec::Builtin => serve::spawn(ServeConfig {
+            listen: "127.0.0.1:0".parse().expect("a valid loopback address"),
+            ..ServeConfig::default()
+        })
+        .map(Some)
+        .map_err(RunError::BuiltinServer),
+        TargetSpec::Url(_) | TargetSpec::Command { .. } => Ok(None),
+    }
 }
 
 /// How to reach the scenario's target, from its settings.

@@ -64,18 +64,10 @@ pub fn command(args: &RunArgs, mut scenario: Scenario) -> anyhow::Result<ExitCod
         .zip(&reports)
         .map(|(name, report)| TargetRun { name, report })
         .collect();
-    let equality = scenario.equality.as_ref().map(|e| {
-        let answers: Vec<TargetAnswers> = side_by_side
-            .iter()
-            .map(|run| TargetAnswers {
-                name: run.name,
-                url: &run.report.meta.target,
-                header_names: &run.report.meta.header_names,
-                captured: &run.report.captured,
-            })
-            .collect();
-        (crate::equality::compare(&answers, &e.rules), e.sample)
-    });
+    let equality = scenario
+        .equality
+        .as_ref()
+        .map(|e| (compare_answers(&side_by_side, e), e.sample));
     let compared = equality
         .as_ref()
         .map(|(report, sample)| (report, *sample, pinned.as_deref()));
@@ -101,6 +93,23 @@ pub fn command(args: &RunArgs, mut scenario: Scenario) -> anyhow::Result<ExitCod
         (0, true) => ExitCode::from(EXIT_FAILED_CHECK),
         (signal, _) => ExitCode::from(signal),
     })
+}
+
+/// The targets' kept answers set against the first's, by the rules.
+fn compare_answers(
+    runs: &[TargetRun],
+    equality: &crate::scenario::Equality,
+) -> crate::equality::EqualityReport {
+    let answers: Vec<TargetAnswers> = runs
+        .iter()
+        .map(|run| TargetAnswers {
+            name: run.name,
+            url: &run.report.meta.target,
+            header_names: &run.report.meta.header_names,
+            captured: &run.report.captured,
+        })
+        .collect();
+    crate::equality::compare(&answers, &equality.rules)
 }
 
 /// Each target in turn, as a run of one; a stop ends the sequence there,
