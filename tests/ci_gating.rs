@@ -271,6 +271,16 @@ fn junit_markdown_and_benchmark_files_say_what_ci_shows() {
         .filter_map(|c| c.children().find(|n| n.has_tag_name("failure")))
         .collect();
     assert_eq!(failed.len(), 1);
+    let failing: Vec<_> = cases
+        .iter()
+        .filter(|c| c.children().any(|n| n.has_tag_name("failure")))
+        .map(|c| c.attribute("name").unwrap())
+        .collect();
+    assert_eq!(
+        failing,
+        ["p99 < 0.001ms"],
+        "the threshold that failed, not the one that held"
+    );
     assert!(
         failed[0].attribute("message").unwrap().starts_with("measured "),
         "{xml}"
@@ -282,6 +292,14 @@ fn junit_markdown_and_benchmark_files_say_what_ci_shows() {
     // The same Markdown in the file and appended to the step summary.
     let md = std::fs::read_to_string(&markdown).unwrap();
     assert!(md.contains("| **TOTAL** | 300 | 0 |"), "{md}");
+    assert!(
+        md.contains("| `eth_chainId` | 300 | 0 |"),
+        "a method's row by its name: {md}"
+    );
+    assert!(
+        md.lines().next().unwrap().ends_with("❌"),
+        "a failed threshold fails the heading: {md}"
+    );
     assert!(
         md.contains("| `p99 < 0.001ms` |") && md.contains("❌ FAIL"),
         "{md}"
