@@ -14,7 +14,8 @@ Flags and a scenario file: a flag replaces what it names in the file; where a fl
 file's other settings cannot both hold, the error names both. --rate and --concurrency replace
 the load model and its stages; --duration and --requests replace the run's end (--duration
 with the file's stages is an error); --method replaces the mix with one call; --target replaces
-`target` or `command` (not an LSP command: its framing needs stdio); -H replaces the file's
+`target`, `targets` or `command` (not an LSP command: its framing needs stdio; given twice or
+more, the targets are compared); -H replaces the file's
 header of that name.";
 
 #[derive(Parser, Debug)]

@@ -4,7 +4,7 @@
 //! the error names both.** `--rate` and `--concurrency` replace the load
 //! model with its stages; `--duration` and `--requests` replace the run's
 //! end; `--method` replaces the mix with one call; `--target` replaces
-//! `target` or `command`.
+//! `target`, `targets` or `command` (more than one: the targets compared).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
