@@ -327,6 +327,32 @@ pub struct RunArgs {
     /// Serve live metrics in the Prometheus text format at ADDR/metrics (e.g. 127.0.0.1:9464).
     #[arg(long, value_name = "ADDR")]
     pub metrics_listen: Option<std::net::SocketAddr>,
+    /// Run shard I of N (from 0): this machine takes every N-th request from the I-th, its share
+    /// of the connections, rate and calls in flight, and ids no other shard uses. `volley merge`
+    /// joins the shards' result directories.
+    #[arg(long, value_name = "I/N", conflicts_with = "shards")]
+    pub shard: Option<crate::plan::Shard>,
+    /// Run one of N shards, its index read from $JOB_COMPLETION_INDEX (a Kubernetes Indexed Job's).
+    #[arg(long, value_name = "N")]
+    pub shards: Option<u32>,
+    /// Connect, then wait and start at this time (RFC 3339, e.g. 2026-12-01T12:00:00Z, or unix
+    /// seconds), so that shards start together; a late start says by how much.
+    #[arg(long, value_name = "TIME", value_parser = parse_start_at)]
+    pub start_at: Option<std::time::SystemTime>,
+}
+
+/// `--start-at`: RFC 3339, or seconds since the Unix epoch.
+pub fn parse_start_at(text: &str) -> Result<std::time::SystemTime, String> {
+    let text = text.trim();
+    if let Ok(seconds) = text.parse::<f64>() {
+        if !(0.0..1e11).contains(&seconds) {
+            return Err(format!("'{text}' is not a time: unix seconds from 0 to 10^11"));
+        }
+        return Ok(std::time::UNIX_EPOCH + Duration::from_secs_f64(seconds));
+    }
+    humantime::parse_rfc3339_weak(text).map_err(|e| {
+        format!("'{text}' is not a time ({e}): give RFC 3339 (2026-12-01T12:00:00Z) or unix seconds")
+    })
 }
 
 #[derive(Args, Debug, Clone)]

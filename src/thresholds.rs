@@ -728,6 +728,7 @@ mod tests {
             total: MethodSummary::new("TOTAL", &run.total(), SECONDS),
             timeseries: Vec::new(),
             latency_log: LatencyLog::default(),
+            recorded: Default::default(),
             requests: run.calls(),
             http_statuses: Default::default(),
             extra_batch_entries: 0,

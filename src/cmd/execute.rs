@@ -13,10 +13,12 @@ use tokio_util::sync::CancellationToken;
 use super::process::EXIT_SIGINT;
 use crate::engine::{self, Control, RunSpec};
 use crate::plan::Poll;
+use crate::plan::Shard;
+use crate::report::shard::{ShardClock, ShardRecord};
 use crate::report::{LoadMeta, RunMeta, RunReport};
 use crate::scenario::{Compiled, Scenario, TargetSpec};
 use crate::serve::{self, ServeConfig};
-use crate::stats::{RunSummary, Snapshot};
+use crate::stats::{RunSummary, SavedRecorder, Snapshot};
 use crate::transport::{Scheme, StreamTarget, Target, TargetError, TransportError};
 
 #[derive(Debug, Error)]
@@ -76,6 +78,15 @@ pub async fn execute(
         prepared = prepare(scenario, &url, &polls, plan.timeout) => prepared?,
         _ = cancel.cancelled() => return Err(RunError::StoppedBeforeStart(EXIT_SIGINT)),
     };
+    // Connected: now wait for the shards' common start, if asked.
+    let late = match scenario.start_at {
+        Some(at) => tokio::select! {
+            late = wait_until(at) => Some(late),
+            _ = cancel.cancelled() => return Err(RunError::StoppedBeforeStart(EXIT_SIGINT)),
+        },
+        None => None,
+    };
+    let started = SystemTime::now();
     let mut meta = RunMeta {
         tool: "volley",
         version: env!("CARGO_PKG_VERSION"),
@@ -96,6 +107,11 @@ pub async fn execute(
         warnings,
     };
     let (capacity, timeout) = (plan.connections * plan.per_connection.max(1), plan.timeout);
+    let warmup = plan.warmup;
+    let whole_rate = match plan.pacing {
+        crate::plan::Pacing::Open { rate } if plan.stages.is_empty() => Some(rate),
+        _ => None,
+    };
     let capture = (scenario.equality.as_ref()).map(|e| Arc::new(engine::Capture::new(e.sample)));
     let spec = RunSpec {
         plan,
@@ -111,12 +127,82 @@ pub async fn execute(
     crate::stats::weigh_answers(&mut summary);
     drop(server);
     let thresholds = crate::thresholds::evaluate_all(&scenario.thresholds, &summary);
+    let shard = scenario.shard.map(|shard| {
+        let clock = ShardClock {
+            start_at: scenario.start_at.map(unix_seconds),
+            started: unix_seconds(started),
+            late_s: late.map(|l| l.as_secs_f64()),
+            measure_start: unix_seconds(started + warmup),
+        };
+        shard_record(scenario, shard, &meta, &summary, (clock, whole_rate))
+    });
     Ok(RunReport {
         meta,
         summary,
         thresholds,
         captured: capture.map_or_else(Vec::new, |c| c.take()),
+        shard,
     })
+}
+
+/// Waits for `at` on the wall clock; returns how late it is, past it (and
+/// says so: shards that start apart do not line their seconds up).
+async fn wait_until(at: SystemTime) -> Duration {
+    match at.duration_since(SystemTime::now()) {
+        Ok(wait) => {
+            tokio::time::sleep(wait).await;
+            Duration::ZERO
+        }
+        Err(past) => {
+            let late = past.duration();
+            crate::note!(
+                "volley: started {} after --start-at",
+                humantime::format_duration(Duration::from_millis(late.as_millis() as u64))
+            );
+            late
+        }
+    }
+}
+
+fn unix_seconds(time: SystemTime) -> f64 {
+    time.duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
+}
+
+/// What `shard.json` keeps of a shard's run: enough to add shards up.
+fn shard_record(
+    scenario: &Scenario,
+    shard: Shard,
+    meta: &RunMeta,
+    summary: &RunSummary,
+    (clock, rate): (ShardClock, Option<f64>),
+) -> ShardRecord {
+    let recorded = &summary.recorded;
+    ShardRecord {
+        format: crate::report::shard::FORMAT,
+        volley: env!("CARGO_PKG_VERSION").to_string(),
+        index: shard.index,
+        count: shard.count,
+        scenario: scenario.name.clone(),
+        run: scenario.run_description(),
+        seed: meta.seed,
+        first_id: shard.first_id(),
+        id_block: shard.id_block_len(),
+        clock,
+        measured_seconds: summary.measured_seconds,
+        methods: summary.methods.iter().map(|m| m.method.clone()).collect(),
+        stage_bounds: summary.stages.iter().map(|s| (s.start_s, s.end_s)).collect(),
+        thresholds: scenario.thresholds.iter().map(|t| t.text().to_string()).collect(),
+        open: meta.load.model == "open",
+        due: recorded.due,
+        rate,
+        cpu: summary.client_cpu.clone(),
+        in_flight_at_end: summary.in_flight_at_end,
+        panicked_connections: summary.panicked_connections,
+        partial: summary.partial,
+        total: SavedRecorder::of(&recorded.total),
+        stages: recorded.stages.iter().map(SavedRecorder::of).collect(),
+    }
 }
 
 /// The target resolved and reached once, and the polls made a first time,

@@ -18,6 +18,7 @@ use crate::cli::RunArgs;
 use crate::engine::Control;
 use crate::metrics::{self, Metrics};
 use crate::output::ResultDir;
+use crate::plan::Shard;
 use crate::report::{self, RunReport};
 use crate::scenario::{Overrides, Scenario, ScenarioError};
 use crate::tui::{Dashboard, Tui};
@@ -227,12 +228,20 @@ fn write_elsewhere(report: &RunReport, error: &report::ReportError) -> ExitCode 
 /// The scenario to run: the file's, or a one-liner's, with the flags
 /// applied by the rule in `volley run --help` (the scenario's to apply).
 pub fn scenario(args: &RunArgs) -> Result<Scenario, ScenarioError> {
-    Scenario::with_flags(args.scenario.as_deref(), &overrides(args))
+    Scenario::with_flags(args.scenario.as_deref(), &overrides(args)?)
 }
 
 /// What the flags name, for the scenario to apply.
-fn overrides(args: &RunArgs) -> Overrides {
-    Overrides {
+fn overrides(args: &RunArgs) -> Result<Overrides, ScenarioError> {
+    let shard = shard(args)?;
+    // Shards started together draw from one seed: the start time's, when
+    // no seed is given.
+    let start_seed = args
+        .start_at
+        .filter(|_| shard.is_some())
+        .and_then(|at| at.duration_since(std::time::UNIX_EPOCH).ok())
+        .map(|d| d.as_secs());
+    Ok(Overrides {
         target: args.target.first().cloned(),
         more_targets: args.target.iter().skip(1).cloned().collect(),
         check_equal: args.check_equal || args.fail_on_diff,
@@ -248,7 +257,7 @@ fn overrides(args: &RunArgs) -> Overrides {
         timeout: args.timeout,
         threads: args.threads,
         max_in_flight: args.max_in_flight,
-        seed: args.seed,
+        seed: args.seed.or(start_seed),
         max_response_size: args.max_response_size,
         http2: args.http2,
         jsonrpc: args.jsonrpc,
@@ -260,5 +269,32 @@ fn overrides(args: &RunArgs) -> Overrides {
         headers: args.headers.clone(),
         thresholds: args.thresholds.clone(),
         abort_on_fail: args.abort_on_fail,
-    }
+        shard,
+        start_at: args.start_at,
+    })
 }
+
+/// `--shard I/N`, or `--shards N` with the index a Kubernetes Indexed Job
+/// gives each pod in `$JOB_COMPLETION_INDEX`.
+fn shard(args: &RunArgs) -> Result<Option<Shard>, ScenarioError> {
+    let Some(count) = args.shards else {
+        return Ok(args.shard);
+    };
+    let flag = |message: String| ScenarioError::Flag {
+        flag: "--shards",
+        message,
+    };
+    let index = std::env::var(JOB_INDEX).map_err(|_| {
+        flag(format!(
+            "reads this shard's index from ${JOB_INDEX}, which is not set: give --shard I/{count} instead"
+        ))
+    })?;
+    let index = index
+        .trim()
+        .parse::<u32>()
+        .map_err(|_| flag(format!("${JOB_INDEX} is '{index}', not a shard index")))?;
+    Shard::new(index, count).map(Some).map_err(flag)
+}
+
+/// Where a Kubernetes Indexed Job puts each pod's index.
+const JOB_INDEX: &str = "JOB_COMPLETION_INDEX";

@@ -250,6 +250,7 @@ mod tests {
             seed: 0,
             stages: Vec::new(),
             initial_concurrency: 1,
+            shard: Default::default(),
         };
         let start = Instant::now()
             .checked_sub(ago)

@@ -23,8 +23,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::plan::{LoadPlan, Mix, Pacing, Poll, SetupCall};
 use crate::stats::{
-    BatchSummary, ClientCpu, Evidence, MethodSummary, RunSummary, ScheduleSummary, SetupSummary, Snapshot,
-    StageSummary, SubscriptionSummary, Verdict,
+    BatchSummary, ClientCpu, Evidence, MethodSummary, Recorded, Recorder, RunSummary, ScheduleSummary,
+    SetupSummary, Snapshot, StageSummary, SubscriptionSummary, Verdict,
 };
 use crate::transport::Target;
 use gather::Gatherer;
@@ -177,10 +177,9 @@ fn summarize(
 ) -> RunSummary {
     let seconds = ended.measured.as_secs_f64();
     let total = &gatherer.total;
-    let schedule = matches!(shared.plan.pacing, Pacing::Open { .. }).then(|| {
-        let due = shared.schedule.due_before(ended.stopped_at);
-        ScheduleSummary::of(&total.start_delay, due.saturating_sub(gatherer.sent), due)
-    });
+    let due = shared.schedule.due_before(ended.stopped_at);
+    let schedule = matches!(shared.plan.pacing, Pacing::Open { .. })
+        .then(|| ScheduleSummary::of(&total.start_delay, due.saturating_sub(gatherer.sent), due));
     let verdict = Verdict::of(&Evidence {
         schedule: schedule.as_ref(),
         requests: total.start_delay.len(),
@@ -193,7 +192,7 @@ fn summarize(
         partial: ended.partial,
         panicked: shared.panicked.load(Ordering::Relaxed),
     });
-    RunSummary {
+    let mut summary = RunSummary {
         methods: (shared.mix.methods.iter().zip(&total.methods))
             .map(|(name, stats)| MethodSummary::new(name, stats, seconds))
             .collect(),
@@ -230,7 +229,14 @@ fn summarize(
         partial: ended.partial,
         timeseries: std::mem::take(&mut gatherer.timeseries),
         latency_log: std::mem::take(&mut gatherer.latency_log),
-    }
+        recorded: Default::default(),
+    };
+    summary.recorded = Recorded {
+        total: std::mem::replace(&mut gatherer.total, Recorder::new(0)),
+        stages: std::mem::take(&mut gatherer.stage_totals),
+        due,
+    };
+    summary
 }
 
 /// Each stage's figures over its own span (the last one cut at the run's end).

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::control::Control;
-use crate::plan::{LoadPlan, Pacing, Profile};
+use crate::plan::{LoadPlan, Pacing, Profile, Shard};
 
 /// A claim on the next request of the run.
 #[derive(Clone, Copy, Debug)]
@@ -40,6 +40,8 @@ pub struct Schedule {
     control: Arc<Control>,
     /// The rate over time in the open model.
     rate: Option<Profile>,
+    /// Which of the run's requests are this machine's.
+    shard: Shard,
     limit: Option<u64>,
     deadline: Option<Instant>,
 }
@@ -58,21 +60,28 @@ impl Schedule {
                 Pacing::Open { rate } => Some(plan.profile(rate)),
                 Pacing::Closed => None,
             },
+            shard: plan.shard,
             limit: plan.requests,
             deadline: plan.duration.map(|d| start + plan.warmup + d),
         }
     }
 
     pub fn claim(&self) -> Option<Claim> {
+        // A shard's n-th request is the run's `shard.request(n)`: it sends
+        // what, and when, one machine would have sent that one.
         let (intended, seq) = match &self.rate {
-            None => (Instant::now(), self.sequence.fetch_add(1, Ordering::Relaxed)),
+            None => (
+                Instant::now(),
+                self.shard.request(self.sequence.fetch_add(1, Ordering::Relaxed)),
+            ),
             Some(rate) => {
-                let seq = self.claimed.fetch_add(1, Ordering::Relaxed);
-                let intended = match self.control.override_for(seq) {
+                let local = self.claimed.fetch_add(1, Ordering::Relaxed);
+                let seq = self.shard.request(local);
+                let intended = match self.control.override_for(local) {
                     // Paused: the worker waits for the resume and sends then.
                     Some(o) if o.rate <= 0.0 => Instant::now(),
                     Some(o) => {
-                        self.start + Duration::from_secs_f64(o.at_s + (seq - o.at_seq) as f64 / o.rate)
+                        self.start + Duration::from_secs_f64(o.at_s + (local - o.at_seq) as f64 / o.rate)
                     }
                     None => self.start + Duration::from_secs_f64(rate.due_time(seq as f64)?),
                 };
@@ -110,7 +119,7 @@ impl Schedule {
         let seconds = end.saturating_duration_since(self.start).as_secs_f64();
         let due = match self.control.override_at(seconds) {
             Some(o) => o.at_seq + ((seconds - o.at_s) * o.rate).ceil() as u64,
-            None => rate.due_within(seconds).ceil() as u64,
+            None => self.shard.share(rate.due_within(seconds).ceil() as u64),
         };
         let due = due.saturating_sub(self.withdrawn.load(Ordering::Relaxed));
         let warmup_due = rate.due_within(
@@ -118,15 +127,16 @@ impl Schedule {
                 .saturating_duration_since(self.start)
                 .as_secs_f64(),
         );
-        self.limit
-            .map_or(due, |limit| due.min(limit + warmup_due.ceil() as u64))
+        self.limit.map_or(due, |limit| {
+            due.min(limit + self.shard.share(warmup_due.ceil() as u64))
+        })
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::plan::Stage;
+    use crate::plan::{Shard, Stage};
 
     fn plan(pacing: Pacing, requests: Option<u64>, duration: Option<Duration>) -> LoadPlan {
         LoadPlan {
@@ -141,6 +151,7 @@ mod tests {
             seed: 0,
             stages: Vec::new(),
             initial_concurrency: 1,
+            shard: Default::default(),
         }
     }
 
@@ -204,6 +215,42 @@ mod tests {
         let start = Instant::now();
         let schedule = Schedule::new(&plan, start, Default::default());
         assert_eq!(std::iter::from_fn(|| schedule.claim()).count(), 3500);
+    }
+
+    #[test]
+    fn shards_claim_the_whole_runs_requests_at_its_times_once_each() {
+        let start = Instant::now();
+        let whole = plan(Pacing::Open { rate: 300.0 }, None, Some(Duration::from_secs(1)));
+        let single = Schedule::new(&whole, start, Default::default());
+        let expected: Vec<(u64, Instant)> = std::iter::from_fn(|| single.claim())
+            .map(|c| (c.seq, c.intended))
+            .collect();
+        let end = start + Duration::from_millis(995);
+        let mut claimed = Vec::new();
+        let mut due = 0;
+        for index in 0..3 {
+            let mut shard = whole.clone();
+            shard.shard = Shard::new(index, 3).unwrap();
+            let schedule = Schedule::new(&shard, start, Default::default());
+            let mine: Vec<_> = std::iter::from_fn(|| schedule.claim()).collect();
+            assert_eq!(mine.len(), 100, "shard {index}");
+            assert!(mine.iter().all(|c| c.seq % 3 == u64::from(index)));
+            claimed.extend(mine.iter().map(|c| (c.seq, c.intended)));
+            due += schedule.due_before(end);
+        }
+        claimed.sort_by_key(|(seq, _)| *seq);
+        assert_eq!(claimed, expected);
+        assert_eq!(due, single.due_before(end), "what is due adds up too");
+        assert_eq!(due, 299);
+    }
+
+    #[test]
+    fn closed_model_shards_take_every_nth_request() {
+        let mut plan = plan(Pacing::Closed, Some(4), None);
+        plan.shard = Shard::new(1, 4).unwrap();
+        let schedule = Schedule::new(&plan, Instant::now(), Default::default());
+        let seqs: Vec<u64> = std::iter::from_fn(|| schedule.claim()).map(|c| c.seq).collect();
+        assert_eq!(seqs, [1, 5, 9, 13]);
     }
 
     #[test]

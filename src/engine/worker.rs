@@ -67,8 +67,13 @@ impl RunState {
         // than the calls asked for (10 over 4 connections: 12); the profile
         // keeps the extra ones idle, as it does between stages.
         let callers = plan.connections * plan.per_connection.max(1);
+        // A shard's ids are a block of their own: no two shards send one.
+        let first_id = plan.shard.first_id();
         let concurrency = match plan.pacing {
-            Pacing::Closed if !plan.stages.is_empty() || callers > plan.initial_concurrency => {
+            Pacing::Closed
+                if !plan.stages.is_empty()
+                    || callers as u64 > plan.shard.share(plan.initial_concurrency as u64) =>
+            {
                 Some(plan.profile(plan.initial_concurrency as f64))
             }
             _ => None,
@@ -99,7 +104,7 @@ impl RunState {
             capture,
             start,
             cancel,
-            next_id_block: AtomicU64::new(1),
+            next_id_block: AtomicU64::new(first_id),
             in_flight_at_end: AtomicU64::new(0),
             panicked: AtomicU64::new(0),
             cpu_micros: AtomicU64::new(0),
@@ -116,7 +121,9 @@ impl RunState {
             (None, Some(profile)) => profile.value_at(self.start.elapsed().as_secs_f64()),
             (None, None) => return None,
         };
-        (index >= active.round() as usize).then_some(Duration::from_millis(10))
+        // The run-wide callers are striped over the shards, as requests are.
+        let mine = self.plan.shard.share(active.round().max(0.0) as u64);
+        (index as u64 >= mine).then_some(Duration::from_millis(10))
     }
 }
 

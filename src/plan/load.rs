@@ -4,6 +4,8 @@
 
 use std::time::Duration;
 
+use super::Shard;
+
 /// Closed or open load model.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Pacing {
@@ -38,8 +40,14 @@ pub struct LoadPlan {
     /// Steps of rate (open) or concurrency (closed) after the warmup, each
     /// ramped linearly from the previous value. Empty: a constant load.
     pub stages: Vec<Stage>,
-    /// Closed model with stages: calls in flight before the first ramp.
+    /// Closed model with stages: calls in flight before the first ramp
+    /// (the whole run's: a shard takes its share as it goes).
     pub initial_concurrency: usize,
+    /// Which share of the run this machine takes. Connections and the
+    /// request limit are the shard's own already; rates, stages and
+    /// concurrency stay the whole run's, and the engine takes its share of
+    /// them request by request.
+    pub shard: Shard,
 }
 
 /// One step of a staged load: ramp to `target` over `duration`.

@@ -1,7 +1,7 @@
 //! Where requests come from: a weighted mix of calls (single, batched, or
 //! every request a batch drawn from the mix), or a replayed file.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use rand::distr::weighted::WeightedIndex;
 use rand::distr::Distribution;
@@ -96,15 +96,18 @@ pub struct MixBatch {
 pub struct ReplaySource {
     pub requests: Vec<(bool, Vec<Planned>)>,
     pub looping: bool,
-    cursor: AtomicUsize,
+    cursor: AtomicU64,
+    /// A shard replays every `count`-th line, from its `index`.
+    shard: super::Shard,
 }
 
 impl ReplaySource {
-    pub fn new(requests: Vec<(bool, Vec<Planned>)>, looping: bool) -> Self {
+    pub fn new(requests: Vec<(bool, Vec<Planned>)>, looping: bool, shard: super::Shard) -> Self {
         ReplaySource {
             requests,
             looping,
-            cursor: AtomicUsize::new(0),
+            cursor: AtomicU64::new(0),
+            shard,
         }
     }
 }
@@ -176,11 +179,14 @@ impl Mix {
     pub fn next_request<R: RngExt>(&self, rng: &mut R, planned: &mut Vec<Planned>) -> Option<bool> {
         planned.clear();
         if let Some(replay) = &self.replay {
-            let at = replay.cursor.fetch_add(1, Ordering::Relaxed);
-            if !replay.looping && at >= replay.requests.len() {
+            let line = replay
+                .shard
+                .request(replay.cursor.fetch_add(1, Ordering::Relaxed));
+            let lines = replay.requests.len() as u64;
+            if !replay.looping && line >= lines {
                 return None;
             }
-            let (batch, calls) = &replay.requests[at % replay.requests.len()];
+            let (batch, calls) = &replay.requests[(line % lines) as usize];
             planned.extend_from_slice(calls);
             return Some(*batch);
         }
@@ -321,13 +327,17 @@ mod tests {
         let stop = Mix::replay(
             vec!["m".into()],
             vec![call(0)],
-            ReplaySource::new(requests.clone(), false),
+            ReplaySource::new(requests.clone(), false, Default::default()),
         );
         let mut rng = SmallRng::seed_from_u64(0);
         let mut planned = Vec::new();
         assert_eq!(stop.next_request(&mut rng, &mut planned), Some(false));
         assert_eq!(stop.next_request(&mut rng, &mut planned), None);
-        let looping = Mix::replay(vec!["m".into()], vec![call(0)], ReplaySource::new(requests, true));
+        let looping = Mix::replay(
+            vec!["m".into()],
+            vec![call(0)],
+            ReplaySource::new(requests, true, Default::default()),
+        );
         for _ in 0..3 {
             assert_eq!(looping.next_request(&mut rng, &mut planned), Some(false));
         }

@@ -9,6 +9,7 @@ mod expr;
 mod load;
 mod mix;
 mod poll;
+mod shard;
 mod template;
 
 pub use call::{CallTemplate, RequestBuilder, SetupCall};
@@ -16,4 +17,5 @@ pub use expr::Scope;
 pub use load::{LoadPlan, Pacing, Profile, Stage};
 pub use mix::{BatchSize, Mix, MixBatch, MixCall, Planned, ReplaySource};
 pub use poll::{Poll, PollSpec, Polled};
+pub use shard::{Shard, MAX_SHARDS};
 pub use template::{split, Part, Template};

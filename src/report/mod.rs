@@ -5,6 +5,7 @@ mod csv;
 mod hlog;
 pub mod html;
 mod json;
+pub mod shard;
 mod table;
 pub mod targets;
 
@@ -30,6 +31,9 @@ pub struct RunReport {
     /// The requests kept to compare targets' answers, and their answers.
     #[serde(skip)]
     pub captured: Vec<crate::engine::Captured>,
+    /// A shard's record (`--shard`), written as `shard.json`.
+    #[serde(skip)]
+    pub shard: Option<shard::ShardRecord>,
 }
 
 impl RunMeta {
@@ -103,13 +107,14 @@ impl LoadMeta {
             model: if open { "open" } else { "closed" },
             // The plan's own rate is where a staged load starts, not what it
             // ran: stating it as the run's rate misled.
+            // A shard's own share of the run's rate and calls in flight.
             rate: match plan.pacing {
-                Pacing::Open { rate } if plan.stages.is_empty() => Some(rate),
+                Pacing::Open { rate } if plan.stages.is_empty() => Some(rate / f64::from(plan.shard.count)),
                 _ => None,
             },
             concurrency: match plan.pacing {
                 Pacing::Closed if plan.stages.is_empty() => Some(
-                    plan.initial_concurrency
+                    (plan.shard.share(plan.initial_concurrency as u64) as usize)
                         .min(plan.connections * plan.per_connection.max(1)),
                 ),
                 _ => None,
@@ -134,7 +139,7 @@ pub enum ReportError {
 }
 
 /// Writes `summary.csv`, `timeseries.csv`, `latency.hlog`, the two
-/// github-action-benchmark files, `report.html` and, last, `summary.json`
+/// github-action-benchmark files, `report.html`, a shard's `shard.json` and, last, `summary.json`
 /// into `dir`,
 /// returning the paths written.
 pub fn write_files(dir: &Path, report: &RunReport) -> Result<Vec<PathBuf>, ReportError> {
@@ -148,10 +153,14 @@ pub fn write_files(dir: &Path, report: &RunReport) -> Result<Vec<PathBuf>, Repor
         ("report.html", page),
         ("summary.json", json::summary),
     ];
-    let rendered: Vec<(&str, Vec<u8>)> = files
+    let mut rendered: Vec<(&str, Vec<u8>)> = files
         .iter()
         .map(|(name, render)| (*name, render(report)))
         .collect();
+    if let Some(record) = shard::render(report) {
+        // Before summary.json, which is written last.
+        rendered.insert(rendered.len() - 1, ("shard.json", record));
+    }
     write_whole(
         dir,
         rendered.iter().map(|(name, bytes)| (*name, bytes.as_slice())),

@@ -42,6 +42,7 @@ impl Scenario {
 
     fn load_plan(&self, warnings: &mut Vec<String>) -> LoadPlan {
         let load = &self.load;
+        let shard = self.shard.unwrap_or_default();
         let staged_max = load.stages.iter().map(|s| s.target.ceil() as u64).max();
         let multiplexed = self.http2
             || matches!(&self.target, TargetSpec::Command { .. })
@@ -67,7 +68,9 @@ impl Scenario {
                     .connections
                     .unwrap_or_else(|| load.max_in_flight.map_or(1, |max| concurrency.div_ceil(max)))
                     .max(1);
-                (connections, concurrency.div_ceil(connections))
+                // A shard's callers carry its share of the calls in flight.
+                let mine = shard.share(connections).max(1);
+                (connections, shard.share(concurrency).div_ceil(mine).max(1))
             }
             (Pacing::Open { .. }, true) => (load.connections.unwrap_or(1), load.max_in_flight.unwrap_or(64)),
         };
@@ -83,7 +86,8 @@ impl Scenario {
                 Some(load.requests.map_or(lines, |n| n.min(lines)))
             }
             _ => load.requests,
-        };
+        }
+        .map(|n| shard.share(n));
         let duration = match (load.duration, requests, load.stages.is_empty()) {
             (_, _, false) => Some(staged),
             (None, None, true) => Some(DEFAULT_DURATION),
@@ -103,7 +107,7 @@ impl Scenario {
             .unwrap_or(connections * per_connection) as usize;
         LoadPlan {
             pacing: load.pacing,
-            connections: connections as usize,
+            connections: shard.share(connections) as usize,
             per_connection: per_connection as usize,
             duration,
             requests,
@@ -116,6 +120,7 @@ impl Scenario {
             seed,
             stages: load.stages.clone(),
             initial_concurrency,
+            shard,
         }
     }
 
@@ -165,7 +170,11 @@ impl Scenario {
                     (request.batch, planned)
                 })
                 .collect();
-            return Mix::replay(methods, calls, ReplaySource::new(requests, replay.looping));
+            return Mix::replay(
+                methods,
+                calls,
+                ReplaySource::new(requests, replay.looping, self.shard.unwrap_or_default()),
+            );
         }
         let calls = self
             .calls

@@ -56,6 +56,11 @@ pub struct Scenario {
     pub server_answers: crate::transport::ServerAnswers,
     pub seed: Option<u64>,
     pub load: Load,
+    /// The share of the run this machine takes (`--shard`); none: the whole,
+    /// and no shard record is written.
+    pub shard: Option<crate::plan::Shard>,
+    /// `--start-at`: the run waits, connected, until this time.
+    pub start_at: Option<std::time::SystemTime>,
     /// The weighted mix (empty when replaying).
     pub calls: Vec<CallSpec>,
     /// Every request a batch drawn from the mix.
@@ -284,6 +289,36 @@ impl Scenario {
         self.replay.as_ref().map_or(Ok(()), check_replay_version_1)
     }
 
+    /// The whole run in one line, the same on every shard of it and
+    /// different for another scenario, load or seed: what `volley merge`
+    /// checks before adding shards up. The file is named by a hash of its
+    /// bytes, so an edit between shards shows.
+    pub fn run_description(&self) -> String {
+        let file = self.file.as_ref().map_or_else(
+            || "none".to_string(),
+            |path| match std::fs::read(path) {
+                Ok(bytes) => format!("{:016x}", fnv1a(&bytes)),
+                Err(_) => path.display().to_string(),
+            },
+        );
+        let calls: Vec<String> = (self.calls.iter())
+            .map(|c| {
+                let params = c.params.as_ref().map_or(String::new(), |p| format!(" {p}"));
+                format!("{} x{}{params}", c.method, c.weight)
+            })
+            .collect();
+        format!(
+            "scenario {:?}, file {file}, jsonrpc {}, calls [{}], batch {}, replay {}, load {:?}, seed {:?}",
+            self.name,
+            self.version,
+            calls.join(", "),
+            self.batch.is_some(),
+            self.replay.as_ref().map_or(0, |r| r.requests.len()),
+            self.load,
+            self.seed,
+        )
+    }
+
     /// A scenario with one method and no file, for quick runs.
     pub fn one_liner(target: &str, method: &str, params: Option<Value>) -> Scenario {
         Scenario {
@@ -301,6 +336,8 @@ impl Scenario {
             tls: Default::default(),
             server_answers: Default::default(),
             seed: None,
+            shard: None,
+            start_at: None,
             load: Load {
                 pacing: Pacing::Closed,
                 concurrency: None,
@@ -396,4 +433,12 @@ fn check_replay_version_1(replay: &Replay) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// FNV-1a, 64 bits: a file's fingerprint (not a defence against forgery,
+/// only against comparing two different files by mistake).
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |hash, &b| {
+        (hash ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+    })
 }

@@ -52,6 +52,10 @@ pub struct Overrides {
     pub thresholds: Vec<crate::thresholds::Threshold>,
     /// `--abort-on-fail GRACE`.
     pub abort_on_fail: Option<Duration>,
+    /// `--shard I/N` (or `--shards N` with the index from the environment).
+    pub shard: Option<crate::plan::Shard>,
+    /// `--start-at`.
+    pub start_at: Option<std::time::SystemTime>,
 }
 
 fn flag(flag: &'static str, message: impl Into<String>) -> ScenarioError {
@@ -119,6 +123,10 @@ impl Scenario {
         flags.apply_load(&mut scenario)?;
         flags.apply_connection(&mut scenario)?;
         scenario.check_connections(flags)?;
+        if let Some(shard) = flags.shard {
+            scenario.take_shard(shard)?;
+        }
+        scenario.start_at = flags.start_at;
         scenario.thresholds.extend(flags.thresholds.iter().cloned());
         if let Some(grace) = flags.abort_on_fail {
             if scenario.thresholds.is_empty() {
@@ -311,6 +319,35 @@ fn at_least_one(value: u64, name: &'static str) -> Result<u64, ScenarioError> {
 }
 
 impl Scenario {
+    /// `--shard`: this machine takes its share of the run. Every shard must
+    /// draw from one seed and have a connection of its own.
+    fn take_shard(&mut self, shard: crate::plan::Shard) -> Result<(), ScenarioError> {
+        if self.targets.len() > 1 {
+            return Err(flag(
+                "--shard",
+                "splits one target's run; several targets are compared on one machine",
+            ));
+        }
+        if self.seed.is_none() {
+            return Err(flag(
+                "--shard",
+                "every shard must draw from one seed: give --seed (the same on each), or --start-at, whose time is then the seed",
+            ));
+        }
+        let whole = self.compile().plan.connections;
+        self.shard = Some(shard);
+        if self.compile().plan.connections == 0 {
+            return Err(flag(
+                "--shard",
+                format!(
+                    "{whole} connections cannot be split over {} shards: each needs one at least (raise --connections, or run fewer shards)",
+                    shard.count
+                ),
+            ));
+        }
+        Ok(())
+    }
+
     /// Where this scenario came from, for errors that name the file's side
     /// of a conflict.
     fn origin(&self) -> String {

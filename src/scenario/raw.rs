@@ -330,6 +330,8 @@ impl RawScenario {
             tls,
             server_answers: server_answers(&self.server_requests),
             seed: self.seed,
+            shard: None,
+            start_at: None,
             load,
             calls,
             batch,

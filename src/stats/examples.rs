@@ -8,7 +8,7 @@
 use std::fmt::{self, Display};
 use std::time::Duration;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::{Outcome, ProtocolKind};
 
@@ -19,7 +19,7 @@ pub const EXAMPLES_PER_OUTCOME: usize = 3;
 pub const EXAMPLE_ANSWER_BYTES: usize = 200;
 
 /// One failed call, kept as an example.
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct ErrorExample {
     pub method: String,
     /// The outcome in full: `rpc_error(-32000)`, `protocol(id_mismatch)`, `io`.

@@ -4,6 +4,7 @@
 mod examples;
 mod latency_log;
 mod outcome;
+mod saved;
 mod snapshot;
 mod summary;
 mod verdict;
@@ -11,10 +12,11 @@ mod verdict;
 pub use examples::{Cause, ErrorExample, EXAMPLES_PER_OUTCOME, EXAMPLE_ANSWER_BYTES};
 pub use latency_log::{tag_for, Interval, LatencyLog, TOTAL_TAG};
 pub use outcome::{Outcome, OutcomeKind, ProtocolKind};
+pub use saved::{SavedMethod, SavedRecorder};
 pub use snapshot::{latency_buckets, Snapshot};
 pub use summary::{
-    over_one_percent, BatchSummary, ChildShutdown, ControlEvent, LatencySummary, MethodSummary, RunSummary,
-    ScheduleSummary, SecondRow, SetupSummary, StageSummary, SubscriptionSummary, LATE_THRESHOLD,
+    over_one_percent, BatchSummary, ChildShutdown, ControlEvent, LatencySummary, MethodSummary, Recorded,
+    RunSummary, ScheduleSummary, SecondRow, SetupSummary, StageSummary, SubscriptionSummary, LATE_THRESHOLD,
 };
 pub use verdict::{unanswered, weigh_answers, ClientCpu, Evidence, Unanswered, Verdict, SATURATED_SHARE};
 

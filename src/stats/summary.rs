@@ -329,6 +329,38 @@ pub struct ControlEvent {
     pub what: String,
 }
 
+/// A run's counts and histograms as gathered, before any summary: what
+/// shards of one run add up to the whole's.
+#[derive(Clone)]
+pub struct Recorded {
+    pub total: Recorder,
+    /// Each stage's, in order.
+    pub stages: Vec<Recorder>,
+    /// Requests the open model had due by the end (0 in the closed model).
+    pub due: u64,
+}
+
+impl Default for Recorded {
+    fn default() -> Self {
+        Recorded {
+            total: Recorder::new(0),
+            stages: Vec::new(),
+            due: 0,
+        }
+    }
+}
+
+impl std::fmt::Debug for Recorded {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "Recorded {{ calls: {}, due: {} }}",
+            self.total.calls(),
+            self.due
+        )
+    }
+}
+
 /// All the figures of a run.
 #[derive(Clone, Debug, Serialize)]
 pub struct RunSummary {
@@ -338,6 +370,9 @@ pub struct RunSummary {
     /// Each second's latency histograms, for `latency.hlog`.
     #[serde(skip)]
     pub latency_log: super::LatencyLog,
+    /// Everything counted, whole, for a shard's record (a merge adds these).
+    #[serde(skip)]
+    pub recorded: Recorded,
     pub requests: u64,
     pub http_statuses: BTreeMap<u16, u64>,
     pub extra_batch_entries: u64,

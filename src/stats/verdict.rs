@@ -4,7 +4,7 @@
 
 use std::fmt;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::OutcomeKind;
 use super::{RunSummary, ScheduleSummary};
@@ -14,7 +14,7 @@ use super::{RunSummary, ScheduleSummary};
 pub const SATURATED_SHARE: f64 = 0.95;
 
 /// volley's own CPU use over the run.
-#[derive(Clone, Debug, Default, Serialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct ClientCpu {
     /// CPU time of the engine threads, in seconds.
     pub seconds: f64,
