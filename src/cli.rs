@@ -51,6 +51,22 @@ pub enum Command {
     /// Find the highest rate a target sustains within an SLO: double the rate until a step fails,
     /// then bisect; each method's knee; a CSV row and a point of the plot per step.
     Sweep(Box<SweepArgs>),
+    /// Add up the result directories of a run's shards (--shard) into one run's results: counts
+    /// summed, histograms added, seconds lined up, thresholds judged on the whole; exit 2 as a run.
+    Merge(MergeArgs),
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct MergeArgs {
+    /// Every shard's result directory (each holds shard.json, summary.json and latency.hlog).
+    #[arg(required = true)]
+    pub dirs: Vec<PathBuf>,
+    /// Directory for the merged results (default: results/<UTC time>-<scenario>-merged/).
+    #[arg(short = 'o', long)]
+    pub out: Option<PathBuf>,
+    /// Exit 2 when the merged verdict is invalid (on whenever the scenario has thresholds).
+    #[arg(long)]
+    pub require_valid: bool,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -421,6 +437,10 @@ pub struct ServeArgs {
     /// server (repeatable): a known difference for `volley run --check-equal` to find.
     #[arg(long, value_name = "METHOD")]
     pub differ: Vec<String>,
+    /// Keep every call's id and count those seen twice (memory and a lock per call: for checking
+    /// that shards, or any clients, never share an id); said when the server stops.
+    #[arg(long)]
+    pub count_duplicate_ids: bool,
     /// Serve on stdin/stdout instead of the network, until stdin closes (as a child of `volley run`).
     #[arg(long)]
     pub stdio: bool,

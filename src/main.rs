@@ -23,6 +23,7 @@ fn main() -> ExitCode {
         Command::Report(args) => cmd::report::command(args),
         Command::Check(args) => cmd::check::command(args),
         Command::Sweep(args) => cmd::sweep::command(*args),
+        Command::Merge(args) => cmd::merge::command(args),
     };
     match result {
         Ok(code) => code,

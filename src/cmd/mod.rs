@@ -6,6 +6,7 @@ pub mod check;
 pub mod compare;
 mod execute;
 pub mod init;
+pub mod merge;
 mod process;
 pub mod report;
 pub mod run;

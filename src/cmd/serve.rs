@@ -74,7 +74,7 @@ pub fn command(args: ServeArgs) -> anyhow::Result<ExitCode> {
     let (runtime, mut signals) = runtime_with_signals()?;
     say_listening(&server, &config, ca_written.as_deref());
     runtime.block_on(signals.recv());
-    say_served(&server.stats);
+    say_served(&server.stats, config.count_duplicate_ids);
     // Let the last answers leave before the runtime goes.
     std::thread::sleep(Duration::from_millis(10));
     server.stop();
@@ -116,6 +116,7 @@ fn config(args: &ServeArgs) -> Result<ServeConfig, String> {
         heads_every: args.heads_every,
         capacity,
         differ: args.differ.clone(),
+        count_duplicate_ids: args.count_duplicate_ids,
     })
 }
 
@@ -167,7 +168,7 @@ fn say_listening(server: &serve::ServerHandle, config: &ServeConfig, ca_written:
 }
 
 /// What the server did, once stopped.
-fn say_served(stats: &ServerStats) {
+fn say_served(stats: &ServerStats, ids_counted: bool) {
     let get = ServerStats::get;
     crate::output::print(&format!(
         "served {} requests ({} batches): {} calls, {} notifications, {} error answers ({} injected)\n",
@@ -178,6 +179,12 @@ fn say_served(stats: &ServerStats) {
         get(&stats.error_answers),
         get(&stats.injected_errors)
     ));
+    if ids_counted {
+        crate::output::print(&format!(
+            "calls whose id was used before: {}\n",
+            get(&stats.duplicate_ids)
+        ));
+    }
     let faults = stats.chaos.summary();
     if !faults.is_empty() {
         crate::output::print(&format!("chaos applied: {faults}\n"));

@@ -39,7 +39,7 @@ pub struct RunReport {
 impl RunMeta {
     /// The transport as reports show it, with `JSON-RPC 1.0` where spoken.
     pub fn transport_shown(&self) -> String {
-        transport_shown(self.transport, &self.jsonrpc)
+        transport_shown(&self.transport, &self.jsonrpc)
     }
 }
 
@@ -66,7 +66,7 @@ pub struct RunMeta {
     pub scenario: String,
     pub scenario_file: Option<String>,
     pub target: String,
-    pub transport: &'static str,
+    pub transport: String,
     /// The JSON-RPC spoken: "2.0", or "1.0" where the scenario says.
     pub jsonrpc: String,
     /// What TLS agreed on: version, cipher suite, ALPN.
@@ -97,6 +97,9 @@ pub struct LoadMeta {
     pub threads: usize,
     /// Stages of a staged load (0: constant).
     pub stages: usize,
+    /// `I/N` when this run was shard I of N: the figures above are its share.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub shard: Option<String>,
 }
 
 impl LoadMeta {
@@ -126,6 +129,7 @@ impl LoadMeta {
             timeout_s: plan.timeout.as_secs_f64(),
             threads: plan.threads_used(),
             stages: plan.stages.len(),
+            shard: (!plan.shard.is_whole()).then(|| plan.shard.to_string()),
         }
     }
 }

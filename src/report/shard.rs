@@ -36,6 +36,8 @@ pub struct ShardRecord {
     /// run's constant rate (none when staged or closed).
     pub open: bool,
     pub due: u64,
+    /// Of those, never sent.
+    pub unsent: u64,
     pub rate: Option<f64>,
     pub cpu: ClientCpu,
     pub in_flight_at_end: u64,

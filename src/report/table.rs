@@ -92,9 +92,13 @@ fn headline(out: &mut String, report: &RunReport) {
         Some(rate) => format!(", {rate} {}/s", noun_for(rate == 1.0, "request")),
         None => String::new(),
     };
+    let shard = load
+        .shard
+        .as_ref()
+        .map_or(String::new(), |s| format!(" · shard {s}"));
     let _ = writeln!(
         out,
-        "\n{} · {} ({}) · {} model{rate}{staged}, {} · {:.2} s measured{}",
+        "\n{} · {} ({}) · {} model{rate}{staged}, {} · {:.2} s measured{shard}{}",
         meta.scenario,
         meta.target,
         meta.transport_shown(),

@@ -121,6 +121,9 @@ impl Handler<'_> {
             return None;
         };
         self.stats.calls.fetch_add(1, Ordering::Relaxed);
+        if self.config.count_duplicate_ids {
+            self.stats.note_id(id);
+        }
         if self.config.error_rate > 0.0 && rng.random_bool(self.config.error_rate) {
             self.stats.injected_errors.fetch_add(1, Ordering::Relaxed);
             return Some(self.error(INJECTED_ERROR, id));

@@ -80,6 +80,9 @@ pub struct ServeConfig {
     /// Methods answered with a result of their own (`--differ`), to test
     /// the comparison of targets' answers.
     pub differ: Vec<String>,
+    /// Counts ids seen twice (`--count-duplicate-ids`): every id is kept,
+    /// so it costs memory and a lock per call; for checking shards' ids.
+    pub count_duplicate_ids: bool,
 }
 
 impl Default for ServeConfig {
@@ -98,6 +101,7 @@ impl Default for ServeConfig {
             tls: None,
             mcp: false,
             heads_every: Duration::from_secs(1),
+            count_duplicate_ids: false,
             capacity: None,
             differ: Vec::new(),
         }
@@ -134,6 +138,10 @@ pub struct ServerStats {
     pub subscription_notifications: AtomicU64,
     #[serde(skip)]
     sessions: Mutex<std::collections::HashSet<String>>,
+    /// Calls whose id an earlier call had (with `count_duplicate_ids`).
+    pub duplicate_ids: AtomicU64,
+    #[serde(skip)]
+    ids: Mutex<std::collections::HashSet<Box<str>>>,
 }
 
 impl ServerStats {
@@ -142,6 +150,14 @@ impl ServerStats {
         let holds = self.holds.lock().unwrap_or_else(|p| p.into_inner());
         let holds = holds.as_ref().filter(|h| !h.is_empty())?;
         Some(std::time::Duration::from_micros(holds.value_at_quantile(0.5)))
+    }
+
+    /// Notes a call's id (its JSON text); counts it when seen before.
+    pub fn note_id(&self, id: &str) {
+        let mut ids = self.ids.lock().unwrap_or_else(|p| p.into_inner());
+        if !ids.insert(id.into()) {
+            self.duplicate_ids.fetch_add(1, Ordering::Relaxed);
+        }
     }
 
     pub fn get(counter: &AtomicU64) -> u64 {

@@ -48,20 +48,25 @@ impl LatencyLog {
             .zip(window.methods.iter().map(|m| &m.latency))
             .chain([(TOTAL_TAG.to_string(), &total.latency)]);
         for (tag, histogram) in tagged {
-            if histogram.is_empty() {
-                continue;
-            }
-            let mut encoded = Vec::new();
-            V2Serializer::new()
-                .serialize(histogram, &mut encoded)
-                .expect("a histogram encodes into memory");
-            self.intervals.push(Interval {
-                second,
-                length,
-                tag,
-                encoded,
-            });
+            self.push(second, length, tag, histogram);
         }
+    }
+
+    /// Keeps one tag's histogram of one second, unless it is empty.
+    pub fn push(&mut self, second: u32, length: Duration, tag: String, histogram: &Histogram<u64>) {
+        if histogram.is_empty() {
+            return;
+        }
+        let mut encoded = Vec::new();
+        V2Serializer::new()
+            .serialize(histogram, &mut encoded)
+            .expect("a histogram encodes into memory");
+        self.intervals.push(Interval {
+            second,
+            length,
+            tag,
+            encoded,
+        });
     }
 }
 

@@ -1,0 +1,440 @@
+//! `volley merge`: the shards of one run added up into the run one machine
+//! would have reported. Counts are summed and histograms added (never
+//! percentiles averaged), each second's figures lined up by the wall clock,
+//! rates summed, and the thresholds and the verdict judged again on the
+//! whole. Shards of different runs, a shard given twice and a missing one
+//! are refused before anything is written.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use hdrhistogram::Histogram;
+use serde_json::Value;
+
+use crate::report::shard::{ShardRecord, FORMAT};
+use crate::report::{LoadMeta, RunMeta, RunReport};
+use crate::results::ResultDir;
+use crate::stats::{
+    self, BatchSummary, ClientCpu, Evidence, LatencyLog, LatencySummary, MethodSummary, OutcomeKind,
+    Recorded, Recorder, RunSummary, ScheduleSummary, SecondRow, SetupSummary, StageSummary,
+    SubscriptionSummary, Verdict,
+};
+
+/// One shard's result directory, read.
+pub struct ShardRun {
+    pub dir: PathBuf,
+    pub record: ShardRecord,
+    pub total: Recorder,
+    pub stages: Vec<Recorder>,
+    pub results: ResultDir,
+}
+
+impl ShardRun {
+    pub fn read(dir: &Path) -> anyhow::Result<ShardRun> {
+        let shown = dir.display();
+        let text = std::fs::read(dir.join("shard.json")).map_err(|_| {
+            anyhow::anyhow!(
+                "{shown}: no shard.json: not the result of a shard (a run with --shard or --shards)"
+            )
+        })?;
+        let format: Value = serde_json::from_slice(&text)
+            .map_err(|e| anyhow::anyhow!("{shown}/shard.json is not JSON: {e}"))?;
+        if format["format"].as_u64() != Some(u64::from(FORMAT)) {
+            anyhow::bail!(
+                "{shown}/shard.json is in layout {}, this volley reads layout {FORMAT}: merge with the volley that ran the shards",
+                format["format"]
+            );
+        }
+        let record: ShardRecord = serde_json::from_value(format)
+            .map_err(|e| anyhow::anyhow!("{shown}/shard.json does not read: {e}"))?;
+        let restore = |saved: &stats::SavedRecorder| {
+            let recorder = saved
+                .restore()
+                .map_err(|e| anyhow::anyhow!("{shown}/shard.json: {e}"))?;
+            if recorder.methods.len() != record.methods.len() {
+                anyhow::bail!(
+                    "{shown}/shard.json: counts for {} methods, {} named",
+                    recorder.methods.len(),
+                    record.methods.len()
+                );
+            }
+            Ok(recorder)
+        };
+        let total = restore(&record.total)?;
+        let stages = record
+            .stages
+            .iter()
+            .map(restore)
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        if stages.len() != record.stage_bounds.len() {
+            anyhow::bail!(
+                "{shown}/shard.json: {} stages counted, {} bounded",
+                stages.len(),
+                record.stage_bounds.len()
+            );
+        }
+        let results = ResultDir::read(dir)?;
+        Ok(ShardRun {
+            dir: dir.to_path_buf(),
+            record,
+            total,
+            stages,
+            results,
+        })
+    }
+
+    fn name(&self) -> String {
+        format!(
+            "shard {}/{} ({})",
+            self.record.index,
+            self.record.count,
+            self.dir.display()
+        )
+    }
+}
+
+/// Refuses shards that are not one whole run: made by another volley, of
+/// another run (scenario, load, seed), split another way, given twice, or
+/// short of some.
+pub fn check(shards: &[ShardRun]) -> anyhow::Result<()> {
+    let Some(first) = shards.first() else {
+        anyhow::bail!("give the result directories of every shard of one run");
+    };
+    for shard in &shards[1..] {
+        let (a, b) = (&first.record, &shard.record);
+        if a.volley != b.volley {
+            anyhow::bail!(
+                "{} was run by volley {}, {} by volley {}: merge shards of one version",
+                first.name(),
+                a.volley,
+                shard.name(),
+                b.volley
+            );
+        }
+        if a.run != b.run {
+            anyhow::bail!(
+                "{} and {} are not shards of one run:\n  {}\n  {}",
+                first.name(),
+                shard.name(),
+                a.run,
+                b.run
+            );
+        }
+        if a.count != b.count {
+            anyhow::bail!(
+                "{} and {} split the run differently (into {} and {}): their shares overlap",
+                first.name(),
+                shard.name(),
+                a.count,
+                b.count
+            );
+        }
+    }
+    let count = first.record.count;
+    let mut seen: BTreeMap<u32, &ShardRun> = BTreeMap::new();
+    for shard in shards {
+        if let Some(earlier) = seen.insert(shard.record.index, shard) {
+            anyhow::bail!(
+                "shard {}/{count} is given twice: {} and {}",
+                shard.record.index,
+                earlier.dir.display(),
+                shard.dir.display()
+            );
+        }
+    }
+    let missing: Vec<String> = (0..count)
+        .filter(|i| !seen.contains_key(i))
+        .map(|i| format!("{i}/{count}"))
+        .collect();
+    if !missing.is_empty() {
+        anyhow::bail!(
+            "the run has {count} shards and {} missing: {} (give every shard's result directory)",
+            if missing.len() == 1 {
+                "this one is"
+            } else {
+                "these are"
+            },
+            missing.join(", ")
+        );
+    }
+    Ok(())
+}
+
+/// The merged run's report, with its thresholds judged on the merged figures.
+pub fn merge(shards: &[ShardRun]) -> anyhow::Result<RunReport> {
+    check(shards)?;
+    let first = &shards[0].record;
+    let mut summary = summarize(shards);
+    stats::weigh_answers(&mut summary);
+    let thresholds = first
+        .thresholds
+        .iter()
+        .map(|text| crate::thresholds::parse(text).map_err(|e| anyhow::anyhow!("threshold '{text}': {e}")))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let results = crate::thresholds::evaluate_all(&thresholds, &summary);
+    Ok(RunReport {
+        meta: meta(shards),
+        summary,
+        thresholds: results,
+        captured: Vec::new(),
+        shard: None,
+    })
+}
+
+/// Seconds each shard's measured part began after the earliest one's, so
+/// that second `n` of every shard is one wall-clock second.
+fn offsets(shards: &[ShardRun]) -> Vec<u32> {
+    let earliest = shards
+        .iter()
+        .map(|s| s.record.clock.measure_start)
+        .fold(f64::INFINITY, f64::min);
+    shards
+        .iter()
+        .map(|s| {
+            (s.record.clock.measure_start - earliest)
+                .round()
+                .clamp(0.0, 86_400.0) as u32
+        })
+        .collect()
+}
+
+fn summarize(shards: &[ShardRun]) -> RunSummary {
+    let first = &shards[0].record;
+    let mut total = Recorder::new(first.methods.len());
+    let mut stage_totals = vec![Recorder::new(first.methods.len()); first.stage_bounds.len()];
+    for shard in shards {
+        total.merge(&shard.total);
+        for (into, stage) in stage_totals.iter_mut().zip(&shard.stages) {
+            into.merge(stage);
+        }
+    }
+    let seconds = shards
+        .iter()
+        .map(|s| s.record.measured_seconds)
+        .fold(0.0, f64::max);
+    let (due, unsent) = shards
+        .iter()
+        .fold((0, 0), |(d, u), s| (d + s.record.due, u + s.record.unsent));
+    let schedule = first
+        .open
+        .then(|| ScheduleSummary::of(&total.start_delay, unsent, due));
+    let cpu = ClientCpu {
+        seconds: shards.iter().map(|s| s.record.cpu.seconds).sum(),
+        threads: shards.iter().map(|s| s.record.cpu.threads).sum(),
+        // The busiest shard: one saturated client taints the whole.
+        busy_share: shards.iter().map(|s| s.record.cpu.busy_share).fold(0.0, f64::max),
+    };
+    let partial = shards.iter().any(|s| s.record.partial);
+    let panicked = shards.iter().map(|s| s.record.panicked_connections).sum();
+    let verdict = Verdict::of(&Evidence {
+        schedule: schedule.as_ref(),
+        requests: total.start_delay.len(),
+        rate: first.rate,
+        measured_seconds: seconds,
+        cpu: &cpu,
+        partial,
+        panicked,
+    });
+    let had = |key: &str| {
+        shards
+            .iter()
+            .any(|s| !s.results.summary["summary"][key].is_null())
+    };
+    let (timeseries, latency_log) = seconds_lined_up(shards);
+    let mut methods: Vec<MethodSummary> = (first.methods.iter().zip(&total.methods))
+        .map(|(name, stats)| MethodSummary::new(name, stats, seconds))
+        .collect();
+    let mut merged_total = MethodSummary::new("TOTAL", &total.total(), seconds);
+    // Rates add: each shard's calls over its own measured time.
+    for (index, method) in methods.iter_mut().enumerate() {
+        method.rps = sum_rates(shards, |r| r.methods[index].calls());
+    }
+    merged_total.rps = sum_rates(shards, Recorder::calls);
+    RunSummary {
+        methods,
+        total: merged_total,
+        timeseries,
+        latency_log,
+        requests: total.requests,
+        http_statuses: total.statuses.iter().copied().collect(),
+        extra_batch_entries: total.extra_entries,
+        unsolicited_messages: total.unsolicited,
+        children_exited: total.children_exited,
+        child_exit: total.child_exit.clone(),
+        child_shutdown: None,
+        subscriptions: had("subscriptions").then(|| SubscriptionSummary::new(&total, seconds)),
+        schedule,
+        batches: BatchSummary::new(&total),
+        setup: had("setup").then(|| SetupSummary {
+            connections_ok: total.setup_ok,
+            connections_failed: total.setup_failed,
+            first_error: total.setup_error.clone(),
+        }),
+        stages: (stage_totals.iter().zip(&first.stage_bounds).enumerate())
+            .map(|(stage, (recorder, &(start_s, end_s)))| StageSummary {
+                stage,
+                start_s,
+                end_s,
+                total: MethodSummary::new("TOTAL", &recorder.total(), end_s.min(seconds) - start_s),
+            })
+            .collect(),
+        events: Vec::new(),
+        in_flight_at_end: shards.iter().map(|s| s.record.in_flight_at_end).sum(),
+        panicked_connections: panicked,
+        measured_seconds: seconds,
+        client_cpu: cpu,
+        verdict,
+        partial,
+        recorded: Recorded {
+            total,
+            stages: stage_totals,
+            due,
+        },
+    }
+}
+
+fn sum_rates(shards: &[ShardRun], calls: impl Fn(&Recorder) -> u64) -> f64 {
+    shards
+        .iter()
+        .filter(|s| s.record.measured_seconds > 0.0)
+        .map(|s| calls(&s.total) as f64 / s.record.measured_seconds)
+        .sum()
+}
+
+/// Each wall-clock second's row and histograms, every shard's added.
+fn seconds_lined_up(shards: &[ShardRun]) -> (Vec<SecondRow>, LatencyLog) {
+    let offsets = offsets(shards);
+    // (tag, second) → the histogram and the longest length.
+    let mut histograms: BTreeMap<(u32, String), (Histogram<u64>, f64)> = BTreeMap::new();
+    let mut rows: BTreeMap<u32, SecondRow> = BTreeMap::new();
+    for (shard, offset) in shards.iter().zip(&offsets) {
+        for (tag, seconds) in &shard.results.seconds {
+            for (histogram, length, start) in seconds {
+                let second = (start.round().clamp(0.0, 1e9) as u32).saturating_add(*offset);
+                let (into, longest) = histograms
+                    .entry((second, tag.clone()))
+                    .or_insert_with(|| (stats::new_histogram(), 0.0));
+                // Volley's own histograms add; one that does not is left out.
+                if into.add(histogram).is_ok() {
+                    *longest = f64::max(*longest, *length);
+                }
+            }
+        }
+        let rows_of = &shard.results.summary["summary"]["timeseries"];
+        for row in rows_of.as_array().into_iter().flatten() {
+            add_row(&mut rows, row, *offset);
+        }
+    }
+    let mut log = LatencyLog::default();
+    for ((second, tag), (histogram, length)) in &histograms {
+        let length = Duration::from_secs_f64(length.clamp(0.0, 1.0));
+        log.push(*second, length, tag.clone(), histogram);
+        if tag == stats::TOTAL_TAG {
+            if let Some(row) = rows.get_mut(second) {
+                let latency = LatencySummary::from_micros(histogram);
+                (row.p50_ms, row.p99_ms, row.max_ms) = (latency.p50_ms, latency.p99_ms, latency.max_ms);
+            }
+        }
+    }
+    log.intervals.sort_by_key(|i| i.second);
+    (rows.into_values().collect(), log)
+}
+
+/// Adds one shard's row of `timeseries` (from its summary.json) into the
+/// row of its wall-clock second. What does not read is left out.
+fn add_row(rows: &mut BTreeMap<u32, SecondRow>, row: &Value, offset: u32) {
+    let number = |key: &str| row[key].as_u64().unwrap_or(0);
+    let Some(second) = row["second"].as_u64().and_then(|s| u32::try_from(s).ok()) else {
+        return;
+    };
+    let second = second.saturating_add(offset);
+    let into = rows.entry(second).or_insert_with(|| SecondRow {
+        second,
+        calls: 0,
+        ok: 0,
+        errors: 0,
+        rps: 0.0,
+        p50_ms: 0.0,
+        p99_ms: 0.0,
+        max_ms: 0.0,
+        error_outcomes: BTreeMap::new(),
+    });
+    into.calls = into.calls.saturating_add(number("calls"));
+    into.ok = into.ok.saturating_add(number("ok"));
+    into.errors = into.errors.saturating_add(number("errors"));
+    into.rps += row["calls_per_s"]
+        .as_f64()
+        .filter(|r| r.is_finite())
+        .unwrap_or(0.0);
+    for (name, n) in row["error_outcomes"].as_object().into_iter().flatten() {
+        if let Some(kind) = OutcomeKind::ALL.iter().find(|k| k.name() == name) {
+            let count = into.error_outcomes.entry(kind.name()).or_insert(0);
+            *count = count.saturating_add(n.as_u64().unwrap_or(0));
+        }
+    }
+}
+
+/// What was run: the first shard's, with the load summed over the shards,
+/// the earliest start and the latest end, and each shard's warnings.
+fn meta(shards: &[ShardRun]) -> RunMeta {
+    let metas: Vec<&Value> = shards.iter().map(|s| &s.results.summary["meta"]).collect();
+    let text = |value: &Value| value.as_str().unwrap_or_default().to_string();
+    let load = &metas[0]["load"];
+    let sum = |key: &str| metas.iter().filter_map(|m| m["load"][key].as_u64()).sum::<u64>();
+    let first = &shards[0].record;
+    let mut warnings = vec![format!(
+        "merged from {} shards of one run: counts summed, histograms added, seconds lined up by the wall clock",
+        shards.len()
+    )];
+    for (shard, meta) in shards.iter().zip(&metas) {
+        if let Some(late) = shard.record.clock.late_s.filter(|l| *l > 0.0) {
+            warnings.push(format!(
+                "shard {}/{} started {late:.3} s after --start-at",
+                shard.record.index, shard.record.count
+            ));
+        }
+        for warning in meta["warnings"].as_array().into_iter().flatten() {
+            warnings.push(format!(
+                "shard {}/{}: {}",
+                shard.record.index,
+                shard.record.count,
+                text(warning)
+            ));
+        }
+    }
+    let times = |key: &str| metas.iter().map(|m| text(&m[key])).collect::<Vec<_>>();
+    RunMeta {
+        tool: "volley",
+        version: env!("CARGO_PKG_VERSION"),
+        scenario: first.scenario.clone(),
+        scenario_file: metas[0]["scenario_file"].as_str().map(str::to_string),
+        target: text(&metas[0]["target"]),
+        transport: text(&metas[0]["transport"]),
+        jsonrpc: text(&metas[0]["jsonrpc"]),
+        tls: metas[0]["tls"].as_str().map(str::to_string),
+        load: LoadMeta {
+            model: if first.open { "open" } else { "closed" },
+            rate: first.rate,
+            concurrency: load["concurrency"].as_u64().map(|_| sum("concurrency") as usize),
+            connections: sum("connections") as usize,
+            duration_s: load["duration_s"].as_f64(),
+            requests: load["requests"].as_u64().map(|_| sum("requests")),
+            warmup_s: load["warmup_s"].as_f64().unwrap_or(0.0),
+            timeout_s: load["timeout_s"].as_f64().unwrap_or(0.0),
+            threads: sum("threads") as usize,
+            stages: first.stage_bounds.len(),
+            shard: None,
+        },
+        seed: first.seed,
+        started_at: times("started_at").into_iter().min().unwrap_or_default(),
+        ended_at: times("ended_at").into_iter().max().unwrap_or_default(),
+        header_names: metas[0]["header_names"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(text)
+            .collect(),
+        warnings,
+    }
+}

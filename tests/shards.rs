@@ -1,0 +1,264 @@
+//! A run split into shards, each a real `volley run` process against one
+//! server, started together by `--start-at`, then `volley merge`: the merged
+//! figures are the server's counts, no id is sent twice, the percentiles are
+//! those of every shard's histograms added, the rates add up, a threshold
+//! broken by the whole (and by no shard) exits 2; and shards that are not
+//! one run are refused.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Output, Stdio};
+use std::time::{Duration, SystemTime};
+
+use common::bin::{summary_json, temp_dir, text, volley, wait_or_kill};
+use serde_json::Value;
+use volley::serve::{self, ServeConfig, ServerHandle, ServerStats};
+use volley::stats::TOTAL_TAG;
+
+fn server() -> ServerHandle {
+    serve::spawn(ServeConfig {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        threads: 1,
+        count_duplicate_ids: true,
+        ..ServeConfig::default()
+    })
+    .unwrap()
+}
+
+/// A start a few seconds off, as unix seconds: every shard waits for it.
+fn start_at() -> String {
+    let now = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).unwrap();
+    (now.as_secs() + 3).to_string()
+}
+
+fn shard(url: &str, index: u32, count: u32, load: &[&str], start: &str, out: &Path) -> Child {
+    volley()
+        .args([
+            "run",
+            "--target",
+            url,
+            "--method",
+            "eth_blockNumber",
+            "--no-tui",
+            "-q",
+        ])
+        .args(load)
+        .args([
+            "--shard",
+            &format!("{index}/{count}"),
+            "--start-at",
+            start,
+            "--seed",
+            "7",
+        ])
+        .arg("--out")
+        .arg(out)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// Runs `count` shards at once; their directories and outputs.
+fn run_shards(url: &str, count: u32, load: &[&str], root: &Path) -> (Vec<PathBuf>, Vec<Output>) {
+    let start = start_at();
+    let dirs: Vec<PathBuf> = (0..count).map(|i| root.join(format!("shard-{i}"))).collect();
+    let children: Vec<Child> = (0..count)
+        .map(|i| shard(url, i, count, load, &start, &dirs[i as usize]))
+        .collect();
+    let outputs = children
+        .into_iter()
+        .map(|c| wait_or_kill(c, Duration::from_secs(90)))
+        .collect();
+    (dirs, outputs)
+}
+
+fn merge(dirs: &[PathBuf], out: &Path) -> Output {
+    let child = volley()
+        .arg("merge")
+        .args(dirs)
+        .arg("--out")
+        .arg(out)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_or_kill(child, Duration::from_secs(60))
+}
+
+fn total(summary: &Value) -> &Value {
+    &summary["summary"]["total"]
+}
+
+/// Every TOTAL histogram of every shard's latency.hlog, added.
+fn union_of_histograms(dirs: &[PathBuf]) -> hdrhistogram::Histogram<u64> {
+    let mut union = volley::stats::new_histogram();
+    for dir in dirs {
+        let run = volley::results::ResultDir::read(dir).unwrap();
+        for (histogram, _, _) in &run.seconds[TOTAL_TAG] {
+            union.add(histogram).unwrap();
+        }
+    }
+    union
+}
+
+#[test]
+fn three_shards_merge_into_the_servers_counts_with_exact_percentiles() {
+    let server = server();
+    let url = server.url();
+    let root = temp_dir("shards-closed");
+    // 301 requests: shards of 101, 100 and 100. The whole breaks
+    // `calls < 250`; no shard does.
+    let load = [
+        "--concurrency",
+        "6",
+        "--requests",
+        "301",
+        "--threshold",
+        "calls < 250",
+    ];
+    let (dirs, outputs) = run_shards(&url, 3, &load, &root);
+    for (dir, output) in dirs.iter().zip(&outputs) {
+        assert_eq!(
+            output.status.code(),
+            Some(0),
+            "{}: {}",
+            dir.display(),
+            text(&output.stderr)
+        );
+    }
+    let calls: Vec<u64> = dirs
+        .iter()
+        .map(|d| total(&summary_json(d))["calls"].as_u64().unwrap())
+        .collect();
+    assert_eq!(
+        calls,
+        [101, 100, 100],
+        "every third request, from each shard's own"
+    );
+    let merged_dir = root.join("merged");
+    let merged = merge(&dirs, &merged_dir);
+    assert_eq!(
+        merged.status.code(),
+        Some(2),
+        "the whole breaks the threshold: {}",
+        text(&merged.stderr)
+    );
+    let summary = summary_json(&merged_dir);
+    assert_eq!(total(&summary)["calls"], 301);
+    assert_eq!(
+        total(&summary)["calls"].as_u64(),
+        Some(ServerStats::get(&server.stats.calls))
+    );
+    assert_eq!(
+        ServerStats::get(&server.stats.duplicate_ids),
+        0,
+        "no id sent twice"
+    );
+    assert_eq!(summary["thresholds"][0]["passed"], false);
+    // Percentiles of the merged run are those of every shard's histograms added.
+    let union = union_of_histograms(&dirs);
+    let latency = &total(&summary)["latency"];
+    for (key, quantile) in [
+        ("p50_ms", 0.5),
+        ("p90_ms", 0.9),
+        ("p99_ms", 0.99),
+        ("p999_ms", 0.999),
+    ] {
+        let expected = union.value_at_quantile(quantile) as f64 / 1000.0;
+        assert_eq!(latency[key].as_f64(), Some(expected), "{key}");
+    }
+    assert_eq!(latency["max_ms"].as_f64(), Some(union.max() as f64 / 1000.0));
+    let merged_log = union_of_histograms(std::slice::from_ref(&merged_dir));
+    assert_eq!(merged_log, union, "the merged latency.hlog holds every value");
+    // The rates add up: each shard's calls over its own measured time.
+    let rates: f64 = dirs
+        .iter()
+        .map(|d| total(&summary_json(d))["calls_per_s"].as_f64().unwrap())
+        .sum();
+    let merged_rate = total(&summary)["calls_per_s"].as_f64().unwrap();
+    assert!(
+        (merged_rate - rates).abs() < 1e-6 * rates,
+        "{merged_rate} vs {rates}"
+    );
+    let per_second: u64 = summary["summary"]["timeseries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|row| row["calls"].as_u64().unwrap())
+        .sum();
+    assert_eq!(per_second, 301, "every call in one second's row");
+    for file in ["summary.csv", "timeseries.csv", "report.html", "latency.hlog"] {
+        assert!(merged_dir.join(file).is_file(), "{file}");
+    }
+    assert!(
+        !merged_dir.join("shard.json").exists(),
+        "the merged run is no shard"
+    );
+
+    refuses_what_is_not_one_run(&url, &dirs, &root);
+}
+
+/// Shards of another run, a shard twice, a shard missing: each refused,
+/// exit 1, with what is wrong named.
+fn refuses_what_is_not_one_run(url: &str, dirs: &[PathBuf], root: &Path) {
+    let other = root.join("other");
+    let load = ["--concurrency", "6", "--requests", "30"];
+    let output = wait_or_kill(
+        shard(url, 2, 3, &load, &start_at(), &other),
+        Duration::from_secs(60),
+    );
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
+    let cases: [(Vec<PathBuf>, &str); 3] = [
+        (
+            vec![dirs[0].clone(), dirs[1].clone(), other],
+            "are not shards of one run",
+        ),
+        (
+            vec![dirs[0].clone(), dirs[1].clone(), dirs[1].clone()],
+            "shard 1/3 is given twice",
+        ),
+        (vec![dirs[0].clone(), dirs[2].clone()], "this one is missing: 1/3"),
+    ];
+    for (i, (given, says)) in cases.iter().enumerate() {
+        let out = root.join(format!("refused-{i}"));
+        let output = merge(given, &out);
+        let stderr = text(&output.stderr);
+        assert_eq!(output.status.code(), Some(1), "{stderr}");
+        assert!(stderr.contains(says), "{says}: {stderr}");
+        assert!(!out.join("summary.json").exists(), "nothing written");
+    }
+    let output = merge(&[root.to_path_buf()], &root.join("refused-plain"));
+    assert!(
+        text(&output.stderr).contains("no shard.json"),
+        "{}",
+        text(&output.stderr)
+    );
+}
+
+#[test]
+fn open_model_shards_keep_the_whole_rate_between_them() {
+    let server = server();
+    let root = temp_dir("shards-open");
+    // A request limit ends each shard once its last call is answered, so
+    // the server's count is exact.
+    let load = ["--rate", "3000", "--requests", "6000", "--connections", "12"];
+    let (dirs, outputs) = run_shards(&server.url(), 3, &load, &root);
+    for output in &outputs {
+        assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
+    }
+    let merged_dir = root.join("merged");
+    let merged = merge(&dirs, &merged_dir);
+    assert_eq!(merged.status.code(), Some(0), "{}", text(&merged.stderr));
+    let summary = summary_json(&merged_dir);
+    let rate = total(&summary)["calls_per_s"].as_f64().unwrap();
+    assert!((rate - 3000.0).abs() <= 30.0, "3,000/s within 1%: {rate}");
+    let schedule = &summary["summary"]["schedule"];
+    assert_eq!(total(&summary)["calls"], 6000);
+    assert_eq!(ServerStats::get(&server.stats.calls), 6000);
+    assert_eq!(ServerStats::get(&server.stats.duplicate_ids), 0);
+    assert_eq!(summary["meta"]["load"]["rate"], 3000.0, "the whole run's rate");
+    assert_eq!(summary["meta"]["load"]["connections"], 12);
+    assert_eq!(schedule["unsent"], 0, "{schedule}");
+}
