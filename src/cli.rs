@@ -54,6 +54,31 @@ pub enum Command {
     /// Add up the result directories of a run's shards (--shard) into one run's results: counts
     /// summed, histograms added, seconds lined up, thresholds judged on the whole; exit 2 as a run.
     Merge(MergeArgs),
+    /// Record real traffic: a transparent JSON-RPC proxy (HTTP or WebSocket) that writes every
+    /// request with its arrival time and connection (header names only) for replay.
+    Record(RecordArgs),
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct RecordArgs {
+    /// Address the proxy listens on; clients send here instead of to the upstream.
+    #[arg(long, default_value = "127.0.0.1:8546")]
+    pub listen: std::net::SocketAddr,
+    /// The server requests are passed on to: http://HOST:PORT[/PATH] or ws://HOST:PORT[/PATH].
+    #[arg(long)]
+    pub upstream: String,
+    /// The capture file (JSON lines), written whole on every way of stopping.
+    #[arg(short = 'o', long, default_value = "capture.jsonl")]
+    pub out: PathBuf,
+    /// Also record each answer and the upstream's latency (for `expect = "recorded"`).
+    #[arg(long)]
+    pub answers: bool,
+    /// Stop once the capture reaches this size.
+    #[arg(long, value_name = "SIZE", default_value = "1GiB", value_parser = crate::scenario::parse_size)]
+    pub max_size: usize,
+    /// Stop after this long (default: at Ctrl-C).
+    #[arg(long, value_parser = parse_duration)]
+    pub duration: Option<Duration>,
 }
 
 #[derive(Args, Debug, Clone)]

@@ -24,6 +24,7 @@ fn main() -> ExitCode {
         Command::Check(args) => cmd::check::command(args),
         Command::Sweep(args) => cmd::sweep::command(*args),
         Command::Merge(args) => cmd::merge::command(args),
+        Command::Record(args) => cmd::record::command(args),
     };
     match result {
         Ok(code) => code,

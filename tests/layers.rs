@@ -10,8 +10,8 @@ use std::path::Path;
 const LAYERS: &[&[&str]] = &[
     &["cli", "cmd"],
     &[
-        "check", "compare", "equality", "init", "merge", "metrics", "output", "report", "results", "serve",
-        "sweep", "tui", "validate",
+        "check", "compare", "equality", "init", "merge", "metrics", "output", "record", "report", "results",
+        "serve", "sweep", "tui", "validate",
     ],
     &["scenario"],
     &["engine", "thresholds"],

@@ -8,6 +8,7 @@ mod execute;
 pub mod init;
 pub mod merge;
 mod process;
+pub mod record;
 pub mod report;
 pub mod run;
 pub mod serve;
