@@ -33,6 +33,9 @@ pub struct ShardRun {
 impl ShardRun {
     pub fn read(dir: &Path) -> anyhow::Result<ShardRun> {
         let shown = dir.display();
+        if !dir.is_dir() {
+            anyhow::bail!("{shown}: no such directory");
+        }
         let text = std::fs::read(dir.join("shard.json")).map_err(|_| {
             anyhow::anyhow!(
                 "{shown}: no shard.json: not the result of a shard (a run with --shard or --shards)"
@@ -113,12 +116,19 @@ pub fn check(shards: &[ShardRun]) -> anyhow::Result<()> {
             );
         }
         if a.run != b.run {
+            let keys: std::collections::BTreeSet<&String> = a.run.keys().chain(b.run.keys()).collect();
+            let differ: Vec<String> = (keys.into_iter())
+                .filter(|k| a.run.get(*k) != b.run.get(*k))
+                .map(|k| {
+                    let shown = |v: Option<&String>| v.map_or("(none)", |v| v.as_str()).to_string();
+                    format!("  {k}: {} against {}", shown(a.run.get(k)), shown(b.run.get(k)))
+                })
+                .collect();
             anyhow::bail!(
-                "{} and {} are not shards of one run:\n  {}\n  {}",
+                "{} and {} are not shards of one run; they differ in\n{}",
                 first.name(),
                 shard.name(),
-                a.run,
-                b.run
+                differ.join("\n")
             );
         }
         if a.count != b.count {
@@ -182,6 +192,25 @@ pub fn merge(shards: &[ShardRun]) -> anyhow::Result<RunReport> {
     })
 }
 
+/// Shards whose measured parts began more than [`TOGETHER`] apart did not
+/// put their load on the server at once: their summed rate was never
+/// reached. Said, and the verdict is invalid.
+fn apart(shards: &[ShardRun]) -> Option<String> {
+    let starts = shards.iter().map(|s| s.record.clock.measure_start);
+    let (first, last) = starts.fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), t| {
+        (a.min(t), b.max(t))
+    });
+    (last - first > TOGETHER).then(|| {
+        format!(
+            "the shards did not run together: their measured parts began up to {:.1} s apart (more than {TOGETHER} s), so the load summed here never reached the server at once; start them with one --start-at",
+            last - first
+        )
+    })
+}
+
+/// How far apart shards may start and still count as one run, in seconds.
+const TOGETHER: f64 = 1.0;
+
 /// Seconds each shard's measured part began after the earliest one's, so
 /// that second `n` of every shard is one wall-clock second.
 fn offsets(shards: &[ShardRun]) -> Vec<u32> {
@@ -209,9 +238,11 @@ fn summarize(shards: &[ShardRun]) -> RunSummary {
             into.merge(stage);
         }
     }
-    let seconds = shards
-        .iter()
-        .map(|s| s.record.measured_seconds)
+    // The merged run lasts from the first shard's measured start to the
+    // last one's end.
+    let offsets = offsets(shards);
+    let seconds = (shards.iter().zip(&offsets))
+        .map(|(s, offset)| f64::from(*offset) + s.record.measured_seconds)
         .fold(0.0, f64::max);
     let (due, unsent) = shards
         .iter()
@@ -227,7 +258,7 @@ fn summarize(shards: &[ShardRun]) -> RunSummary {
     };
     let partial = shards.iter().any(|s| s.record.partial);
     let panicked = shards.iter().map(|s| s.record.panicked_connections).sum();
-    let verdict = Verdict::of(&Evidence {
+    let mut verdict = Verdict::of(&Evidence {
         schedule: schedule.as_ref(),
         requests: total.start_delay.len(),
         rate: first.rate,
@@ -236,12 +267,16 @@ fn summarize(shards: &[ShardRun]) -> RunSummary {
         partial,
         panicked,
     });
+    if let Some(apart) = apart(shards) {
+        verdict.valid = false;
+        verdict.reasons.push(apart);
+    }
     let had = |key: &str| {
         shards
             .iter()
             .any(|s| !s.results.summary["summary"][key].is_null())
     };
-    let (timeseries, latency_log) = seconds_lined_up(shards);
+    let (timeseries, latency_log) = seconds_lined_up(shards, &offsets);
     let mut methods: Vec<MethodSummary> = (first.methods.iter().zip(&total.methods))
         .map(|(name, stats)| MethodSummary::new(name, stats, seconds))
         .collect();
@@ -303,12 +338,11 @@ fn sum_rates(shards: &[ShardRun], calls: impl Fn(&Recorder) -> u64) -> f64 {
 }
 
 /// Each wall-clock second's row and histograms, every shard's added.
-fn seconds_lined_up(shards: &[ShardRun]) -> (Vec<SecondRow>, LatencyLog) {
-    let offsets = offsets(shards);
+fn seconds_lined_up(shards: &[ShardRun], offsets: &[u32]) -> (Vec<SecondRow>, LatencyLog) {
     // (tag, second) → the histogram and the longest length.
     let mut histograms: BTreeMap<(u32, String), (Histogram<u64>, f64)> = BTreeMap::new();
     let mut rows: BTreeMap<u32, SecondRow> = BTreeMap::new();
-    for (shard, offset) in shards.iter().zip(&offsets) {
+    for (shard, offset) in shards.iter().zip(offsets) {
         for (tag, seconds) in &shard.results.seconds {
             for (histogram, length, start) in seconds {
                 let second = (start.round().clamp(0.0, 1e9) as u32).saturating_add(*offset);
@@ -425,6 +459,7 @@ fn meta(shards: &[ShardRun]) -> RunMeta {
             threads: sum("threads") as usize,
             stages: first.stage_bounds.len(),
             shard: None,
+            recorded_pace: load["recorded_pace"].as_bool().unwrap_or(false),
         },
         seed: first.seed,
         started_at: times("started_at").into_iter().min().unwrap_or_default(),

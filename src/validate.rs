@@ -99,6 +99,9 @@ fn write_tls(out: &mut String, tls: &TlsOptions) {
 /// The model, the stop condition, the connections, warmup and timeout.
 fn write_load(out: &mut String, plan: &LoadPlan) {
     let model = match plan.pacing {
+        Pacing::Open { rate } if plan.recorded.is_some() => {
+            format!("open model at the recorded pace (a mean of {rate:.1} requests/s)")
+        }
         Pacing::Open { rate } => format!("open model, {rate} requests/s"),
         Pacing::Closed => format!("closed model, {} calls in flight", plan.initial_concurrency),
     };

@@ -109,7 +109,8 @@ fn three_shards_merge_into_the_servers_counts_with_exact_percentiles() {
     let url = server.url();
     let root = temp_dir("shards-closed");
     // 301 requests: shards of 101, 100 and 100. The whole breaks
-    // `calls < 250`; no shard does.
+    // `calls < 250`, and no shard does; every shard breaks `calls > 250`,
+    // and the whole does not: a shard's thresholds are no gate.
     let load = [
         "--concurrency",
         "6",
@@ -117,6 +118,8 @@ fn three_shards_merge_into_the_servers_counts_with_exact_percentiles() {
         "301",
         "--threshold",
         "calls < 250",
+        "--threshold",
+        "calls > 250",
     ];
     let (dirs, outputs) = run_shards(&url, 3, &load, &root);
     for (dir, output) in dirs.iter().zip(&outputs) {
@@ -157,6 +160,15 @@ fn three_shards_merge_into_the_servers_counts_with_exact_percentiles() {
         "no id sent twice"
     );
     assert_eq!(summary["thresholds"][0]["passed"], false);
+    assert_eq!(summary["thresholds"][1]["passed"], true);
+    for dir in &dirs {
+        let shard = summary_json(dir);
+        assert_eq!(
+            shard["thresholds"][1]["passed"], false,
+            "judged, shown, not gated"
+        );
+        assert_eq!(shard["meta"]["seed"], 7);
+    }
     // Percentiles of the merged run are those of every shard's histograms added.
     let union = union_of_histograms(&dirs);
     let latency = &total(&summary)["latency"];
@@ -261,4 +273,46 @@ fn open_model_shards_keep_the_whole_rate_between_them() {
     assert_eq!(summary["meta"]["load"]["rate"], 3000.0, "the whole run's rate");
     assert_eq!(summary["meta"]["load"]["connections"], 12);
     assert_eq!(schedule["unsent"], 0, "{schedule}");
+}
+
+#[test]
+fn a_shard_keeps_the_files_seed_and_takes_the_start_time_only_without_one() {
+    use volley::plan::Shard;
+    use volley::scenario::{Overrides, Scenario};
+    let dir = temp_dir("shards-seed");
+    std::fs::create_dir_all(&dir).unwrap();
+    let start = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+    let flags = Overrides {
+        shard: Some(Shard::new(1, 2).unwrap()),
+        start_at: Some(start),
+        ..Overrides::default()
+    };
+    let with_seed = dir.join("seeded.toml");
+    std::fs::write(
+        &with_seed,
+        "target = \"http://127.0.0.1:1\"\nseed = 42\n[[calls]]\nmethod = \"m\"\n",
+    )
+    .unwrap();
+    assert_eq!(
+        Scenario::with_flags(Some(&with_seed), &flags).unwrap().seed,
+        Some(42)
+    );
+    let without = dir.join("unseeded.toml");
+    std::fs::write(
+        &without,
+        "target = \"http://127.0.0.1:1\"\n[[calls]]\nmethod = \"m\"\n",
+    )
+    .unwrap();
+    assert_eq!(
+        Scenario::with_flags(Some(&without), &flags).unwrap().seed,
+        Some(1_800_000_000)
+    );
+    let no_start = Overrides {
+        start_at: None,
+        ..flags
+    };
+    let error = Scenario::with_flags(Some(&without), &no_start)
+        .unwrap_err()
+        .to_string();
+    assert!(error.contains("--seed"), "{error}");
 }

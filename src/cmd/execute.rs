@@ -124,6 +124,17 @@ pub async fn execute(
     let mut summary = engine::run(spec, cancel, control, observe).await;
     meta.ended_at = timestamp(SystemTime::now());
     meta.warnings.extend(run_warnings(&summary, capacity, timeout));
+    if let Some(late) = late.filter(|l| *l >= LATE_START) {
+        meta.warnings.push(format!(
+            "started {:.1} s after --start-at: its seconds do not line up with the other shards'",
+            late.as_secs_f64()
+        ));
+    }
+    if let Some(shard) = scenario.shard.filter(|_| !scenario.thresholds.is_empty()) {
+        meta.warnings.push(format!(
+            "shard {shard}: these figures are this shard's share; the thresholds are judged on the whole by `volley merge` (a shard does not exit 2)"
+        ));
+    }
     crate::stats::weigh_answers(&mut summary);
     drop(server);
     let thresholds = crate::thresholds::evaluate_all(&scenario.thresholds, &summary);
@@ -145,11 +156,19 @@ pub async fn execute(
     })
 }
 
+/// A start later than this after `--start-at` is said in the results.
+const LATE_START: Duration = Duration::from_millis(500);
+
 /// Waits for `at` on the wall clock; returns how late it is, past it (and
 /// says so: shards that start apart do not line their seconds up).
 async fn wait_until(at: SystemTime) -> Duration {
     match at.duration_since(SystemTime::now()) {
         Ok(wait) => {
+            crate::note!(
+                "volley: the target answered; waiting {} to start at {} (--start-at)",
+                humantime::format_duration(Duration::from_secs(wait.as_secs())),
+                humantime::format_rfc3339_seconds(at)
+            );
             tokio::time::sleep(wait).await;
             Duration::ZERO
         }

@@ -73,6 +73,11 @@ pub fn command(args: RunArgs) -> anyhow::Result<ExitCode> {
     if report.summary.panicked_connections > 0 {
         return Ok(ExitCode::from(EXIT_BUG));
     }
+    // A shard's figures are its share: its thresholds are shown, and
+    // judged on the whole by `volley merge`.
+    if scenario.shard.is_some() {
+        return Ok(ExitCode::from(signal));
+    }
     // Thresholds are a CI gate: figures that cannot be trusted pass none.
     let require_valid = args.require_valid || !scenario.thresholds.is_empty();
     let failed_check = !report.thresholds_passed() || (require_valid && !report.summary.verdict.valid);
@@ -234,13 +239,6 @@ pub fn scenario(args: &RunArgs) -> Result<Scenario, ScenarioError> {
 /// What the flags name, for the scenario to apply.
 fn overrides(args: &RunArgs) -> Result<Overrides, ScenarioError> {
     let shard = shard(args)?;
-    // Shards started together draw from one seed: the start time's, when
-    // no seed is given.
-    let start_seed = args
-        .start_at
-        .filter(|_| shard.is_some())
-        .and_then(|at| at.duration_since(std::time::UNIX_EPOCH).ok())
-        .map(|d| d.as_secs());
     Ok(Overrides {
         target: args.target.first().cloned(),
         more_targets: args.target.iter().skip(1).cloned().collect(),
@@ -257,7 +255,7 @@ fn overrides(args: &RunArgs) -> Result<Overrides, ScenarioError> {
         timeout: args.timeout,
         threads: args.threads,
         max_in_flight: args.max_in_flight,
-        seed: args.seed.or(start_seed),
+        seed: args.seed,
         max_response_size: args.max_response_size,
         http2: args.http2,
         jsonrpc: args.jsonrpc,

@@ -251,6 +251,7 @@ mod tests {
             stages: Vec::new(),
             initial_concurrency: 1,
             shard: Default::default(),
+            recorded: None,
         };
         let start = Instant::now()
             .checked_sub(ago)

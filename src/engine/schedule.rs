@@ -42,6 +42,8 @@ pub struct Schedule {
     rate: Option<Profile>,
     /// Which of the run's requests are this machine's.
     shard: Shard,
+    /// A replay's recorded times, when it keeps them.
+    recorded: Option<std::sync::Arc<[f64]>>,
     limit: Option<u64>,
     deadline: Option<Instant>,
 }
@@ -61,6 +63,7 @@ impl Schedule {
                 Pacing::Closed => None,
             },
             shard: plan.shard,
+            recorded: plan.recorded.clone(),
             limit: plan.requests,
             deadline: plan.duration.map(|d| start + plan.warmup + d),
         }
@@ -83,7 +86,7 @@ impl Schedule {
                     Some(o) => {
                         self.start + Duration::from_secs_f64(o.at_s + (local - o.at_seq) as f64 / o.rate)
                     }
-                    None => self.start + Duration::from_secs_f64(rate.due_time(seq as f64)?),
+                    None => self.start + Duration::from_secs_f64(self.due_time(rate, seq)?),
                 };
                 (intended, seq)
             }
@@ -98,6 +101,15 @@ impl Schedule {
             return None;
         }
         Some(Claim { intended, seq })
+    }
+
+    /// When the run's request `seq` is due, in seconds from the start: at
+    /// its recorded time in a replay that keeps them, else by the rate.
+    fn due_time(&self, rate: &Profile, seq: u64) -> Option<f64> {
+        match &self.recorded {
+            Some(times) => times.get(usize::try_from(seq).ok()?).copied(),
+            None => rate.due_time(seq as f64),
+        }
     }
 
     /// The run ends at its deadline, not when its requests are claimed: in
@@ -119,7 +131,10 @@ impl Schedule {
         let seconds = end.saturating_duration_since(self.start).as_secs_f64();
         let due = match self.control.override_at(seconds) {
             Some(o) => o.at_seq + ((seconds - o.at_s) * o.rate).ceil() as u64,
-            None => self.shard.share(rate.due_within(seconds).ceil() as u64),
+            None => self.shard.share(match &self.recorded {
+                Some(times) => times.partition_point(|t| *t < seconds) as u64,
+                None => rate.due_within(seconds).ceil() as u64,
+            }),
         };
         let due = due.saturating_sub(self.withdrawn.load(Ordering::Relaxed));
         let warmup_due = rate.due_within(
@@ -152,6 +167,7 @@ mod tests {
             stages: Vec::new(),
             initial_concurrency: 1,
             shard: Default::default(),
+            recorded: None,
         }
     }
 

@@ -48,6 +48,9 @@ pub struct LoadPlan {
     /// concurrency stay the whole run's, and the engine takes its share of
     /// them request by request.
     pub shard: Shard,
+    /// A replay at its recorded pace: when each request of the run is due,
+    /// in seconds from its start (the open model's rate is then their mean).
+    pub recorded: Option<std::sync::Arc<[f64]>>,
 }
 
 /// One step of a staged load: ramp to `target` over `duration`.

@@ -145,8 +145,15 @@ impl Mix {
     }
 
     /// A replay of recorded requests over `calls`.
-    pub fn replay(methods: Vec<String>, calls: Vec<MixCall>, replay: ReplaySource) -> Self {
-        let expectations = vec![None; calls.len()];
+    /// `expectations` (one per call, or empty for none) are the recorded
+    /// answers the calls must match.
+    pub fn replay(
+        methods: Vec<String>,
+        calls: Vec<MixCall>,
+        replay: ReplaySource,
+        mut expectations: Vec<Option<Expectation>>,
+    ) -> Self {
+        expectations.resize(calls.len(), None);
         Mix {
             methods,
             calls,
@@ -328,6 +335,7 @@ mod tests {
             vec!["m".into()],
             vec![call(0)],
             ReplaySource::new(requests.clone(), false, Default::default()),
+            Vec::new(),
         );
         let mut rng = SmallRng::seed_from_u64(0);
         let mut planned = Vec::new();
@@ -337,6 +345,7 @@ mod tests {
             vec!["m".into()],
             vec![call(0)],
             ReplaySource::new(requests, true, Default::default()),
+            Vec::new(),
         );
         for _ in 0..3 {
             assert_eq!(looping.next_request(&mut rng, &mut planned), Some(false));

@@ -93,9 +93,12 @@ impl std::str::FromStr for Shard {
             .split_once('/')
             .ok_or_else(|| format!("'{text}' is not a shard: give INDEX/COUNT, e.g. 0/3"))?;
         let number = |part: &str, what: &str| {
-            part.trim()
-                .parse::<u32>()
-                .map_err(|_| format!("'{text}': the {what} '{part}' is not a whole number"))
+            let n = (part.trim().parse::<u64>())
+                .map_err(|_| format!("'{text}': the {what} '{part}' is not a whole number"))?;
+            u32::try_from(n)
+                .ok()
+                .filter(|n| *n <= MAX_SHARDS)
+                .ok_or_else(|| format!("'{text}': the {what} {n} is past the most shards, {MAX_SHARDS}"))
         };
         Shard::new(number(index, "index")?, number(count, "count")?)
     }
@@ -164,9 +167,13 @@ mod tests {
     #[test]
     fn a_shard_reads_as_index_over_count() {
         assert_eq!("2/5".parse::<Shard>(), Ok(Shard { index: 2, count: 5 }));
-        for bad in ["5/5", "1/0", "x/2", "3", "-1/2", "0/70000"] {
+        for bad in ["5/5", "1/0", "x/2", "3", "-1/2", "0/70000", "0/99999999999"] {
             assert!(bad.parse::<Shard>().is_err(), "{bad}");
         }
         assert!("5/5".parse::<Shard>().unwrap_err().contains("numbered 0 to 4"));
+        assert!("0/99999999999"
+            .parse::<Shard>()
+            .unwrap_err()
+            .contains("count 99999999999 is past"));
     }
 }

@@ -100,6 +100,8 @@ pub struct LoadMeta {
     /// `I/N` when this run was shard I of N: the figures above are its share.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub shard: Option<String>,
+    /// A replay sent at its recorded times (`timing = "recorded"`).
+    pub recorded_pace: bool,
 }
 
 impl LoadMeta {
@@ -111,7 +113,9 @@ impl LoadMeta {
             // The plan's own rate is where a staged load starts, not what it
             // ran: stating it as the run's rate misled.
             // A shard's own share of the run's rate and calls in flight.
+            // A recorded pace has no one rate either.
             rate: match plan.pacing {
+                Pacing::Open { .. } if plan.recorded.is_some() => None,
                 Pacing::Open { rate } if plan.stages.is_empty() => Some(rate / f64::from(plan.shard.count)),
                 _ => None,
             },
@@ -130,6 +134,7 @@ impl LoadMeta {
             threads: plan.threads_used(),
             stages: plan.stages.len(),
             shard: (!plan.shard.is_whole()).then(|| plan.shard.to_string()),
+            recorded_pace: plan.recorded.is_some(),
         }
     }
 }

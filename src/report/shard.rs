@@ -18,8 +18,8 @@ pub struct ShardRecord {
     pub count: u32,
     pub scenario: String,
     /// The whole run as the scenario and flags describe it, before the
-    /// split: every shard of one run has the same.
-    pub run: String,
+    /// split, key by key: every shard of one run has the same.
+    pub run: std::collections::BTreeMap<String, String>,
     pub seed: u64,
     /// This shard's ids: `first_id` and the `id_block` after it.
     pub first_id: u64,

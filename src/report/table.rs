@@ -89,7 +89,8 @@ fn headline(out: &mut String, report: &RunReport) {
     };
     // A staged load has no one rate: its stages say what ran.
     let rate = match load.rate.filter(|_| load.stages == 0) {
-        Some(rate) => format!(", {rate} {}/s", noun_for(rate == 1.0, "request")),
+        Some(rate) => format!(", {} {}/s", short_number(rate), noun_for(rate == 1.0, "request")),
+        None if load.recorded_pace => ", at the recorded pace".to_string(),
         None => String::new(),
     };
     let shard = load
@@ -111,6 +112,12 @@ fn headline(out: &mut String, report: &RunReport) {
             ""
         }
     );
+}
+
+/// A rate as people write it: 2000, 666.67 (a shard's share), not 666.6666666666666.
+fn short_number(value: f64) -> String {
+    let text = format!("{value:.2}");
+    text.trim_end_matches('0').trim_end_matches('.').to_string()
 }
 
 /// Errors by outcome, with their codes, statuses and protocol kinds.

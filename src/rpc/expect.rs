@@ -14,6 +14,19 @@ pub enum Expectation {
     Result(ResultCheck),
     /// Any of these codes (any code at all when empty) is the right answer.
     Error(Vec<i64>),
+    /// The answer a capture recorded for this very call (`expect =
+    /// "recorded"`): the same result, or the same error, by the rules of
+    /// answer equality.
+    Recorded(std::sync::Arc<RecordedAnswer>),
+}
+
+/// A call's recorded answer and the rules it is compared by.
+#[derive(Debug)]
+pub struct RecordedAnswer {
+    pub method: String,
+    /// The whole answer message as recorded (its `result` or `error`).
+    pub answer: Value,
+    pub rules: std::sync::Arc<[crate::rpc::same::EqualityRule]>,
 }
 
 #[derive(Clone, Debug, Default)]
@@ -75,12 +88,44 @@ impl Expectation {
                 }
             }
             (Expectation::Error(_), Outcome::Ok) => Outcome::Assertion,
+            // Compared with its message whole: see `apply_to`.
+            (Expectation::Recorded(_), _) => outcome,
             (Expectation::Result(_), Outcome::RpcError(_)) => outcome,
             (Expectation::Result(check), Outcome::Ok) => match result {
                 Some(result) if check.holds(result) => Outcome::Ok,
                 _ => Outcome::Assertion,
             },
             _ => outcome,
+        }
+    }
+}
+
+impl Expectation {
+    /// As [`Expectation::apply`], with the answer's `error` too, which a
+    /// recorded answer is compared with.
+    pub fn apply_to(&self, outcome: Outcome, result: Option<&RawValue>, error: Option<&RawValue>) -> Outcome {
+        let Expectation::Recorded(recorded) = self else {
+            return self.apply(outcome, result);
+        };
+        if !matches!(outcome, Outcome::Ok | Outcome::RpcError(_)) {
+            return outcome;
+        }
+        let parse = |raw: Option<&RawValue>| raw.and_then(|r| serde_json::from_str::<Value>(r.get()).ok());
+        let mut answer = serde_json::Map::new();
+        match (outcome, parse(error)) {
+            (Outcome::RpcError(_), Some(error)) => answer.insert("error".into(), error),
+            _ => answer.insert("result".into(), parse(result).unwrap_or(Value::Null)),
+        };
+        let differences = crate::rpc::same::differences(
+            &recorded.method,
+            &recorded.answer,
+            &Value::Object(answer),
+            &recorded.rules,
+        );
+        if differences.is_empty() {
+            Outcome::Ok
+        } else {
+            Outcome::Assertion
         }
     }
 }
@@ -121,6 +166,11 @@ impl ResultCheck {
 impl fmt::Display for Expectation {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
+            Expectation::Recorded(recorded) => {
+                let text = recorded.answer.to_string();
+                let shown: String = text.chars().take(200).collect();
+                write!(f, "the recorded answer {shown}")
+            }
             Expectation::Error(codes) if codes.is_empty() => f.write_str("an error"),
             Expectation::Error(codes) => {
                 let codes: Vec<String> = codes.iter().map(i64::to_string).collect();

@@ -262,7 +262,7 @@ fn judge_message(msg: &Message, id: IdMatch, expect: Option<&Expectation>) -> Ou
 /// The scenario's verdict on an answer the protocol found right.
 fn judge_expectation(outcome: Outcome, msg: &Message, expect: Option<&Expectation>) -> Outcome {
     match expect {
-        Some(expect) => expect.apply(outcome, msg.result),
+        Some(expect) => expect.apply_to(outcome, msg.result, msg.error),
         None => outcome,
     }
 }

@@ -5,10 +5,11 @@
 mod entry;
 mod expect;
 mod judge;
+pub mod same;
 pub mod wire;
 
 pub use entry::Entry;
-pub use expect::{Expectation, JsonType, ResultCheck};
+pub use expect::{Expectation, JsonType, RecordedAnswer, ResultCheck};
 pub use judge::{Judge, Verdict};
 
 /// The JSON-RPC a server speaks. 1.0 (Bitcoin-derived nodes still speak

@@ -47,7 +47,17 @@ impl Scenario {
         let multiplexed = self.http2
             || matches!(&self.target, TargetSpec::Command { .. })
             || matches!(&self.target, TargetSpec::Url(url) if crate::transport::is_multiplexed(url));
-        let (connections, per_connection) = match (load.pacing, multiplexed) {
+        // A replay at its recorded pace is an open model whose requests are
+        // due when they were captured.
+        let recorded: Option<std::sync::Arc<[f64]>> =
+            self.replay.as_ref().and_then(|r| r.times.clone()).map(Into::into);
+        let pacing = match &recorded {
+            Some(times) => Pacing::Open {
+                rate: times.len() as f64 / times.last().copied().unwrap_or(0.0).max(1e-3),
+            },
+            None => load.pacing,
+        };
+        let (connections, per_connection) = match (pacing, multiplexed) {
             (Pacing::Closed, false) => {
                 let concurrency = staged_max
                     .or(load.concurrency)
@@ -106,7 +116,7 @@ impl Scenario {
             .or_else(|| load.stages.first().map(|s| s.target.round() as u64))
             .unwrap_or(connections * per_connection) as usize;
         LoadPlan {
-            pacing: load.pacing,
+            pacing,
             connections: shard.share(connections) as usize,
             per_connection: per_connection as usize,
             duration,
@@ -121,6 +131,7 @@ impl Scenario {
             stages: load.stages.clone(),
             initial_concurrency,
             shard,
+            recorded,
         }
     }
 
@@ -143,10 +154,14 @@ impl Scenario {
         };
         if let Some(replay) = &self.replay {
             let mut calls = Vec::new();
+            let mut expectations = Vec::new();
+            let rules: std::sync::Arc<[crate::scenario::EqualityRule]> = replay.rules.clone().into();
             let requests = replay
                 .requests
                 .iter()
-                .map(|request| {
+                .enumerate()
+                .map(|(line, request)| {
+                    let answer = replay.answers.as_ref().and_then(|a| a[line].as_deref());
                     let planned = request
                         .calls
                         .iter()
@@ -161,6 +176,10 @@ impl Scenario {
                                 batch: None,
                                 notification: call.notification,
                             });
+                            expectations.push(
+                                recorded_answer(answer, request.batch, call)
+                                    .map(|answer| recorded(&call.method, answer, &rules)),
+                            );
                             Planned {
                                 call: table_index(calls.len() - 1),
                                 notification: call.notification,
@@ -170,11 +189,8 @@ impl Scenario {
                     (request.batch, planned)
                 })
                 .collect();
-            return Mix::replay(
-                methods,
-                calls,
-                ReplaySource::new(requests, replay.looping, self.shard.unwrap_or_default()),
-            );
+            let source = ReplaySource::new(requests, replay.looping, self.shard.unwrap_or_default());
+            return Mix::replay(methods, calls, source, expectations);
         }
         let calls = self
             .calls
@@ -204,4 +220,36 @@ impl Scenario {
         });
         Mix::weighted(methods, calls, batch)
     }
+}
+
+/// A call's own recorded answer: the line's answer, or in a batch's answer
+/// the entry with the call's recorded id. None for a notification.
+fn recorded_answer(
+    answer: Option<&serde_json::value::RawValue>,
+    batch: bool,
+    call: &crate::scenario::ReplayCall,
+) -> Option<serde_json::Value> {
+    let id: serde_json::Value =
+        serde_json::from_str(call.recorded_id.as_deref().filter(|_| !call.notification)?).ok()?;
+    let answer: serde_json::Value = serde_json::from_str(answer?.get()).ok()?;
+    if !batch {
+        return Some(answer);
+    }
+    answer
+        .as_array()?
+        .iter()
+        .find(|entry| entry.get("id") == Some(&id))
+        .cloned()
+}
+
+fn recorded(
+    method: &str,
+    answer: serde_json::Value,
+    rules: &std::sync::Arc<[crate::scenario::EqualityRule]>,
+) -> crate::rpc::Expectation {
+    crate::rpc::Expectation::Recorded(std::sync::Arc::new(crate::rpc::RecordedAnswer {
+        method: method.to_string(),
+        answer,
+        rules: rules.clone(),
+    }))
 }

@@ -17,27 +17,7 @@ pub struct Equality {
     pub rules: Vec<EqualityRule>,
 }
 
-/// A rule for the answers of methods matching `method` (`*` matches any
-/// run of characters), at JSON pointers matching `pointer` (within the
-/// result; `*` matches one step) or, without one, for the whole answer.
-#[derive(Clone, Debug, PartialEq)]
-pub struct EqualityRule {
-    pub method: String,
-    pub pointer: Option<String>,
-    pub kind: RuleKind,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub enum RuleKind {
-    /// The value is not compared.
-    Ignore,
-    /// Numbers (or hex quantities) equal within this share of the larger.
-    NumericTolerance(f64),
-    /// Two errors are equal when their codes are.
-    ErrorCodeOnly,
-    /// Two errors are equal, whatever their codes.
-    ErrorPresenceOnly,
-}
+pub use crate::rpc::same::{glob, pointer_matches, EqualityRule, RuleKind};
 
 /// The share compared when none is given.
 pub const DEFAULT_SAMPLE: f64 = 0.01;
@@ -142,35 +122,6 @@ impl RawRule {
             pointer,
             kind,
         })
-    }
-}
-
-/// Whether `text` matches `pattern`, where `*` stands for any run of
-/// characters.
-pub fn glob(pattern: &str, text: &str) -> bool {
-    match pattern.split_once('*') {
-        None => pattern == text,
-        Some((head, rest)) => {
-            let Some(tail) = text.strip_prefix(head) else {
-                return false;
-            };
-            (0..=tail.len())
-                .filter(|i| tail.is_char_boundary(*i))
-                .any(|i| glob(rest, &tail[i..]))
-        }
-    }
-}
-
-/// Whether a JSON pointer `path` matches `pattern`, step by step, where a
-/// step `*` matches any one step.
-pub fn pointer_matches(pattern: &str, path: &str) -> bool {
-    let (mut a, mut b) = (pattern.split('/'), path.split('/'));
-    loop {
-        match (a.next(), b.next()) {
-            (None, None) => return true,
-            (Some(p), Some(s)) if p == "*" || p == s => {}
-            _ => return false,
-        }
     }
 }
 

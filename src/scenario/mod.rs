@@ -177,6 +177,13 @@ pub struct Replay {
     pub requests: Vec<ReplayRequest>,
     /// Start over at the end of the file, or stop the run.
     pub looping: bool,
+    /// `timing = "recorded"`: when each request is due, in seconds from
+    /// the run's start (the capture's times over `speed`), in order.
+    pub times: Option<Vec<f64>>,
+    /// `expect = "recorded"`: each request's captured answer, to compare.
+    pub answers: Option<Vec<Option<Box<RawValue>>>>,
+    /// The scenario's `[equality]` rules, which that comparison follows.
+    pub rules: Vec<EqualityRule>,
 }
 
 /// One recorded request: a single call or a batch.
@@ -191,6 +198,9 @@ pub struct ReplayCall {
     pub method: String,
     pub params: Option<Box<RawValue>>,
     pub notification: bool,
+    /// The id it was recorded with (JSON text), to find its answer in a
+    /// recorded batch's.
+    pub recorded_id: Option<String>,
 }
 
 pub const DEFAULT_CONCURRENCY: u64 = 16;
@@ -289,15 +299,16 @@ impl Scenario {
         self.replay.as_ref().map_or(Ok(()), check_replay_version_1)
     }
 
-    /// The whole run in one line, the same on every shard of it and
-    /// different for another scenario, load or seed: what `volley merge`
-    /// checks before adding shards up. The file is named by a hash of its
-    /// bytes, so an edit between shards shows.
-    pub fn run_description(&self) -> String {
+    /// The whole run, key by key, the same on every shard of it and
+    /// different for another target, scenario, load or seed: what `volley
+    /// merge` checks before adding shards up. The file is named by a hash of
+    /// its bytes, so an edit between shards shows; the load is the compiled
+    /// one, so a flag that says what the file says changes nothing.
+    pub fn run_description(&self) -> std::collections::BTreeMap<String, String> {
         let file = self.file.as_ref().map_or_else(
             || "none".to_string(),
             |path| match std::fs::read(path) {
-                Ok(bytes) => format!("{:016x}", fnv1a(&bytes)),
+                Ok(bytes) => format!("{} (hash {:016x})", path.display(), fnv1a(&bytes)),
                 Err(_) => path.display().to_string(),
             },
         );
@@ -307,16 +318,41 @@ impl Scenario {
                 format!("{} x{}{params}", c.method, c.weight)
             })
             .collect();
-        format!(
-            "scenario {:?}, file {file}, jsonrpc {}, calls [{}], batch {}, replay {}, load {:?}, seed {:?}",
-            self.name,
-            self.version,
-            calls.join(", "),
-            self.batch.is_some(),
-            self.replay.as_ref().map_or(0, |r| r.requests.len()),
-            self.load,
-            self.seed,
-        )
+        let mut whole = self.clone();
+        whole.shard = None;
+        let plan = whole.compile().plan;
+        let duration =
+            |d: Option<Duration>| d.map_or("none".into(), |d| humantime::format_duration(d).to_string());
+        let stages: Vec<String> = (plan.stages.iter())
+            .map(|s| format!("{} to {}", humantime::format_duration(s.duration), s.target))
+            .collect();
+        [
+            ("scenario", format!("{:?}", self.name)),
+            ("file", file),
+            ("target", self.target.to_string()),
+            ("jsonrpc", self.version.to_string()),
+            ("calls", calls.join(", ")),
+            (
+                "batch",
+                format!("{:?}", self.batch.as_ref().map(|b| (&b.size, b.notifications))),
+            ),
+            (
+                "replay",
+                self.replay.as_ref().map_or(0, |r| r.requests.len()).to_string(),
+            ),
+            ("model", format!("{:?}", plan.pacing)),
+            ("connections", plan.connections.to_string()),
+            ("calls in flight", plan.initial_concurrency.to_string()),
+            ("duration", duration(plan.duration)),
+            ("requests", format!("{:?}", plan.requests)),
+            ("warmup", duration(Some(plan.warmup))),
+            ("timeout", duration(Some(plan.timeout))),
+            ("stages", stages.join(", ")),
+            ("seed", format!("{:?}", plan.seed)),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect()
     }
 
     /// A scenario with one method and no file, for quick runs.

@@ -123,10 +123,10 @@ impl Scenario {
         flags.apply_load(&mut scenario)?;
         flags.apply_connection(&mut scenario)?;
         scenario.check_connections(flags)?;
+        scenario.start_at = flags.start_at;
         if let Some(shard) = flags.shard {
             scenario.take_shard(shard)?;
         }
-        scenario.start_at = flags.start_at;
         scenario.thresholds.extend(flags.thresholds.iter().cloned());
         if let Some(grace) = flags.abort_on_fail {
             if scenario.thresholds.is_empty() {
@@ -206,6 +206,12 @@ impl Scenario {
 impl Overrides {
     /// The load model, its stages and the run's end.
     fn apply_load(&self, scenario: &mut Scenario) -> Result<(), ScenarioError> {
+        // A load model from the flags replaces a replay's recorded pace.
+        if self.rate.is_some() || self.concurrency.is_some() {
+            if let Some(replay) = &mut scenario.replay {
+                replay.times = None;
+            }
+        }
         let load = &mut scenario.load;
         if let Some(rate) = self.rate {
             load::check_rate(rate).map_err(|m| flag("--rate", m))?;
@@ -328,6 +334,18 @@ impl Scenario {
                 "splits one target's run; several targets are compared on one machine",
             ));
         }
+        if self.abort_on_fail.is_some() {
+            return Err(flag(
+                "--shard",
+                "a shard's thresholds are judged on the whole by `volley merge`: drop --abort-on-fail (or abort_on_fail)",
+            ));
+        }
+        // Shards started together draw from one seed: the file's or the
+        // flag's, else the start time's.
+        let start_seed = (self.start_at)
+            .and_then(|at| at.duration_since(std::time::UNIX_EPOCH).ok())
+            .map(|d| d.as_secs());
+        self.seed = self.seed.or(start_seed);
         if self.seed.is_none() {
             return Err(flag(
                 "--shard",
@@ -337,11 +355,17 @@ impl Scenario {
         let whole = self.compile().plan.connections;
         self.shard = Some(shard);
         if self.compile().plan.connections == 0 {
+            // In the closed model over HTTP/1.1 the calls in flight set
+            // the connections: raising those alone is refused.
+            let raise = match self.load.pacing {
+                Pacing::Closed => "raise --concurrency (and --connections with it)",
+                Pacing::Open { .. } => "raise --connections",
+            };
             return Err(flag(
                 "--shard",
                 format!(
-                    "{whole} connections cannot be split over {} shards: each needs one at least (raise --connections, or run fewer shards)",
-                    shard.count
+                    "{whole} connections cannot be split over {} shards: each needs one at least ({raise} to {} or more, or run fewer shards)",
+                    shard.count, shard.count
                 ),
             ));
         }

@@ -135,11 +135,20 @@ struct RawBatchMix {
 #[serde(untagged)]
 pub(super) enum RawReplay {
     File(String),
-    Table {
-        file: String,
-        #[serde(default)]
-        on_end: Option<String>,
-    },
+    Table(RawReplayTable),
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawReplayTable {
+    pub(super) file: String,
+    pub(super) on_end: Option<String>,
+    /// "recorded": each request leaves at its captured time.
+    pub(super) timing: Option<String>,
+    /// With recorded timing: this many times as fast.
+    pub(super) speed: Option<f64>,
+    /// "recorded": each answer must equal the captured one.
+    pub(super) expect: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -191,7 +200,7 @@ struct RawPoll {
 /// Messages serde gives for untagged enums say nothing useful; these do.
 const SHAPES: [(&str, &str); 3] = [
     ("RawBatchSize", "batch size must be a number (10), a range ({ min = 1, max = 20 }) or a weighted table ({ sizes = { 1 = 50, 10 = 30 } })"),
-    ("RawReplay", "replay must be a file path, or { file = \"x.jsonl\", on_end = \"loop\" | \"stop\" }"),
+    ("RawReplay", "replay must be a file path, or { file = \"x.jsonl\", on_end = \"loop\" | \"stop\", timing = \"recorded\", speed = 2.0, expect = \"recorded\" }"),
     ("RawCodes", "expect.error must be a code (-32601), a list of codes, or \"any\""),
 ];
 
@@ -303,6 +312,18 @@ impl RawScenario {
             .as_ref()
             .map(|r| replay(at, base_dir, r))
             .transpose()?;
+        if let (Some(raw), Some(_)) = (&self.replay, replay.as_ref().and_then(|r| r.times.as_ref())) {
+            if matches!(load.pacing, crate::plan::Pacing::Open { .. })
+                || load.concurrency.is_some()
+                || !load.stages.is_empty()
+            {
+                return Err(at.error(
+                    Some(raw.span()),
+                    Some("replay"),
+                    "timing = \"recorded\" sends each request at its captured time: drop load.rate, load.concurrency and load.stages (speed sets the pace)",
+                ));
+            }
+        }
         let calls = self.calls(at, replay.as_ref(), &scope)?;
         let batch = self.batch(at)?;
         let setup = self.setup_calls(at, &target)?;
@@ -313,6 +334,10 @@ impl RawScenario {
         let thresholds_at = self.thresholds.as_ref().map(|t| t.checks.span());
         let version = self.version(at)?;
         let equality = self.equality.as_ref().map(|e| e.validate(at)).transpose()?;
+        let mut replay = replay;
+        if let (Some(replay), Some(equality)) = (&mut replay, &equality) {
+            replay.rules.clone_from(&equality.rules);
+        }
         let abort_on_fail = self.abort_on_fail(at)?;
 
         let scenario = Scenario {

@@ -16,29 +16,121 @@ pub(super) fn replay(
     raw: &Spanned<RawReplay>,
 ) -> Result<Replay, ScenarioError> {
     let bad = |message: String| at.error(Some(raw.span()), Some("replay"), message);
-    let (file, looping) = match raw.get_ref() {
-        RawReplay::File(file) => (file, true),
-        RawReplay::Table { file, on_end } => match on_end.as_deref() {
-            None | Some("loop") => (file, true),
-            Some("stop") => (file, false),
-            Some(other) => return Err(bad(format!("on_end `{other}`: expected \"loop\" or \"stop\""))),
-        },
+    let (file, settings) = match raw.get_ref() {
+        RawReplay::File(file) => (file, None),
+        RawReplay::Table(table) => (&table.file, Some(table)),
+    };
+    let recorded = |value: &Option<String>, key: &str| match value.as_deref() {
+        None => Ok(false),
+        Some("recorded") => Ok(true),
+        Some(other) => Err(bad(format!("{key} `{other}`: the one choice is \"recorded\""))),
+    };
+    let timing = recorded(&settings.and_then(|t| t.timing.clone()), "timing")?;
+    let expect = recorded(&settings.and_then(|t| t.expect.clone()), "expect")?;
+    let speed = settings.and_then(|t| t.speed);
+    if speed.is_some() && !timing {
+        return Err(bad(
+            "speed applies to timing = \"recorded\": add it, or drop speed".into(),
+        ));
+    }
+    let speed = speed.unwrap_or(1.0);
+    if !(speed.is_finite() && speed > 0.0) {
+        return Err(bad(format!(
+            "speed {speed}: a number above 0 (2.0 is twice as fast)"
+        )));
+    }
+    // A recorded pace ends with the capture: once through, unless asked.
+    let looping = match settings.and_then(|t| t.on_end.as_deref()) {
+        None => !timing,
+        Some("loop") if timing => {
+            return Err(bad(
+                "on_end = \"loop\" with timing = \"recorded\": a capture's times run once; drop one".into(),
+            ))
+        }
+        Some("loop") => true,
+        Some("stop") => false,
+        Some(other) => return Err(bad(format!("on_end `{other}`: expected \"loop\" or \"stop\""))),
     };
     let path = base_dir.join(file);
     let text =
         std::fs::read_to_string(&path).map_err(|e| bad(format!("cannot read {}: {e}", path.display())))?;
-    let mut requests = Vec::new();
+    let mut lines = Vec::new();
     for (n, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
-        let request = replay_line(line).map_err(|m| bad(format!("{}:{}: {m}", path.display(), n + 1)))?;
-        requests.push(request);
+        let line = read_line(line).map_err(|m| bad(format!("{}:{}: {m}", path.display(), n + 1)))?;
+        if (timing && line.at.is_none()) || (expect && line.answer.is_none()) {
+            let (key, what) = if timing {
+                ("timing", "an `at`")
+            } else {
+                ("expect", "an `answer`")
+            };
+            return Err(bad(format!(
+                "{}:{}: {key} = \"recorded\" needs {what} on every line, as `volley record{}` writes",
+                path.display(),
+                n + 1,
+                if expect { " --answers" } else { "" }
+            )));
+        }
+        lines.push(line);
     }
-    if requests.is_empty() {
+    if lines.is_empty() {
         return Err(bad(format!("{} holds no requests", path.display())));
     }
+    // A capture's lines are written as answers come: in time order again.
+    lines.sort_by(|a, b| a.at.unwrap_or(0.0).total_cmp(&b.at.unwrap_or(0.0)));
+    let first = lines[0].at.unwrap_or(0.0);
     Ok(Replay {
         file: path,
-        requests,
+        times: timing.then(|| {
+            lines
+                .iter()
+                .map(|l| (l.at.unwrap_or(0.0) - first) / speed)
+                .collect()
+        }),
+        answers: expect.then(|| lines.iter_mut().map(|l| l.answer.take()).collect()),
+        requests: lines.into_iter().map(|l| l.request).collect(),
         looping,
+        rules: Vec::new(),
+    })
+}
+
+/// One line of a replay file: a request (object or batch), or a capture's
+/// line (`volley record`) holding one with its time and answer.
+struct Line {
+    request: ReplayRequest,
+    at: Option<f64>,
+    answer: Option<Box<RawValue>>,
+}
+
+fn read_line(line: &str) -> Result<Line, String> {
+    #[derive(serde::Deserialize)]
+    struct Captured<'a> {
+        at: f64,
+        #[serde(borrow)]
+        request: &'a RawValue,
+        answer: Option<Box<RawValue>>,
+    }
+    let line = line.trim();
+    // A request object has a `method`; a capture's line a `request`.
+    let keys: Option<std::collections::BTreeMap<String, &RawValue>> = line
+        .starts_with('{')
+        .then(|| serde_json::from_str(line).ok())
+        .flatten();
+    if keys.is_some_and(|k| k.contains_key("request")) {
+        let captured: Captured =
+            serde_json::from_str(line).map_err(|e| format!("not a request, nor a capture's line: {e}"))?;
+        if !(captured.at.is_finite() && captured.at >= 0.0) {
+            return Err(format!("`at` {}: seconds from the capture's start", captured.at));
+        }
+        return Ok(Line {
+            request: replay_line(captured.request.get())?,
+            at: Some(captured.at),
+            answer: captured.answer,
+        });
+    }
+    Ok(Line {
+        request: replay_line(line)?,
+        at: None,
+        answer: None,
     })
 }
 
@@ -55,6 +147,7 @@ fn replay_line(line: &str) -> Result<ReplayRequest, String> {
             params: recorded.params.map(|p| p.to_owned()),
             // A present `id`, even null, makes a call; no `id` a notification.
             notification: recorded.id.is_none(),
+            recorded_id: recorded.id.map(|id| id.get().to_string()),
         })
     };
     let line = line.trim();
