@@ -232,10 +232,14 @@ pub struct InitArgs {
     #[arg(default_value = "scenario.toml")]
     pub path: PathBuf,
     /// Build the mix from an OpenRPC document (JSON), one call per method.
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", conflicts_with = "from_capture")]
     pub from_openrpc: Option<PathBuf>,
-    /// Target URL written into the scenario built from OpenRPC (default: the document's
-    /// servers[0].url, else http://127.0.0.1:8545).
+    /// Build the mix from a capture (`volley record`): its methods weighted by their calls, params
+    /// from a data file per method (written beside the scenario), batches, notifications and rate.
+    #[arg(long, value_name = "FILE")]
+    pub from_capture: Option<PathBuf>,
+    /// Target URL written into the scenario built from OpenRPC or a capture (default: the
+    /// document's servers[0].url, else http://127.0.0.1:8545).
     #[arg(long)]
     pub target: Option<String>,
     /// Overwrite the file if it exists.

@@ -8,6 +8,9 @@ use anyhow::Context;
 use crate::cli::InitArgs;
 
 pub fn command(args: InitArgs) -> anyhow::Result<ExitCode> {
+    if let Some(capture) = &args.from_capture {
+        return from_capture(&args, capture);
+    }
     let text = match &args.from_openrpc {
         Some(path) => {
             let document =
@@ -31,6 +34,47 @@ pub fn command(args: InitArgs) -> anyhow::Result<ExitCode> {
     crate::output::print(&format!(
         "wrote {}; check it with `volley validate {}`\n",
         args.path.display(),
+        args.path.display()
+    ));
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The scenario, and its data files in `<scenario>-data/` beside it.
+fn from_capture(args: &InitArgs, capture: &std::path::Path) -> anyhow::Result<ExitCode> {
+    if args.path.as_os_str() == "-" {
+        anyhow::bail!("--from-capture writes data files beside the scenario: give it a file name, not -");
+    }
+    let text =
+        std::fs::read_to_string(capture).with_context(|| format!("cannot read {}", capture.display()))?;
+    let stem = args
+        .path
+        .file_stem()
+        .map_or("scenario".into(), |s| s.to_string_lossy().into_owned());
+    let data_dir = format!("{stem}-data");
+    let target = args.target.as_deref().unwrap_or("http://127.0.0.1:8545");
+    let made = crate::init::from_capture(&text, target, &data_dir)
+        .map_err(|e| anyhow::anyhow!("{}: {e}", capture.display()))?;
+    let base = args.path.parent().unwrap_or(std::path::Path::new(""));
+    let targets: Vec<std::path::PathBuf> = std::iter::once(args.path.clone())
+        .chain(made.data_files.iter().map(|(file, _)| base.join(file)))
+        .collect();
+    if let Some(taken) = targets.iter().find(|p| p.exists()).filter(|_| !args.force) {
+        anyhow::bail!("{} already exists; pass --force to overwrite it", taken.display());
+    }
+    for (file, lines) in &made.data_files {
+        let path = base.join(file);
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+        }
+        std::fs::write(&path, lines).with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    std::fs::write(&args.path, &made.scenario)
+        .with_context(|| format!("cannot write {}", args.path.display()))?;
+    crate::output::print(&format!(
+        "wrote {} ({} data files in {}); check it with `volley validate {}`\n",
+        args.path.display(),
+        made.data_files.len(),
+        base.join(&data_dir).display(),
         args.path.display()
     ));
     Ok(ExitCode::SUCCESS)

@@ -777,7 +777,9 @@ impl RawCall {
             .map(|b| batch_size(at, b, &key("batch")))
             .transpose()?;
         let (params, template) = match &self.params {
-            Some(p) if p.get_ref().is_array() || p.get_ref().is_object() => {
+            Some(p)
+                if p.get_ref().is_array() || p.get_ref().is_object() || whole_params_file(p.get_ref()) =>
+            {
                 let template = Template::compile(p.get_ref(), scope)
                     .map_err(|m| at.error(Some(p.span()), Some(&key("params")), m))?;
                 (Some(p.get_ref().clone()), Some(Arc::new(template)))
@@ -876,6 +878,19 @@ fn batch_size(at: &Locator, raw: &Spanned<RawBatchSize>, key: &str) -> Result<Ba
             Ok(BatchSize::weighted(table))
         }
     }
+}
+
+/// `params = "${file('eth_call.jsonl')}"`: each call's whole params, an
+/// array or object a line of a JSON-lines file (as `volley init
+/// --from-capture` writes them).
+fn whole_params_file(value: &Value) -> bool {
+    value.as_str().is_some_and(|text| {
+        let text = text.trim();
+        text.starts_with("${file(")
+            && text.ends_with(")}")
+            && (text.contains(".jsonl") || text.contains(".ndjson"))
+            && text.matches("${").count() == 1
+    })
 }
 
 fn fixed_params(

@@ -1,6 +1,10 @@
 //! `volley init`: a commented starter scenario, or one built from an
 //! OpenRPC document (the JSON-RPC world's OpenAPI).
 
+mod capture;
+
+pub use capture::{from_capture, FromCapture};
+
 use std::fmt::Write;
 
 use serde::Deserialize;
