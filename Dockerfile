@@ -12,7 +12,8 @@ RUN mkdir src benches && echo 'fn main() {}' > src/main.rs && touch src/lib.rs \
     && rm -rf src benches
 COPY src ./src
 COPY benches ./benches
-RUN touch src/main.rs src/lib.rs && cargo build --release --locked --bin volley
+RUN touch src/main.rs src/lib.rs && cargo build --release --locked --bin volley \
+    && strip target/release/volley
 
 FROM debian:bookworm-slim
 RUN apt-get update \

@@ -384,6 +384,11 @@ pub struct RunArgs {
     /// seconds), so that shards start together; a late start says by how much.
     #[arg(long, value_name = "TIME", value_parser = parse_start_at)]
     pub start_at: Option<std::time::SystemTime>,
+    /// Watch what this local server process spends (repeatable): CPU seconds per 1,000 calls, peak
+    /// and final resident memory, read from /proc once a second (a stdio target's children are
+    /// always watched).
+    #[arg(long, value_name = "PID")]
+    pub observe_pid: Vec<u32>,
 }
 
 /// `--start-at`: RFC 3339 (`Z` or an offset), or seconds since the Unix

@@ -315,6 +315,7 @@ fn summarize(shards: &[ShardRun]) -> RunSummary {
             })
             .collect(),
         events: Vec::new(),
+        server: Vec::new(),
         in_flight_at_end: shards.iter().map(|s| s.record.in_flight_at_end).sum(),
         panicked_connections: panicked,
         measured_seconds: seconds,
@@ -393,6 +394,8 @@ fn add_row(rows: &mut BTreeMap<u32, SecondRow>, row: &Value, offset: u32) {
         p99_ms: 0.0,
         max_ms: 0.0,
         error_outcomes: BTreeMap::new(),
+        server_cpu_cores: None,
+        server_rss_bytes: None,
     });
     into.calls = into.calls.saturating_add(number("calls"));
     into.ok = into.ok.saturating_add(number("ok"));

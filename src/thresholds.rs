@@ -729,6 +729,7 @@ mod tests {
             timeseries: Vec::new(),
             latency_log: LatencyLog::default(),
             recorded: Default::default(),
+            server: Vec::new(),
             requests: run.calls(),
             http_statuses: Default::default(),
             extra_batch_entries: 0,

@@ -316,6 +316,8 @@ fn counts_are_said_in_words() {
         p99_ms: 1.0,
         max_ms: 1.0,
         error_outcomes: Default::default(),
+        server_cpu_cores: None,
+        server_rss_bytes: None,
     };
     let line = report::progress_line(&row);
     assert!(line.contains(" 1 call ") && !line.contains("1 calls"), "{line}");

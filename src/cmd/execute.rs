@@ -120,6 +120,7 @@ pub async fn execute(
         setup,
         polls,
         capture: capture.clone(),
+        observe: scenario.observe.clone(),
     };
     let mut summary = engine::run(spec, cancel, control, observe).await;
     meta.ended_at = timestamp(SystemTime::now());

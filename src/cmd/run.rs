@@ -269,6 +269,7 @@ fn overrides(args: &RunArgs) -> Result<Overrides, ScenarioError> {
         abort_on_fail: args.abort_on_fail,
         shard,
         start_at: args.start_at,
+        observe: args.observe_pid.clone(),
     })
 }
 

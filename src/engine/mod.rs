@@ -6,12 +6,14 @@ mod call;
 mod capture;
 mod control;
 mod gather;
+mod observe;
 mod poll;
 mod schedule;
 mod worker;
 
 pub use capture::{Capture, Captured};
 pub use control::Control;
+pub use observe::readable as observable;
 pub use poll::first as first_poll;
 
 use std::sync::atomic::Ordering;
@@ -40,6 +42,9 @@ pub struct RunSpec {
     pub polls: Vec<Poll>,
     /// Keeps a sample of requests and their answers (to compare targets).
     pub capture: Option<Arc<Capture>>,
+    /// Server processes whose CPU and memory are watched (`--observe-pid`);
+    /// a stdio target's children are watched always.
+    pub observe: Vec<u32>,
 }
 
 /// Runs the load until the plan's end or until `cancel` fires (then the
@@ -70,6 +75,8 @@ pub async fn run(
         ..Snapshot::default()
     };
     let stage_bounds = plan.stage_bounds();
+    let watching = watch_servers(&spec, start + plan.warmup);
+    let server_now = Arc::clone(&watching.now);
     let shared = Arc::new(RunState::new(spec, start, stop.clone(), control.clone()));
     if let Some(deadline) = deadline {
         stop_at(deadline, stop.clone());
@@ -87,6 +94,7 @@ pub async fn run(
                 .position(|(from, to)| seconds >= *from && seconds < *to),
             target: control.target_now(),
             paused: control.is_paused(),
+            server: *server_now.lock().unwrap_or_else(|p| p.into_inner()),
             finished,
             ..base.clone()
         };
@@ -108,6 +116,8 @@ pub async fn run(
         }
     }
     let end = Instant::now();
+    // Read the servers now, before stdio children are shut down.
+    let watched = watching.finish().await;
     stop.cancel();
     for handle in handles {
         let _ = handle.join();
@@ -123,7 +133,70 @@ pub async fn run(
         cpu: client_cpu(&shared, end - start, threads),
         partial: cancel.is_cancelled(),
     };
-    summarize(&shared, &mut gatherer, &stage_bounds, ended)
+    let mut summary = summarize(&shared, &mut gatherer, &stage_bounds, ended);
+    add_server_usage(&mut summary, &watched);
+    summary
+}
+
+/// The task reading what the server processes spend, and its stop.
+struct Watching {
+    task: tokio::task::JoinHandle<Vec<crate::stats::Watched>>,
+    stop: CancellationToken,
+    /// The latest reading, for the snapshots.
+    now: Arc<std::sync::Mutex<Option<(f64, u64)>>>,
+}
+
+impl Watching {
+    async fn finish(self) -> Vec<crate::stats::Watched> {
+        self.stop.cancel();
+        self.task.await.unwrap_or_default()
+    }
+}
+
+fn watch_servers(spec: &RunSpec, measure_start: Instant) -> Watching {
+    let watched = (spec.observe.iter())
+        .map(|&pid| crate::stats::Watched {
+            pid,
+            label: format!("pid {pid}"),
+            samples: Vec::new(),
+        })
+        .collect();
+    let children = match &spec.target {
+        Target::Stream(target) if target.is_command() => Some(target.clone()),
+        _ => None,
+    };
+    let stop = CancellationToken::new();
+    let now = Arc::default();
+    // Nothing to watch: the task ends at once, reading nothing.
+    let task = match (&children, spec.observe.is_empty()) {
+        (None, true) => tokio::spawn(async { Vec::new() }),
+        _ => tokio::spawn(observe::watch(
+            watched,
+            children,
+            measure_start,
+            stop.clone(),
+            Arc::clone(&now),
+        )),
+    };
+    Watching { task, stop, now }
+}
+
+/// Each watched process's usage over the run, and every second's.
+fn add_server_usage(summary: &mut RunSummary, watched: &[crate::stats::Watched]) {
+    summary.server = watched
+        .iter()
+        .filter_map(|w| w.summary(summary.total.calls))
+        .collect();
+    if summary.server.is_empty() {
+        return;
+    }
+    for row in &mut summary.timeseries {
+        let seconds: Vec<(f64, u64)> = watched.iter().filter_map(|w| w.second(row.second)).collect();
+        if !seconds.is_empty() {
+            row.server_cpu_cores = Some(seconds.iter().map(|s| s.0).sum());
+            row.server_rss_bytes = Some(seconds.iter().map(|s| s.1).sum());
+        }
+    }
 }
 
 /// Cancels `stop` at the deadline, unless it fires first.
@@ -221,6 +294,7 @@ fn summarize(
         }),
         stages: stage_summaries(gatherer, stage_bounds, seconds),
         events: shared.control.events(),
+        server: Vec::new(),
         in_flight_at_end: shared.in_flight_at_end.load(Ordering::Relaxed),
         panicked_connections: shared.panicked.load(Ordering::Relaxed),
         measured_seconds: seconds,

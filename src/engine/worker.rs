@@ -62,6 +62,7 @@ impl RunState {
             setup,
             polls,
             capture,
+            observe: _,
         } = spec;
         // Callers come in equal numbers per connection, so there may be more
         // than the calls asked for (10 over 4 connections: 12); the profile

@@ -83,10 +83,15 @@ pub fn timeseries(report: &RunReport) -> Vec<u8> {
         "p50_ms",
         "p99_ms",
         "max_ms",
+        "server_cpu_cores",
+        "server_rss_mb",
         "partial",
     ])
     .expect("writing to memory");
     let partial = report.summary.partial.to_string();
+    // Empty where no server process was watched.
+    let cores = |c: Option<f64>| c.map_or(String::new(), |c| format!("{c:.3}"));
+    let mb = |b: Option<u64>| b.map_or(String::new(), |b| format!("{:.1}", b as f64 / 1e6));
     for s in &report.summary.timeseries {
         out.write_record([
             s.second.to_string(),
@@ -97,6 +102,8 @@ pub fn timeseries(report: &RunReport) -> Vec<u8> {
             ms(s.p50_ms),
             ms(s.p99_ms),
             ms(s.max_ms),
+            cores(s.server_cpu_cores),
+            mb(s.server_rss_bytes),
             partial.clone(),
         ])
         .expect("writing to memory");

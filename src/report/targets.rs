@@ -154,6 +154,11 @@ pub fn table(runs: &[TargetRun], parallel: bool) -> String {
         }
     }
     for run in runs {
+        for usage in &run.report.summary.server {
+            let _ = writeln!(out, "{}: {}", run.name, super::table::server_usage_line(usage));
+        }
+    }
+    for run in runs {
         let v = &run.report.summary.verdict;
         if !v.valid {
             let _ = writeln!(

@@ -61,6 +61,8 @@ pub struct Scenario {
     pub shard: Option<crate::plan::Shard>,
     /// `--start-at`: the run waits, connected, until this time.
     pub start_at: Option<std::time::SystemTime>,
+    /// `--observe-pid`: server processes whose CPU and memory are read.
+    pub observe: Vec<u32>,
     /// The weighted mix (empty when replaying).
     pub calls: Vec<CallSpec>,
     /// Every request a batch drawn from the mix.
@@ -374,6 +376,7 @@ impl Scenario {
             seed: None,
             shard: None,
             start_at: None,
+            observe: Vec::new(),
             load: Load {
                 pacing: Pacing::Closed,
                 concurrency: None,

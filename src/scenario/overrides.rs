@@ -56,6 +56,8 @@ pub struct Overrides {
     pub shard: Option<crate::plan::Shard>,
     /// `--start-at`.
     pub start_at: Option<std::time::SystemTime>,
+    /// `--observe-pid`, each checked readable before anything is sent.
+    pub observe: Vec<u32>,
 }
 
 fn flag(flag: &'static str, message: impl Into<String>) -> ScenarioError {
@@ -124,6 +126,13 @@ impl Scenario {
         flags.apply_connection(&mut scenario)?;
         scenario.check_connections(flags)?;
         scenario.start_at = flags.start_at;
+        if let Some(pid) = flags.observe.iter().find(|pid| !crate::engine::observable(**pid)) {
+            return Err(flag(
+                "--observe-pid",
+                format!("process {pid} cannot be read (no /proc/{pid}/stat: gone, another machine's, or not Linux)"),
+            ));
+        }
+        scenario.observe.clone_from(&flags.observe);
         if let Some(shard) = flags.shard {
             scenario.take_shard(shard)?;
         }

@@ -357,6 +357,7 @@ impl RawScenario {
             seed: self.seed,
             shard: None,
             start_at: None,
+            observe: Vec::new(),
             load,
             calls,
             batch,

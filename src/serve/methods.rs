@@ -28,6 +28,13 @@ pub fn call(method: &str, params: Option<&RawValue>, started: Instant, hold: &mu
             *hold = (*hold).max(wanted);
             Ok(ms.to_string())
         }
+        "burn" => {
+            let ms = first_number(&parse(params)?, "ms").ok_or(INVALID_PARAMS)?;
+            if ms > MAX_BURN_MS {
+                return Err(INVALID_PARAMS);
+            }
+            Ok(burn(Duration::from_millis(ms)).to_string())
+        }
         "eth_chainId" => Ok(quantity(1337)),
         "eth_blockNumber" => Ok(quantity(head(started))),
         "eth_getBalance" => {
@@ -70,6 +77,30 @@ pub fn call(method: &str, params: Option<&RawValue>, started: Instant, hold: &mu
         // MCP's and LSP's methods, so the server stands in for either.
         other => super::stand_in::call(other, &parse(params)?).unwrap_or(Err(METHOD_NOT_FOUND)),
     }
+}
+
+/// The most CPU one `burn` call may spend.
+const MAX_BURN_MS: u64 = 1_000;
+
+/// Spends `cpu` of this thread's CPU time (not wall time: a busy machine
+/// makes it slower, never cheaper), so that what the server spent is known.
+/// Returns the rounds spun.
+fn burn(cpu: Duration) -> u64 {
+    let thread_cpu = || {
+        let mut now = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: `now` is a valid timespec for the call to fill.
+        unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut now) };
+        Duration::new(now.tv_sec as u64, now.tv_nsec as u32)
+    };
+    let until = thread_cpu() + cpu;
+    let mut rounds: u64 = 0;
+    while thread_cpu() < until {
+        rounds = std::hint::black_box(rounds.wrapping_add(1));
+    }
+    rounds
 }
 
 fn parse(params: Option<&RawValue>) -> Result<Value, (i64, &'static str)> {

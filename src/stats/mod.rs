@@ -7,6 +7,7 @@ mod outcome;
 mod saved;
 mod snapshot;
 mod summary;
+mod usage;
 mod verdict;
 
 pub use examples::{Cause, ErrorExample, EXAMPLES_PER_OUTCOME, EXAMPLE_ANSWER_BYTES};
@@ -18,6 +19,7 @@ pub use summary::{
     over_one_percent, BatchSummary, ChildShutdown, ControlEvent, LatencySummary, MethodSummary, Recorded,
     RunSummary, ScheduleSummary, SecondRow, SetupSummary, StageSummary, SubscriptionSummary, LATE_THRESHOLD,
 };
+pub use usage::{ServerUsage, UsageSample, Watched};
 pub use verdict::{unanswered, weigh_answers, ClientCpu, Evidence, Unanswered, Verdict, SATURATED_SHARE};
 
 use std::time::Duration;

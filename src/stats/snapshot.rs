@@ -45,6 +45,9 @@ pub struct Snapshot {
     pub notifications: u64,
     /// Messages that answered no call so far.
     pub unsolicited: u64,
+    /// The watched server processes now: CPU in cores over the last
+    /// reading's second, and resident bytes, all together.
+    pub server: Option<(f64, u64)>,
     /// The run has ended: this is its last snapshot.
     pub finished: bool,
 }

@@ -134,6 +134,12 @@ pub struct SecondRow {
     pub max_ms: f64,
     /// The second's errors by outcome (those that happened).
     pub error_outcomes: BTreeMap<&'static str, u64>,
+    /// The watched server processes over the second: CPU in cores (1.0 is
+    /// one core busy) and resident bytes, all of them together.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub server_cpu_cores: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub server_rss_bytes: Option<u64>,
 }
 
 impl SecondRow {
@@ -163,6 +169,8 @@ impl SecondRow {
                 .map(|kind| (kind.name(), total.outcomes[*kind as usize]))
                 .filter(|(_, n)| *n > 0)
                 .collect(),
+            server_cpu_cores: None,
+            server_rss_bytes: None,
         }
     }
 }
@@ -396,6 +404,10 @@ pub struct RunSummary {
     pub stages: Vec<StageSummary>,
     /// Pauses and target changes made during the run.
     pub events: Vec<ControlEvent>,
+    /// What each watched server process spent (`--observe-pid`, stdio
+    /// children); empty when none was watched.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub server: Vec<super::ServerUsage>,
     /// Calls abandoned in flight when the run stopped.
     pub in_flight_at_end: u64,
     /// Connection tasks that panicked (a bug); their calls so far are counted.

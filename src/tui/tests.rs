@@ -62,6 +62,8 @@ fn snapshot() -> Snapshot {
                 p99_ms: 1.5,
                 max_ms: 3.0,
                 error_outcomes: [("rpc_error", 3)].into(),
+                server_cpu_cores: None,
+                server_rss_bytes: None,
             })
             .collect(),
         histogram: vec![(0.5, 3000), (1.0, 1500), (2.5, 500)],

@@ -121,6 +121,12 @@ fn flags(s: &Snapshot) -> Vec<Span<'static>> {
             s.unsolicited
         )));
     }
+    if let Some((cores, rss)) = s.server {
+        flags.push(Span::raw(format!(
+            " server: {cores:.2} cores · {:.1} MB resident ",
+            rss as f64 / 1e6
+        )));
+    }
     if s.finished {
         flags.push(Span::styled(
             " finished ",

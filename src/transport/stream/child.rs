@@ -42,6 +42,11 @@ impl StreamTarget {
             .kill_on_drop(true)
             .spawn()
             .map_err(|e| self.connect_error(e))
+            .inspect(|child| {
+                if let Some(pid) = child.id() {
+                    self.children.lock().unwrap_or_else(|p| p.into_inner()).push(pid);
+                }
+            })
     }
 }
 

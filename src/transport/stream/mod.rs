@@ -58,6 +58,9 @@ pub struct StreamTarget {
     server_answers: std::sync::Arc<ServerAnswers>,
     /// Sent with a WebSocket's opening handshake (an API key, say).
     headers: HandshakeHeaders,
+    /// The process ids of the children started so far (stdio targets),
+    /// for whoever watches what the server spends.
+    children: std::sync::Arc<std::sync::Mutex<Vec<u32>>>,
 }
 
 /// Header values may be secrets: `Debug` shows the names only.
@@ -116,6 +119,7 @@ impl StreamTarget {
             max_response,
             server_answers: std::sync::Arc::new(options.server_answers.clone()),
             headers: HandshakeHeaders(options.headers.clone()),
+            children: Default::default(),
         })
     }
 
@@ -129,11 +133,17 @@ impl StreamTarget {
             max_response: options.max_response,
             server_answers: std::sync::Arc::new(options.server_answers.clone()),
             headers: HandshakeHeaders::default(),
+            children: Default::default(),
         }
     }
 
     pub fn url(&self) -> &str {
         &self.url
+    }
+
+    /// The children started so far, by process id (a stdio target's).
+    pub fn children(&self) -> Vec<u32> {
+        self.children.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
     /// Whether connections are child processes.
