@@ -270,6 +270,63 @@ mod tests {
     }
 
     #[test]
+    fn with_a_request_limit_only_the_limit_and_the_warmup_fall_due() {
+        let start = Instant::now();
+        let mut limited = plan(
+            Pacing::Open { rate: 100.0 },
+            Some(50),
+            Some(Duration::from_secs(10)),
+        );
+        limited.warmup = Duration::from_secs(1);
+        let schedule = Schedule::new(&limited, start, Default::default());
+        assert_eq!(
+            schedule.due_before(start + Duration::from_secs(5)),
+            150,
+            "50 and the warmup's 100"
+        );
+        assert_eq!(
+            schedule.due_before(start + Duration::from_millis(1200)),
+            120,
+            "not yet at the limit"
+        );
+        assert!(!schedule.ends_at_deadline(), "the limit ends it");
+        let timed = Schedule::new(
+            &plan(Pacing::Open { rate: 100.0 }, None, Some(Duration::from_secs(1))),
+            start,
+            Default::default(),
+        );
+        assert!(timed.ends_at_deadline());
+        let unbounded = Schedule::new(&plan(Pacing::Closed, None, None), start, Default::default());
+        assert!(!unbounded.ends_at_deadline());
+        assert_eq!(
+            unbounded.due_before(start + Duration::from_secs(5)),
+            0,
+            "nothing is due in the closed model"
+        );
+    }
+
+    #[test]
+    fn a_recorded_pace_is_followed_request_by_request() {
+        let start = Instant::now();
+        let mut replay = plan(Pacing::Open { rate: 3.0 }, Some(3), None);
+        replay.recorded = Some(vec![0.0, 0.25, 1.5].into());
+        let schedule = Schedule::new(&replay, start, Default::default());
+        let times: Vec<Duration> = std::iter::from_fn(|| schedule.claim())
+            .map(|c| c.intended - start)
+            .collect();
+        assert_eq!(
+            times,
+            [
+                Duration::ZERO,
+                Duration::from_millis(250),
+                Duration::from_millis(1500)
+            ]
+        );
+        assert_eq!(schedule.due_before(start + Duration::from_millis(300)), 2);
+        assert_eq!(schedule.due_before(start + Duration::from_secs(2)), 3);
+    }
+
+    #[test]
     fn a_request_limit_is_exact() {
         let schedule = Schedule::new(
             &plan(Pacing::Closed, Some(7), None),

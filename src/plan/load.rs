@@ -193,3 +193,74 @@ impl Profile {
         due
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// 2 s of warmup at 100/s, a ramp to 300/s over 10 s, then 5 s at 300.
+    fn ramp() -> LoadPlan {
+        LoadPlan {
+            pacing: Pacing::Open { rate: 100.0 },
+            connections: 2,
+            per_connection: 1,
+            duration: None,
+            requests: None,
+            warmup: Duration::from_secs(2),
+            timeout: Duration::from_secs(1),
+            threads: 4,
+            seed: 0,
+            stages: vec![
+                Stage {
+                    duration: Duration::from_secs(10),
+                    target: 300.0,
+                },
+                Stage {
+                    duration: Duration::from_secs(5),
+                    target: 300.0,
+                },
+            ],
+            initial_concurrency: 1,
+            shard: Shard::WHOLE,
+            recorded: None,
+        }
+    }
+
+    #[test]
+    fn a_ramps_requests_fall_due_as_its_rate_grows() {
+        let profile = ramp().profile(100.0);
+        // The warmup: 200 requests; 5 s into the ramp, 100·5 + 10·5² more.
+        assert_eq!(profile.due_within(2.0), 200.0);
+        assert_eq!(profile.due_within(7.0), 950.0);
+        assert_eq!(profile.due_time(950.0), Some(7.0));
+        assert_eq!(profile.value_at(7.0), 200.0);
+        assert_eq!(profile.value_at(1.0), 100.0, "the warmup holds the start");
+        assert_eq!(profile.value_at(16.0), 300.0);
+        assert_eq!(profile.value_at(100.0), 300.0, "past the end, the last value");
+        let mut previous = -1.0;
+        for n in [0.0, 1.0, 150.0, 199.0, 201.0, 777.0, 2100.0, 2999.0, 3699.0] {
+            let t = profile.due_time(n).unwrap();
+            assert!(t > previous, "due times grow: {n} at {t}");
+            assert!((profile.due_within(t) - n).abs() < 1e-6, "{n} is due at {t}");
+            previous = t;
+        }
+        assert_eq!(
+            profile.due_time(200.0 + 2000.0 + 1500.0),
+            None,
+            "past the last stage"
+        );
+    }
+
+    #[test]
+    fn stages_are_bounded_in_measured_seconds_and_threads_by_connections() {
+        assert_eq!(ramp().stage_bounds(), [(0.0, 10.0), (10.0, 15.0)]);
+        assert_eq!(ramp().threads_used(), 2, "no more threads than connections");
+        let one = LoadPlan { threads: 0, ..ramp() };
+        assert_eq!(one.threads_used(), 1);
+        let many = LoadPlan {
+            connections: 9,
+            ..ramp()
+        };
+        assert_eq!(many.threads_used(), 4);
+    }
+}
