@@ -12,7 +12,7 @@ use clap::{Args, Parser, Subcommand};
 pub const FLAG_RULE: &str = "\
 Flags and a scenario file: a flag replaces what it names in the file; where a flag and the
 file's other settings cannot both hold, the error names both. --rate and --concurrency replace
-the load model and its stages; --duration and --requests replace the run's end (--duration
+the load model and its stages (and a replay's recorded pace); --duration and --requests replace the run's end (--duration
 with the file's stages is an error); --method replaces the mix with one call; --target replaces
 `target`, `targets` or `command` (not an LSP command: its framing needs stdio; given twice or
 more, the targets are compared); -H replaces the file's

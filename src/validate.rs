@@ -48,7 +48,7 @@ pub fn describe(scenario: &Scenario, file: &str) -> String {
             target.spec
         );
     }
-    if let Some(equality) = &scenario.equality {
+    if let Some(equality) = scenario.equality.as_ref().filter(|_| scenario.targets.len() > 1) {
         let _ = writeln!(
             out,
             "answers:     compared on a {}% sample{}, {} rule(s)",
@@ -169,6 +169,21 @@ fn write_mix(out: &mut String, scenario: &Scenario) {
             replay.requests.len(),
             if replay.looping { "loop" } else { "stop" }
         );
+        if replay.times.is_some() {
+            let _ = writeln!(
+                out,
+                "pace:        each request at its recorded time (over `speed`)"
+            );
+        }
+        if let Some(answers) = &replay.answers {
+            let _ = writeln!(
+                out,
+                "expect:      every answer against the recorded one ({} of {} requests have one), {} [equality] rule(s)",
+                answers.iter().filter(|a| a.is_some()).count(),
+                answers.len(),
+                replay.rules.len()
+            );
+        }
     } else {
         let total: u32 = scenario.calls.iter().map(|c| c.weight).sum();
         let _ = writeln!(out, "mix:");

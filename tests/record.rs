@@ -296,3 +296,104 @@ fn init_from_a_capture_weighs_the_mix_as_recorded() {
     );
     assert_eq!(summary["summary"]["total"]["ok"], 50);
 }
+
+/// One HTTP/1.1 request by hand; the status line's code, 0 when the
+/// proxy is gone (it stops at its size bound).
+fn post(url: &str, method: &str, body: &str) -> u16 {
+    use std::io::{Read, Write};
+    let addr = url.trim_start_matches("http://").trim_end_matches('/');
+    let Ok(mut stream) = std::net::TcpStream::connect(addr) else {
+        return 0;
+    };
+    let request = format!(
+        "{method} / HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    let mut answer = String::new();
+    if stream.write_all(request.as_bytes()).is_err() || stream.read_to_string(&mut answer).is_err() {
+        return 0;
+    }
+    answer
+        .split_whitespace()
+        .nth(1)
+        .and_then(|code| code.parse().ok())
+        .unwrap_or(0)
+}
+
+#[test]
+fn only_calls_are_recorded_and_the_size_bound_is_counted_exactly() {
+    let root = temp_dir("record-bounds");
+    std::fs::create_dir_all(&root).unwrap();
+    let upstream = serve::spawn(ServeConfig {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        threads: 1,
+        ..ServeConfig::default()
+    })
+    .unwrap();
+    let capture = root.join("capture.jsonl");
+    let (proxy, url) = record(&upstream.url(), &capture, &["--max-size", "1KB"]);
+    // Passed on, never recorded: a string, an empty batch, a GET, not JSON.
+    assert_eq!(post(&url, "POST", r#""just a string""#), 200);
+    assert_eq!(post(&url, "POST", "[]"), 200);
+    assert_eq!(post(&url, "GET", ""), 405);
+    assert_eq!(post(&url, "POST", "<html>"), 200);
+    // Then calls until the bound: those past it are passed on, unrecorded.
+    let call = r#"{"jsonrpc":"2.0","method":"eth_chainId","id":1}"#;
+    for _ in 0..20 {
+        if post(&url, "POST", call) != 200 {
+            break;
+        }
+    }
+    let said = stop(proxy);
+    let lines = lines(&capture);
+    assert!(!lines.is_empty() && lines.len() < 20, "{said}");
+    assert!(lines.iter().all(|l| l["request"]["method"] == "eth_chainId"));
+    assert!(
+        said.contains(&format!("recorded {} requests", lines.len())),
+        "{said}"
+    );
+    assert!(said.contains("4 messages not a JSON-RPC call"), "{said}");
+    assert!(
+        std::fs::metadata(&capture).unwrap().len() <= 1000,
+        "within the bound"
+    );
+}
+
+#[test]
+fn a_capture_with_notifications_replays_with_expect_recorded() {
+    let root = temp_dir("record-notes");
+    std::fs::create_dir_all(&root).unwrap();
+    let upstream = serve::spawn(ServeConfig {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        threads: 1,
+        ..ServeConfig::default()
+    })
+    .unwrap();
+    let capture = root.join("capture.jsonl");
+    let (proxy, url) = record(&upstream.url(), &capture, &["--answers"]);
+    let mix = root.join("mix.toml");
+    std::fs::write(
+        &mix,
+        format!(
+            "target = \"{url}\"\nseed = 1\n[load]\nconcurrency = 1\nrequests = 60\n\
+             [[calls]]\nmethod = \"eth_chainId\"\n[[calls]]\nmethod = \"log\"\nnotification = true\n"
+        ),
+    )
+    .unwrap();
+    run(&[mix.to_str().unwrap()], &root.join("original"));
+    stop(proxy);
+    assert!(
+        lines(&capture).iter().any(|l| l.get("answer").is_none()),
+        "a notification has none"
+    );
+    let scenario = replay_scenario(&root, &upstream.url(), "expect = \"recorded\", on_end = \"stop\"");
+    let summary = run(
+        &[scenario.to_str().unwrap(), "--rate", "500"],
+        &root.join("replayed"),
+    );
+    assert_eq!(
+        summary["summary"]["total"]["outcomes"]["assertion"], 0,
+        "{}",
+        summary["summary"]["total"]
+    );
+}

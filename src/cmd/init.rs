@@ -52,7 +52,7 @@ fn from_capture(args: &InitArgs, capture: &std::path::Path) -> anyhow::Result<Ex
         .map_or("scenario".into(), |s| s.to_string_lossy().into_owned());
     let data_dir = format!("{stem}-data");
     let target = args.target.as_deref().unwrap_or("http://127.0.0.1:8545");
-    let made = crate::init::from_capture(&text, target, &data_dir)
+    let made = crate::init::from_capture(&text, &capture.display().to_string(), target, &data_dir)
         .map_err(|e| anyhow::anyhow!("{}: {e}", capture.display()))?;
     let base = args.path.parent().unwrap_or(std::path::Path::new(""));
     let targets: Vec<std::path::PathBuf> = std::iter::once(args.path.clone())

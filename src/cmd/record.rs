@@ -39,14 +39,26 @@ pub fn command(args: RecordArgs) -> anyhow::Result<ExitCode> {
         .await
     });
     let recorded = recorded.map_err(|e| anyhow::anyhow!("volley record: {e}"))?;
+    let count = crate::report::count;
+    let past = match recorded.past_the_bound {
+        0 => String::new(),
+        n => format!(
+            "; {} passed on past --max-size, not recorded",
+            count(n, "request")
+        ),
+    };
     crate::output::print(&format!(
-        "recorded {} requests ({} bytes) from {} connections into {}; {} not JSON passed on unrecorded; ended by {}\n",
-        recorded.requests,
+        "recorded {} ({} bytes) from {} into {}; {} not a JSON-RPC call, passed on unrecorded{past}; {}\n",
+        count(recorded.requests, "request"),
         recorded.bytes,
-        recorded.connections,
+        count(recorded.connections, "connection"),
         args.out.display(),
-        recorded.not_json,
-        recorded.ended_by
+        count(recorded.not_json, "message"),
+        match recorded.ended_by {
+            "duration" => "stopped at --duration",
+            "max-size" => "stopped at --max-size",
+            _ => "stopped",
+        }
     ));
     Ok(ExitCode::SUCCESS)
 }

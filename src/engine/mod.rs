@@ -159,6 +159,7 @@ fn watch_servers(spec: &RunSpec, measure_start: Instant) -> Watching {
             pid,
             label: format!("pid {pid}"),
             samples: Vec::new(),
+            gone: false,
         })
         .collect();
     let children = match &spec.target {

@@ -39,6 +39,7 @@ pub(super) async fn watch(
                         pid,
                         label: format!("stdio child {pid}"),
                         samples: Vec::new(),
+                        gone: false,
                     });
                 }
             }
@@ -52,12 +53,18 @@ pub(super) async fn watch(
             if !(every || first_reading) {
                 continue;
             }
-            if let Some((cpu_seconds, rss_bytes)) = read(process.pid) {
-                process.samples.push(UsageSample {
+            if process.gone {
+                continue;
+            }
+            match read(process.pid) {
+                Some((cpu_seconds, rss_bytes)) => process.samples.push(UsageSample {
                     at,
                     cpu_seconds,
                     rss_bytes,
-                });
+                }),
+                // Read before, not now: it ended (a stdio child at the
+                // run's end is read before it is shut down).
+                None => process.gone = !process.samples.is_empty(),
             }
         }
         if every {

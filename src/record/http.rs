@@ -65,6 +65,7 @@ async fn pass_on(
         None | Some("/") => recorder.upstream.path.clone(),
         Some(path) => path.to_string(),
     };
+    let parts_method_is_post = parts.method == hyper::Method::POST;
     let mut forward = Request::builder().method(parts.method).uri(path);
     for (name, value) in &parts.headers {
         if !HOP_BY_HOP.contains(&name.as_str()) && name != hyper::header::HOST {
@@ -80,10 +81,12 @@ async fn pass_on(
             "volley record: the request could not be passed on",
         );
     };
+    // JSON-RPC over HTTP is POSTed: anything else is passed on, unrecorded.
+    let recorded = parts_method_is_post;
     let answer = match send(upstream, &recorder.upstream.authority, forward).await {
         Ok(answer) => answer,
         Err(error) => {
-            recorder.write(conn, &names, arrived, &body, None);
+            note(recorder, recorded, conn, &names, arrived, &body, None);
             return plain(
                 StatusCode::BAD_GATEWAY,
                 &format!("volley record: upstream: {error}"),
@@ -117,6 +120,23 @@ async fn pass_on(
     }
     back.body(Full::new(answer_body))
         .unwrap_or_else(|_| plain(StatusCode::BAD_GATEWAY, "volley record: bad upstream answer"))
+}
+
+/// Records the request when it was a POST, else counts it as passed on.
+fn note(
+    recorder: &Recorder,
+    recorded: bool,
+    conn: u64,
+    names: &[String],
+    arrived: Instant,
+    body: &[u8],
+    answer: Option<(&[u8], std::time::Duration)>,
+) {
+    if recorded {
+        recorder.write(conn, names, arrived, body, answer);
+    } else {
+        recorder.pass();
+    }
 }
 
 /// Sends on this client's upstream connection, opened at its first request

@@ -101,8 +101,10 @@ pub struct Line<'a> {
 pub struct Recorded {
     pub requests: u64,
     pub bytes: u64,
-    /// Messages passed on but not recorded: not JSON.
+    /// Messages passed on but not recorded: not a JSON-RPC request.
     pub not_json: u64,
+    /// Requests passed on once the capture had reached `--max-size`.
+    pub past_the_bound: u64,
     pub connections: u64,
     /// Why it stopped: "stopped" (a signal), "duration", "max-size".
     pub ended_by: &'static str,
@@ -115,11 +117,17 @@ pub(crate) struct Recorder {
     lines: mpsc::UnboundedSender<Vec<u8>>,
     answers: bool,
     upstream: Upstream,
-    requests: AtomicU64,
+    /// Lines handed to the writer (it writes them while under the size bound).
+    queued: AtomicU64,
     not_json: AtomicU64,
 }
 
 impl Recorder {
+    /// A message passed on and not recorded (not a JSON-RPC call over POST).
+    fn pass(&self) {
+        self.not_json.fetch_add(1, Ordering::Relaxed);
+    }
+
     fn since_start(&self, at: Instant) -> f64 {
         at.saturating_duration_since(self.start).as_secs_f64()
     }
@@ -134,7 +142,7 @@ impl Recorder {
         request: &[u8],
         answer: Option<(&[u8], Duration)>,
     ) {
-        let Some(request) = compact(request) else {
+        let Some(request) = compact(request).filter(|r| is_request(r)) else {
             self.not_json.fetch_add(1, Ordering::Relaxed);
             return;
         };
@@ -146,12 +154,24 @@ impl Recorder {
             headers,
             request: &request,
             answer: answer_raw.as_deref(),
-            latency_ms: answer.map(|(_, latency)| latency.as_secs_f64() * 1000.0),
+            // To the microsecond: the clock says no more.
+            latency_ms: answer.map(|(_, latency)| latency.as_micros() as f64 / 1000.0),
         };
         let mut bytes = serde_json::to_vec(&line).expect("a line is plain data");
         bytes.push(b'\n');
-        self.requests.fetch_add(1, Ordering::Relaxed);
+        self.queued.fetch_add(1, Ordering::Relaxed);
         let _ = self.lines.send(bytes);
+    }
+}
+
+/// A JSON-RPC request: an object, or a batch of at least one (what a
+/// replay can send again). Anything else is passed on, not recorded.
+fn is_request(body: &RawValue) -> bool {
+    match body.get().as_bytes().first() {
+        Some(b'{') => true,
+        Some(b'[') => serde_json::from_str::<Vec<&RawValue>>(body.get())
+            .is_ok_and(|calls| !calls.is_empty() && calls.iter().all(|c| c.get().starts_with('{'))),
+        _ => false,
     }
 }
 
@@ -174,9 +194,12 @@ pub async fn record(
     cancel: CancellationToken,
     ready: impl FnOnce(SocketAddr),
 ) -> std::io::Result<Recorded> {
-    let listener = tokio::net::TcpListener::bind(config.listen).await?;
+    let named = |what: String| move |e: std::io::Error| std::io::Error::new(e.kind(), format!("{what}: {e}"));
+    let file = std::fs::File::create(&config.out)
+        .map_err(named(format!("cannot write {}", config.out.display())))?;
+    let listener = (tokio::net::TcpListener::bind(config.listen).await)
+        .map_err(named(format!("cannot listen on {}", config.listen)))?;
     ready(listener.local_addr()?);
-    let file = std::fs::File::create(&config.out)?;
     let (lines, queue) = mpsc::unbounded_channel();
     let stop = cancel.child_token();
     let ended_by = Arc::new(std::sync::Mutex::new("stopped"));
@@ -192,7 +215,7 @@ pub async fn record(
         lines,
         answers: config.answers,
         upstream: config.upstream.clone(),
-        requests: AtomicU64::new(0),
+        queued: AtomicU64::new(0),
         not_json: AtomicU64::new(0),
     });
     if let Some(duration) = config.duration {
@@ -228,16 +251,18 @@ pub async fn record(
             }
         });
     }
-    let requests = recorder.requests.load(Ordering::Relaxed);
     let not_json = recorder.not_json.load(Ordering::Relaxed);
+    let queued = Arc::clone(&recorder);
     // The last sender goes with the recorder once the connections end.
     drop(recorder);
-    let bytes = writer.await.unwrap_or(Ok(0))?;
+    let (requests, bytes) = writer.await.unwrap_or(Ok((0, 0)))?;
+    let unrecorded = queued.queued.load(Ordering::Relaxed).saturating_sub(requests);
     let ended_by = *ended_by.lock().unwrap_or_else(|p| p.into_inner());
     Ok(Recorded {
         requests,
         bytes,
         not_json,
+        past_the_bound: unrecorded,
         connections,
         ended_by,
     })
@@ -246,18 +271,18 @@ pub async fn record(
 use futures_util::FutureExt as _;
 
 /// Writes queued lines until the queue closes or the size bound is
-/// reached (then stops the recording); returns the bytes written.
+/// reached (then stops the recording); returns the lines and bytes written.
 async fn write_lines(
     file: std::fs::File,
     mut queue: mpsc::UnboundedReceiver<Vec<u8>>,
     max_size: u64,
     stop: CancellationToken,
     ended_by: Arc<std::sync::Mutex<&'static str>>,
-) -> std::io::Result<u64> {
+) -> std::io::Result<(u64, u64)> {
     // Plain buffered writes: a line at a time into memory, a system call
     // per 64 KiB.
     let mut out = std::io::BufWriter::with_capacity(64 << 10, file);
-    let mut written: u64 = 0;
+    let (mut lines, mut written) = (0u64, 0u64);
     loop {
         let line = tokio::select! {
             line = queue.recv() => line,
@@ -272,10 +297,11 @@ async fn write_lines(
         }
         out.write_all(&line)?;
         written += line.len() as u64;
+        lines += 1;
     }
     out.flush()?;
     out.get_ref().sync_all()?;
-    Ok(written)
+    Ok((lines, written))
 }
 
 #[cfg(test)]

@@ -297,12 +297,17 @@ fn stages(out: &mut String, summary: &RunSummary) {
 pub fn server_usage_line(usage: &crate::stats::ServerUsage) -> String {
     let mb = |bytes: u64| bytes as f64 / 1e6;
     format!(
-        "server {}: {:.3} CPU s per 1,000 calls ({:.2} s in all), resident {:.1} MB at peak, {:.1} MB at the end",
+        "server {}: {:.3} CPU s per 1,000 calls ({:.2} s in all), resident {:.1} MB at peak, {:.1} MB at the {}",
         usage.label,
         usage.cpu_seconds_per_1000_calls,
         usage.cpu_seconds,
         mb(usage.peak_rss_bytes),
-        mb(usage.final_rss_bytes)
+        mb(usage.final_rss_bytes),
+        if usage.exited {
+            "last reading: it ended during the run"
+        } else {
+            "end"
+        }
     )
 }
 

@@ -10,6 +10,9 @@ use super::raw::RawReplay;
 use super::{Replay, ReplayCall, ReplayRequest};
 use crate::rpc::wire::Message;
 
+/// The fastest a capture is replayed: beyond it, times round to nothing.
+const MAX_SPEED: f64 = 1000.0;
+
 pub(super) fn replay(
     at: &Locator,
     base_dir: &Path,
@@ -34,9 +37,9 @@ pub(super) fn replay(
         ));
     }
     let speed = speed.unwrap_or(1.0);
-    if !(speed.is_finite() && speed > 0.0) {
+    if !(speed.is_finite() && speed > 0.0 && speed <= MAX_SPEED) {
         return Err(bad(format!(
-            "speed {speed}: a number above 0 (2.0 is twice as fast)"
+            "speed {speed}: a number above 0 and at most {MAX_SPEED} (2.0 is twice as fast)"
         )));
     }
     // A recorded pace ends with the capture: once through, unless asked.
@@ -57,23 +60,26 @@ pub(super) fn replay(
     let mut lines = Vec::new();
     for (n, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
         let line = read_line(line).map_err(|m| bad(format!("{}:{}: {m}", path.display(), n + 1)))?;
-        if (timing && line.at.is_none()) || (expect && line.answer.is_none()) {
-            let (key, what) = if timing {
-                ("timing", "an `at`")
-            } else {
-                ("expect", "an `answer`")
-            };
+        if timing && line.at.is_none() {
             return Err(bad(format!(
-                "{}:{}: {key} = \"recorded\" needs {what} on every line, as `volley record{}` writes",
+                "{}:{}: timing = \"recorded\" needs an `at` on every line, as `volley record` writes",
                 path.display(),
                 n + 1,
-                if expect { " --answers" } else { "" }
             )));
         }
         lines.push(line);
     }
     if lines.is_empty() {
         return Err(bad(format!("{} holds no requests", path.display())));
+    }
+    // Notifications, and calls the capture saw no answer to, have none to
+    // match: they are judged as any call is. A capture without any answer
+    // was made without --answers.
+    if expect && lines.iter().all(|l| l.answer.is_none()) {
+        return Err(bad(format!(
+            "{}: expect = \"recorded\" needs the recorded answers, and the capture has none: record with `volley record --answers`",
+            path.display()
+        )));
     }
     // A capture's lines are written as answers come: in time order again.
     lines.sort_by(|a, b| a.at.unwrap_or(0.0).total_cmp(&b.at.unwrap_or(0.0)));

@@ -21,6 +21,8 @@ pub struct Watched {
     /// What it is: `--observe-pid`, or the stdio child.
     pub label: String,
     pub samples: Vec<UsageSample>,
+    /// It could not be read any more after it had been: it ended.
+    pub gone: bool,
 }
 
 /// What one server process spent over the measured run.
@@ -38,6 +40,8 @@ pub struct ServerUsage {
     pub final_rss_bytes: u64,
     /// Readings taken (once a second, and at the end).
     pub samples: usize,
+    /// The process ended during the run: its figures stop there.
+    pub exited: bool,
 }
 
 impl Watched {
@@ -63,6 +67,7 @@ impl Watched {
             peak_rss_bytes: measured.iter().map(|s| s.rss_bytes).max().unwrap_or(0),
             final_rss_bytes: last.rss_bytes,
             samples: measured.len(),
+            exited: self.gone,
         })
     }
 
@@ -97,6 +102,7 @@ mod tests {
         let watched = Watched {
             pid: 7,
             label: "server".into(),
+            gone: false,
             samples: vec![
                 sample(-1.0, 5.0, 10),
                 sample(-0.1, 5.5, 12),
