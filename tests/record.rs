@@ -16,6 +16,16 @@ use common::bin::{summary_json, temp_dir, text, volley, wait_or_kill};
 use serde_json::Value;
 use volley::serve::{self, ServeConfig, ServerStats};
 
+/// `volley serve` on a loopback port, in this process.
+fn upstream() -> serve::ServerHandle {
+    serve::spawn(ServeConfig {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        threads: 1,
+        ..ServeConfig::default()
+    })
+    .unwrap()
+}
+
 /// `volley record` in front of `upstream`, writing `out`; the child and
 /// the proxy's URL.
 fn record(upstream: &str, out: &Path, extra: &[&str]) -> (Child, String) {
@@ -113,12 +123,7 @@ fn logging_server() -> (String, Arc<Mutex<Vec<Value>>>) {
 
 /// 100 `add` calls with drawn params, over one connection, recorded.
 fn recorded_run(root: &Path, extra: &[&str]) -> PathBuf {
-    let upstream = serve::spawn(ServeConfig {
-        listen: "127.0.0.1:0".parse().unwrap(),
-        threads: 1,
-        ..ServeConfig::default()
-    })
-    .unwrap();
+    let upstream = upstream();
     let capture = root.join("capture.jsonl");
     std::fs::create_dir_all(root).unwrap();
     let (proxy, url) = record(&upstream.url(), &capture, &["--answers"]);
@@ -240,12 +245,7 @@ fn a_header_value_never_reaches_the_capture() {
 fn init_from_a_capture_weighs_the_mix_as_recorded() {
     let root = temp_dir("record-init");
     std::fs::create_dir_all(&root).unwrap();
-    let upstream = serve::spawn(ServeConfig {
-        listen: "127.0.0.1:0".parse().unwrap(),
-        threads: 1,
-        ..ServeConfig::default()
-    })
-    .unwrap();
+    let upstream = upstream();
     let capture = root.join("capture.jsonl");
     let (proxy, url) = record(&upstream.url(), &capture, &[]);
     let mix = root.join("mix.toml");
@@ -324,12 +324,7 @@ fn post(url: &str, method: &str, body: &str) -> u16 {
 fn only_calls_are_recorded_and_the_size_bound_is_counted_exactly() {
     let root = temp_dir("record-bounds");
     std::fs::create_dir_all(&root).unwrap();
-    let upstream = serve::spawn(ServeConfig {
-        listen: "127.0.0.1:0".parse().unwrap(),
-        threads: 1,
-        ..ServeConfig::default()
-    })
-    .unwrap();
+    let upstream = upstream();
     let capture = root.join("capture.jsonl");
     let (proxy, url) = record(&upstream.url(), &capture, &["--max-size", "1KB"]);
     // Passed on, never recorded: a string, an empty batch, a GET, not JSON.
@@ -363,12 +358,7 @@ fn only_calls_are_recorded_and_the_size_bound_is_counted_exactly() {
 fn a_capture_with_notifications_replays_with_expect_recorded() {
     let root = temp_dir("record-notes");
     std::fs::create_dir_all(&root).unwrap();
-    let upstream = serve::spawn(ServeConfig {
-        listen: "127.0.0.1:0".parse().unwrap(),
-        threads: 1,
-        ..ServeConfig::default()
-    })
-    .unwrap();
+    let upstream = upstream();
     let capture = root.join("capture.jsonl");
     let (proxy, url) = record(&upstream.url(), &capture, &["--answers"]);
     let mix = root.join("mix.toml");

@@ -115,20 +115,20 @@ fn write_weight(out: &mut String, seen: &Observed, entry: &Entry, all_batches: b
         return entry.calls;
     }
     let batches: u64 = entry.batch_sizes.values().sum();
-    let sizes: Vec<String> = entry
-        .batch_sizes
-        .iter()
-        .map(|(size, n)| format!("{size} = {n}"))
-        .collect();
+    let sizes = size_table(&entry.batch_sizes);
     let _ = writeln!(
         out,
         "weight = {batches}        # its {} calls ({share:.2}% of {}) came in {batches} batches\n\
          batch = {{ sizes = {{ {} }} }}   # sent as batches of its own, sized as those were",
-        entry.calls,
-        seen.calls,
-        sizes.join(", ")
+        entry.calls, seen.calls, sizes
     );
     batches
+}
+
+/// Batch sizes and how often each was sent, as a TOML table's inside.
+fn size_table(sizes: &BTreeMap<u64, u64>) -> String {
+    let pairs: Vec<String> = sizes.iter().map(|(size, n)| format!("{size} = {n}")).collect();
+    pairs.join(", ")
 }
 
 impl Observed {
@@ -215,17 +215,13 @@ fn write_head(out: &mut String, seen: &Observed, source: &str, target: &str) {
 /// Every request was a batch: every request here is one, drawn from the
 /// whole mix, sized as they were.
 fn write_batches(out: &mut String, seen: &Observed) {
-    let table: Vec<String> = seen
-        .batch_sizes
-        .iter()
-        .map(|(size, n)| format!("{size} = {n}"))
-        .collect();
+    let table = size_table(&seen.batch_sizes);
     let _ = writeln!(
         out,
         "\n# Every one of the {} requests was a batch: here too, drawn from the whole mix, sized as they were.\n\
          [batch]\nsize = {{ sizes = {{ {} }} }}",
         seen.requests,
-        table.join(", ")
+        table
     );
 }
 
