@@ -264,8 +264,8 @@ fn write_samples(out: &mut String, scenario: &Scenario, plan: &LoadPlan, mix: &M
     let mut builder = RequestBuilder::default();
     let mut planned: Vec<Planned> = Vec::new();
     let mut next_id = 1;
-    for _ in 0..SAMPLES {
-        let Some(batch) = mix.next_request(&mut rng, &mut planned) else {
+    for seq in 0..SAMPLES as u64 {
+        let Some(batch) = mix.next_request(seq, &mut rng, &mut planned) else {
             break;
         };
         let body = mix.write(&mut builder, &planned, batch, next_id, &mut rng);

@@ -445,7 +445,7 @@ fn first_body(scenario: &Scenario) -> String {
     let compiled = scenario.compile();
     let mut rng = rand::rngs::SmallRng::seed_from_u64(1);
     let mut planned = Vec::new();
-    let batch = compiled.mix.next_request(&mut rng, &mut planned).unwrap();
+    let batch = compiled.mix.next_request(0, &mut rng, &mut planned).unwrap();
     let mut builder = volley::plan::RequestBuilder::default();
     let body = compiled.mix.write(&mut builder, &planned, batch, 1, &mut rng);
     text(&body)

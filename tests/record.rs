@@ -85,15 +85,15 @@ fn lines(capture: &Path) -> Vec<Value> {
     text.lines().map(|l| serde_json::from_str(l).unwrap()).collect()
 }
 
-/// A server that keeps every request body in the order they came, and
-/// answers `add` as `volley serve` does.
+/// A server that keeps every request body in the order they came (with
+/// the client's port in `"port"`), and answers `add` as `volley serve` does.
 fn logging_server() -> (String, Arc<Mutex<Vec<Value>>>) {
     use http_body_util::{BodyExt, Full};
     let seen: Arc<Mutex<Vec<Value>>> = Arc::default();
     let log = seen.clone();
     let addr = common::serve_on_a_thread(move |listener| async move {
         loop {
-            let (stream, _) = listener.accept().await.unwrap();
+            let (stream, peer) = listener.accept().await.unwrap();
             let log = log.clone();
             tokio::spawn(async move {
                 let service =
@@ -101,11 +101,12 @@ fn logging_server() -> (String, Arc<Mutex<Vec<Value>>>) {
                         let log = log.clone();
                         async move {
                             let body = request.into_body().collect().await.unwrap().to_bytes();
-                            let call: Value = serde_json::from_slice(&body).unwrap();
+                            let mut call: Value = serde_json::from_slice(&body).unwrap();
                             let sum =
                                 call["params"][0].as_i64().unwrap() + call["params"][1].as_i64().unwrap();
                             let answer =
                                 serde_json::json!({"jsonrpc": "2.0", "result": sum, "id": call["id"]});
+                            call["port"] = peer.port().into();
                             log.lock().unwrap().push(call);
                             Ok::<_, std::convert::Infallible>(hyper::Response::new(Full::new(
                                 bytes::Bytes::from(answer.to_string()),
@@ -138,12 +139,13 @@ fn recorded_run(root: &Path, extra: &[&str]) -> PathBuf {
         "200",
         "--requests",
         "100",
-        "--connections",
-        "1",
         "--seed",
         "5",
     ];
     args.extend_from_slice(extra);
+    if !extra.contains(&"--connections") {
+        args.extend_from_slice(&["--connections", "1"]);
+    }
     let summary = run(&args, &root.join("original"));
     assert_eq!(summary["summary"]["total"]["ok"], 100);
     let said = stop(proxy);
@@ -385,5 +387,47 @@ fn a_capture_with_notifications_replays_with_expect_recorded() {
         summary["summary"]["total"]["outcomes"]["assertion"], 0,
         "{}",
         summary["summary"]["total"]
+    );
+}
+
+#[test]
+fn a_replay_can_keep_the_captured_connections() {
+    let root = temp_dir("record-conns");
+    let capture = recorded_run(&root, &["--connections", "3"]);
+    let by_conn = |calls: Vec<(u64, Value)>| {
+        let mut groups: std::collections::BTreeMap<u64, Vec<Value>> = Default::default();
+        for (conn, params) in calls {
+            groups.entry(conn).or_default().push(params);
+        }
+        let mut groups: Vec<Vec<Value>> = groups.into_values().collect();
+        groups.sort_by_key(|g| g[0].to_string());
+        groups
+    };
+    let recorded = by_conn(
+        lines(&capture)
+            .iter()
+            .map(|l| (l["conn"].as_u64().unwrap(), l["request"]["params"].clone()))
+            .collect(),
+    );
+    assert_eq!(recorded.len(), 3, "three connections carried calls");
+    let (target, seen) = logging_server();
+    let scenario = replay_scenario(
+        &root,
+        &target,
+        "timing = \"recorded\", connections = \"recorded\"",
+    );
+    let summary = run(&[scenario.to_str().unwrap()], &root.join("grouped"));
+    assert_eq!(summary["summary"]["total"]["ok"], 100);
+    assert_eq!(summary["meta"]["load"]["connections"], 3);
+    let replayed = by_conn(
+        seen.lock()
+            .unwrap()
+            .iter()
+            .map(|c| (c["port"].as_u64().unwrap(), c["params"].clone()))
+            .collect(),
+    );
+    assert_eq!(
+        replayed, recorded,
+        "each connection's calls, in their order, on one connection"
     );
 }

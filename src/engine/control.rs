@@ -252,6 +252,7 @@ mod tests {
             initial_concurrency: 1,
             shard: Default::default(),
             recorded: None,
+            groups: None,
         };
         let start = Instant::now()
             .checked_sub(ago)

@@ -2,7 +2,7 @@
 //! from, pacing the calls as the load plan says and stopping the run at its
 //! limit or deadline.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -20,6 +20,13 @@ pub struct Claim {
     /// target of a comparison) sends request N alike, whichever connection
     /// carries it.
     pub seq: u64,
+}
+
+/// Per captured connection, its requests and how many were claimed.
+#[derive(Debug)]
+struct Groups {
+    seqs: std::sync::Arc<[Box<[u64]>]>,
+    cursors: Box<[AtomicUsize]>,
 }
 
 /// Hands out requests: one counter shared by all connections, so that in the
@@ -44,6 +51,8 @@ pub struct Schedule {
     shard: Shard,
     /// A replay's recorded times, when it keeps them.
     recorded: Option<std::sync::Arc<[f64]>>,
+    /// A replay's captured connections, when it keeps them.
+    groups: Option<Groups>,
     limit: Option<u64>,
     deadline: Option<Instant>,
 }
@@ -64,20 +73,32 @@ impl Schedule {
             },
             shard: plan.shard,
             recorded: plan.recorded.clone(),
+            groups: plan.groups.clone().map(|seqs| Groups {
+                cursors: seqs.iter().map(|_| AtomicUsize::new(0)).collect(),
+                seqs,
+            }),
             limit: plan.requests,
             deadline: plan.duration.map(|d| start + plan.warmup + d),
         }
     }
 
+    #[cfg(test)]
     pub fn claim(&self) -> Option<Claim> {
+        self.claim_for(0)
+    }
+
+    /// The next request for a caller on `connection`: any request, unless
+    /// the replay keeps its captured connections (then that connection's).
+    pub fn claim_for(&self, connection: usize) -> Option<Claim> {
         // A shard's n-th request is the run's `shard.request(n)`: it sends
         // what, and when, one machine would have sent that one.
-        let (intended, seq) = match &self.rate {
-            None => (
+        let (intended, seq) = match (&self.groups, &self.rate) {
+            (Some(groups), rate) => self.next_in_group(groups, connection, rate.as_ref())?,
+            (None, None) => (
                 Instant::now(),
                 self.shard.request(self.sequence.fetch_add(1, Ordering::Relaxed)),
             ),
-            Some(rate) => {
+            (None, Some(rate)) => {
                 let local = self.claimed.fetch_add(1, Ordering::Relaxed);
                 let seq = self.shard.request(local);
                 let intended = match self.control.override_for(local) {
@@ -101,6 +122,24 @@ impl Schedule {
             return None;
         }
         Some(Claim { intended, seq })
+    }
+
+    /// The next request of a captured connection's, and when it is due.
+    fn next_in_group(
+        &self,
+        groups: &Groups,
+        connection: usize,
+        rate: Option<&Profile>,
+    ) -> Option<(Instant, u64)> {
+        let group = connection % groups.seqs.len().max(1);
+        let at = groups.cursors.get(group)?.fetch_add(1, Ordering::Relaxed);
+        let seq = *groups.seqs.get(group)?.get(at)?;
+        self.claimed.fetch_add(1, Ordering::Relaxed);
+        let intended = match rate {
+            Some(rate) => self.start + Duration::from_secs_f64(self.due_time(rate, seq)?),
+            None => Instant::now(),
+        };
+        Some((intended, seq))
     }
 
     /// When the run's request `seq` is due, in seconds from the start: at
@@ -168,6 +207,7 @@ mod tests {
             initial_concurrency: 1,
             shard: Default::default(),
             recorded: None,
+            groups: None,
         }
     }
 
@@ -324,6 +364,25 @@ mod tests {
         );
         assert_eq!(schedule.due_before(start + Duration::from_millis(300)), 2);
         assert_eq!(schedule.due_before(start + Duration::from_secs(2)), 3);
+    }
+
+    #[test]
+    fn a_replay_that_keeps_its_connections_gives_each_its_own_requests() {
+        let start = Instant::now();
+        let mut replay = plan(Pacing::Open { rate: 4.0 }, Some(4), None);
+        replay.recorded = Some(vec![0.0, 0.1, 0.2, 0.3].into());
+        replay.groups = Some(vec![vec![0, 2].into_boxed_slice(), vec![1, 3].into_boxed_slice()].into());
+        let schedule = Schedule::new(&replay, start, Default::default());
+        let seq = |connection| {
+            schedule
+                .claim_for(connection)
+                .map(|c| (c.seq, c.intended - start))
+        };
+        assert_eq!(seq(1), Some((1, Duration::from_millis(100))));
+        assert_eq!(seq(0), Some((0, Duration::ZERO)));
+        assert_eq!(seq(1), Some((3, Duration::from_millis(300))));
+        assert_eq!(seq(1), None, "its connection's requests are all sent");
+        assert_eq!(seq(0), Some((2, Duration::from_millis(200))));
     }
 
     #[test]

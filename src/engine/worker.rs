@@ -498,7 +498,8 @@ impl Caller {
                 sleep(wait).await;
                 continue;
             }
-            let claim = shared.schedule.claim()?;
+            let connection = index / shared.plan.per_connection.max(1);
+            let claim = shared.schedule.claim_for(connection)?;
             if !self.open_model {
                 return Some(claim);
             }
@@ -528,7 +529,7 @@ impl Caller {
         // spreads consecutive numbers over the seed space).
         let mut rng =
             SmallRng::seed_from_u64(shared.plan.seed ^ claim.seq.wrapping_mul(0x9E37_79B9_7F4A_7C15));
-        let Some(batch) = shared.mix.next_request(&mut rng, &mut self.planned) else {
+        let Some(batch) = shared.mix.next_request(claim.seq, &mut rng, &mut self.planned) else {
             return false;
         };
         let calls = self.planned.iter().filter(|p| !p.notification).count() as u64;

@@ -51,6 +51,9 @@ pub struct LoadPlan {
     /// A replay at its recorded pace: when each request of the run is due,
     /// in seconds from its start (the open model's rate is then their mean).
     pub recorded: Option<std::sync::Arc<[f64]>>,
+    /// A replay that keeps its captured connections: per connection, the
+    /// run's requests it sends, in order (`connections` is their number).
+    pub groups: Option<std::sync::Arc<[Box<[u64]>]>>,
 }
 
 /// One step of a staged load: ramp to `target` over `duration`.
@@ -223,6 +226,7 @@ mod tests {
             initial_concurrency: 1,
             shard: Shard::WHOLE,
             recorded: None,
+            groups: None,
         }
     }
 

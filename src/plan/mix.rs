@@ -1,8 +1,6 @@
 //! Where requests come from: a weighted mix of calls (single, batched, or
 //! every request a batch drawn from the mix), or a replayed file.
 
-use std::sync::atomic::{AtomicU64, Ordering};
-
 use rand::distr::weighted::WeightedIndex;
 use rand::distr::Distribution;
 use rand::RngExt;
@@ -96,19 +94,11 @@ pub struct MixBatch {
 pub struct ReplaySource {
     pub requests: Vec<(bool, Vec<Planned>)>,
     pub looping: bool,
-    cursor: AtomicU64,
-    /// A shard replays every `count`-th line, from its `index`.
-    shard: super::Shard,
 }
 
 impl ReplaySource {
-    pub fn new(requests: Vec<(bool, Vec<Planned>)>, looping: bool, shard: super::Shard) -> Self {
-        ReplaySource {
-            requests,
-            looping,
-            cursor: AtomicU64::new(0),
-            shard,
-        }
+    pub fn new(requests: Vec<(bool, Vec<Planned>)>, looping: bool) -> Self {
+        ReplaySource { requests, looping }
     }
 }
 
@@ -183,12 +173,12 @@ impl Mix {
 
     /// Plans the next request into `planned`; returns whether it is a batch,
     /// or `None` when a replay that does not loop has run out.
-    pub fn next_request<R: RngExt>(&self, rng: &mut R, planned: &mut Vec<Planned>) -> Option<bool> {
+    pub fn next_request<R: RngExt>(&self, seq: u64, rng: &mut R, planned: &mut Vec<Planned>) -> Option<bool> {
         planned.clear();
         if let Some(replay) = &self.replay {
-            let line = replay
-                .shard
-                .request(replay.cursor.fetch_add(1, Ordering::Relaxed));
+            // Request `seq` of the run is the file's line `seq`: the same
+            // line on every run and shard, and at its own recorded time.
+            let line = seq;
             let lines = replay.requests.len() as u64;
             if !replay.looping && line >= lines {
                 return None;
@@ -314,7 +304,7 @@ mod tests {
         let mut planned = Vec::new();
         let (mut total, mut notes) = (0, 0);
         for _ in 0..5000 {
-            assert_eq!(mix.next_request(&mut rng, &mut planned), Some(true));
+            assert_eq!(mix.next_request(0, &mut rng, &mut planned), Some(true));
             total += planned.len();
             notes += planned.iter().filter(|p| p.notification).count();
         }
@@ -334,21 +324,21 @@ mod tests {
         let stop = Mix::replay(
             vec!["m".into()],
             vec![call(0)],
-            ReplaySource::new(requests.clone(), false, Default::default()),
+            ReplaySource::new(requests.clone(), false),
             Vec::new(),
         );
         let mut rng = SmallRng::seed_from_u64(0);
         let mut planned = Vec::new();
-        assert_eq!(stop.next_request(&mut rng, &mut planned), Some(false));
-        assert_eq!(stop.next_request(&mut rng, &mut planned), None);
+        assert_eq!(stop.next_request(0, &mut rng, &mut planned), Some(false));
+        assert_eq!(stop.next_request(1, &mut rng, &mut planned), None);
         let looping = Mix::replay(
             vec!["m".into()],
             vec![call(0)],
-            ReplaySource::new(requests, true, Default::default()),
+            ReplaySource::new(requests, true),
             Vec::new(),
         );
-        for _ in 0..3 {
-            assert_eq!(looping.next_request(&mut rng, &mut planned), Some(false));
+        for seq in 0..3 {
+            assert_eq!(looping.next_request(seq, &mut rng, &mut planned), Some(false));
         }
     }
 }

@@ -115,6 +115,25 @@ impl Scenario {
             .concurrency
             .or_else(|| load.stages.first().map(|s| s.target.round() as u64))
             .unwrap_or(connections * per_connection) as usize;
+        // Each captured connection a connection of the run's, in the order
+        // they first appear.
+        let groups = self.replay.as_ref().and_then(|r| r.conns.as_ref()).map(|conns| {
+            let mut order: Vec<u64> = Vec::new();
+            let mut groups: Vec<Vec<u64>> = Vec::new();
+            for (seq, conn) in conns.iter().enumerate() {
+                let at = order.iter().position(|c| c == conn).unwrap_or_else(|| {
+                    order.push(*conn);
+                    groups.push(Vec::new());
+                    order.len() - 1
+                });
+                groups[at].push(seq as u64);
+            }
+            groups
+                .into_iter()
+                .map(Vec::into_boxed_slice)
+                .collect::<std::sync::Arc<[Box<[u64]>]>>()
+        });
+        let connections = groups.as_ref().map_or(connections, |g| g.len() as u64);
         LoadPlan {
             pacing,
             connections: shard.share(connections) as usize,
@@ -132,6 +151,7 @@ impl Scenario {
             initial_concurrency,
             shard,
             recorded,
+            groups,
         }
     }
 
@@ -189,7 +209,7 @@ impl Scenario {
                     (request.batch, planned)
                 })
                 .collect();
-            let source = ReplaySource::new(requests, replay.looping, self.shard.unwrap_or_default());
+            let source = ReplaySource::new(requests, replay.looping);
             return Mix::replay(methods, calls, source, expectations);
         }
         let calls = self

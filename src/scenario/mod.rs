@@ -186,6 +186,8 @@ pub struct Replay {
     pub answers: Option<Vec<Option<Box<RawValue>>>>,
     /// The scenario's `[equality]` rules, which that comparison follows.
     pub rules: Vec<EqualityRule>,
+    /// `connections = "recorded"`: each line's captured connection.
+    pub conns: Option<Vec<u64>>,
 }
 
 /// One recorded request: a single call or a batch.

@@ -343,6 +343,12 @@ impl Scenario {
                 "splits one target's run; several targets are compared on one machine",
             ));
         }
+        if self.replay.as_ref().is_some_and(|r| r.conns.is_some()) {
+            return Err(flag(
+                "--shard",
+                "a replay that keeps its captured connections (connections = \"recorded\") runs on one machine",
+            ));
+        }
         if self.abort_on_fail.is_some() {
             return Err(flag(
                 "--shard",

@@ -149,6 +149,9 @@ pub(super) struct RawReplayTable {
     pub(super) speed: Option<f64>,
     /// "recorded": each answer must equal the captured one.
     pub(super) expect: Option<String>,
+    /// "recorded": each captured connection's requests on a connection of
+    /// their own, in their order.
+    pub(super) connections: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -200,7 +203,7 @@ struct RawPoll {
 /// Messages serde gives for untagged enums say nothing useful; these do.
 const SHAPES: [(&str, &str); 3] = [
     ("RawBatchSize", "batch size must be a number (10), a range ({ min = 1, max = 20 }) or a weighted table ({ sizes = { 1 = 50, 10 = 30 } })"),
-    ("RawReplay", "replay must be a file path, or { file = \"x.jsonl\", on_end = \"loop\" | \"stop\", timing = \"recorded\", speed = 2.0, expect = \"recorded\" }"),
+    ("RawReplay", "replay must be a file path, or { file = \"x.jsonl\", on_end = \"loop\" | \"stop\", timing = \"recorded\", speed = 2.0, expect = \"recorded\", connections = \"recorded\" }"),
     ("RawCodes", "expect.error must be a code (-32601), a list of codes, or \"any\""),
 ];
 

@@ -29,6 +29,7 @@ pub(super) fn replay(
         Some(other) => Err(bad(format!("{key} `{other}`: the one choice is \"recorded\""))),
     };
     let timing = recorded(&settings.and_then(|t| t.timing.clone()), "timing")?;
+    let grouped = recorded(&settings.and_then(|t| t.connections.clone()), "connections")?;
     let expect = recorded(&settings.and_then(|t| t.expect.clone()), "expect")?;
     let speed = settings.and_then(|t| t.speed);
     if speed.is_some() && !timing {
@@ -60,6 +61,13 @@ pub(super) fn replay(
     let mut lines = Vec::new();
     for (n, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
         let line = read_line(line).map_err(|m| bad(format!("{}:{}: {m}", path.display(), n + 1)))?;
+        if grouped && line.conn.is_none() {
+            return Err(bad(format!(
+                "{}:{}: connections = \"recorded\" needs a `conn` on every line, as `volley record` writes",
+                path.display(),
+                n + 1,
+            )));
+        }
         if timing && line.at.is_none() {
             return Err(bad(format!(
                 "{}:{}: timing = \"recorded\" needs an `at` on every line, as `volley record` writes",
@@ -93,6 +101,7 @@ pub(super) fn replay(
                 .collect()
         }),
         answers: expect.then(|| lines.iter_mut().map(|l| l.answer.take()).collect()),
+        conns: grouped.then(|| lines.iter().map(|l| l.conn.unwrap_or(0)).collect()),
         requests: lines.into_iter().map(|l| l.request).collect(),
         looping,
         rules: Vec::new(),
@@ -104,6 +113,7 @@ pub(super) fn replay(
 struct Line {
     request: ReplayRequest,
     at: Option<f64>,
+    conn: Option<u64>,
     answer: Option<Box<RawValue>>,
 }
 
@@ -111,6 +121,7 @@ fn read_line(line: &str) -> Result<Line, String> {
     #[derive(serde::Deserialize)]
     struct Captured<'a> {
         at: f64,
+        conn: Option<u64>,
         #[serde(borrow)]
         request: &'a RawValue,
         answer: Option<Box<RawValue>>,
@@ -130,12 +141,14 @@ fn read_line(line: &str) -> Result<Line, String> {
         return Ok(Line {
             request: replay_line(captured.request.get())?,
             at: Some(captured.at),
+            conn: captured.conn,
             answer: captured.answer,
         });
     }
     Ok(Line {
         request: replay_line(line)?,
         at: None,
+        conn: None,
         answer: None,
     })
 }
