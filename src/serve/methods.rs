@@ -35,6 +35,13 @@ pub fn call(method: &str, params: Option<&RawValue>, started: Instant, hold: &mu
             }
             Ok(burn(Duration::from_millis(ms)).to_string())
         }
+        "block" => {
+            let n = first_number(&parse(params)?, "transactions").ok_or(INVALID_PARAMS)?;
+            if n > MAX_BLOCK_TRANSACTIONS {
+                return Err(INVALID_PARAMS);
+            }
+            Ok(block(head(started), n))
+        }
         "eth_chainId" => Ok(quantity(1337)),
         "eth_blockNumber" => Ok(quantity(head(started))),
         "eth_getBalance" => {
@@ -77,6 +84,64 @@ pub fn call(method: &str, params: Option<&RawValue>, started: Instant, hold: &mu
         // MCP's and LSP's methods, so the server stands in for either.
         other => super::stand_in::call(other, &parse(params)?).unwrap_or(Err(METHOD_NOT_FOUND)),
     }
+}
+
+/// The most transactions one `block` answer holds (about 10 MB).
+const MAX_BLOCK_TRANSACTIONS: u64 = 15_000;
+
+/// A block as `eth_getBlockByNumber(n, true)` answers it, with `count`
+/// full transactions (about 700 bytes each, alike in shape to mainnet's
+/// EIP-1559 ones), so that the answer's size is set by one number: 150
+/// transactions is about 100 KB, 1,500 about 1 MB.
+fn block(number: u64, count: u64) -> String {
+    let hash = |seed: u64| {
+        format!(
+            "0x{:016x}{:016x}{:016x}{:016x}",
+            fnv1a(&seed.to_le_bytes()),
+            seed,
+            !seed,
+            seed ^ 0x5eed
+        )
+    };
+    let address = |seed: u64| {
+        format!(
+            "0x{:016x}{:016x}{:08x}",
+            fnv1a(&seed.to_be_bytes()),
+            seed,
+            seed as u32
+        )
+    };
+    let block_hash = hash(number);
+    let mut out = String::with_capacity(700 * count as usize + 1024);
+    out.push_str(&format!(
+        r#"{{"number":{},"hash":"{block_hash}","parentHash":"{}","timestamp":{},"gasLimit":"0x1c9c380","gasUsed":"0x{:x}","baseFeePerGas":"0x3b9aca00","miner":"{}","transactions":["#,
+        quantity(number),
+        hash(number.wrapping_sub(1)),
+        quantity(1_700_000_000 + number * 12),
+        21_000 * count,
+        address(number)
+    ));
+    for i in 0..count {
+        if i > 0 {
+            out.push(',');
+        }
+        let seed = number.wrapping_mul(100_000).wrapping_add(i);
+        out.push_str(&format!(
+            r#"{{"blockHash":"{block_hash}","blockNumber":{},"from":"{}","to":"{}","gas":"0x5208","gasPrice":"0x4a817c800","maxFeePerGas":"0x6fc23ac00","maxPriorityFeePerGas":"0x3b9aca00","hash":"{}","input":"0xa9059cbb000000000000000000000000{:016x}{:016x}{:08x}0000000000000000000000000000000000000000000000000de0b6b3a7640000","nonce":"0x{:x}","transactionIndex":"0x{i:x}","value":"0x0","type":"0x2","accessList":[],"chainId":"0x539","v":"0x1","r":"{}","s":"{}","yParity":"0x1"}}"#,
+            quantity(number),
+            address(seed),
+            address(seed ^ 1),
+            hash(seed),
+            fnv1a(&i.to_le_bytes()),
+            seed,
+            i as u32,
+            seed % 1000,
+            hash(seed ^ 0xaaaa),
+            hash(seed ^ 0x5555),
+        ));
+    }
+    out.push_str("]}");
+    out
 }
 
 /// The most CPU one `burn` call may spend.
@@ -171,6 +236,23 @@ fn fnv1a(bytes: &[u8]) -> u64 {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_block_is_as_large_as_its_transactions_and_valid_json() {
+        let small: serde_json::Value = serde_json::from_str(&super::block(7, 0)).unwrap();
+        assert_eq!(small["transactions"].as_array().unwrap().len(), 0);
+        let text = super::block(7, 150);
+        let full: serde_json::Value = serde_json::from_str(&text).unwrap();
+        let transactions = full["transactions"].as_array().unwrap();
+        assert_eq!(transactions.len(), 150);
+        assert_eq!(transactions[3]["transactionIndex"], "0x3");
+        assert!(
+            (90_000..130_000).contains(&text.len()),
+            "about 100 KB: {}",
+            text.len()
+        );
+        assert!(super::block(7, 1500).len() > 900_000, "about 1 MB");
+    }
+
     use super::*;
 
     fn run(method: &str, params: &str) -> MethodResult {
