@@ -363,7 +363,11 @@ mod tests {
             ]
         );
         assert_eq!(schedule.due_before(start + Duration::from_millis(300)), 2);
-        assert_eq!(schedule.due_before(start + Duration::from_millis(250)), 1, "due at the end is not yet due");
+        assert_eq!(
+            schedule.due_before(start + Duration::from_millis(250)),
+            1,
+            "due at the end is not yet due"
+        );
         assert_eq!(schedule.due_before(start + Duration::from_secs(2)), 3);
     }
 
