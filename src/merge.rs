@@ -230,14 +230,7 @@ fn offsets(shards: &[ShardRun]) -> Vec<u32> {
 
 fn summarize(shards: &[ShardRun]) -> RunSummary {
     let first = &shards[0].record;
-    let mut total = Recorder::new(first.methods.len());
-    let mut stage_totals = vec![Recorder::new(first.methods.len()); first.stage_bounds.len()];
-    for shard in shards {
-        total.merge(&shard.total);
-        for (into, stage) in stage_totals.iter_mut().zip(&shard.stages) {
-            into.merge(stage);
-        }
-    }
+    let (total, stage_totals) = added_up(shards);
     // The merged run lasts from the first shard's measured start to the
     // last one's end.
     let offsets = offsets(shards);
@@ -250,12 +243,7 @@ fn summarize(shards: &[ShardRun]) -> RunSummary {
     let schedule = first
         .open
         .then(|| ScheduleSummary::of(&total.start_delay, unsent, due));
-    let cpu = ClientCpu {
-        seconds: shards.iter().map(|s| s.record.cpu.seconds).sum(),
-        threads: shards.iter().map(|s| s.record.cpu.threads).sum(),
-        // The busiest shard: one saturated client taints the whole.
-        busy_share: shards.iter().map(|s| s.record.cpu.busy_share).fold(0.0, f64::max),
-    };
+    let cpu = client_cpu(shards);
     let partial = shards.iter().any(|s| s.record.partial);
     let panicked = shards.iter().map(|s| s.record.panicked_connections).sum();
     let mut verdict = Verdict::of(&Evidence {
@@ -327,6 +315,30 @@ fn summarize(shards: &[ShardRun]) -> RunSummary {
             stages: stage_totals,
             due,
         },
+    }
+}
+
+/// Every shard's recorders added: the whole run's, and each stage's.
+fn added_up(shards: &[ShardRun]) -> (Recorder, Vec<Recorder>) {
+    let first = &shards[0].record;
+    let mut total = Recorder::new(first.methods.len());
+    let mut stages = vec![Recorder::new(first.methods.len()); first.stage_bounds.len()];
+    for shard in shards {
+        total.merge(&shard.total);
+        for (into, stage) in stages.iter_mut().zip(&shard.stages) {
+            into.merge(stage);
+        }
+    }
+    (total, stages)
+}
+
+/// The shards' CPU together; its busy share the busiest shard's: one
+/// saturated client taints the whole.
+fn client_cpu(shards: &[ShardRun]) -> ClientCpu {
+    ClientCpu {
+        seconds: shards.iter().map(|s| s.record.cpu.seconds).sum(),
+        threads: shards.iter().map(|s| s.record.cpu.threads).sum(),
+        busy_share: shards.iter().map(|s| s.record.cpu.busy_share).fold(0.0, f64::max),
     }
 }
 

@@ -80,10 +80,7 @@ pub async fn execute(
     };
     // Connected: now wait for the shards' common start, if asked.
     let late = match scenario.start_at {
-        Some(at) => tokio::select! {
-            late = wait_until(at) => Some(late),
-            _ = cancel.cancelled() => return Err(RunError::StoppedBeforeStart(EXIT_SIGINT)),
-        },
+        Some(at) => Some(wait_until(at, &cancel).await?),
         None => None,
     };
     let started = SystemTime::now();
@@ -125,17 +122,7 @@ pub async fn execute(
     let mut summary = engine::run(spec, cancel, control, observe).await;
     meta.ended_at = timestamp(SystemTime::now());
     meta.warnings.extend(run_warnings(&summary, capacity, timeout));
-    if let Some(late) = late.filter(|l| *l >= LATE_START) {
-        meta.warnings.push(format!(
-            "started {:.1} s after --start-at: its seconds do not line up with the other shards'",
-            late.as_secs_f64()
-        ));
-    }
-    if let Some(shard) = scenario.shard.filter(|_| !scenario.thresholds.is_empty()) {
-        meta.warnings.push(format!(
-            "shard {shard}: these figures are this shard's share; the thresholds are judged on the whole by `volley merge` (a shard does not exit 2)"
-        ));
-    }
+    meta.warnings.extend(shard_warnings(scenario, late));
     crate::stats::weigh_answers(&mut summary);
     drop(server);
     let thresholds = crate::thresholds::evaluate_all(&scenario.thresholds, &summary);
@@ -160,9 +147,28 @@ pub async fn execute(
 /// A start later than this after `--start-at` is said in the results.
 const LATE_START: Duration = Duration::from_millis(500);
 
-/// Waits for `at` on the wall clock; returns how late it is, past it (and
-/// says so: shards that start apart do not line their seconds up).
-async fn wait_until(at: SystemTime) -> Duration {
+/// What a shard's results must say: a late start, and that its thresholds
+/// are judged on the whole.
+fn shard_warnings(scenario: &Scenario, late: Option<Duration>) -> Vec<String> {
+    let mut warnings = Vec::new();
+    if let Some(late) = late.filter(|l| *l >= LATE_START) {
+        warnings.push(format!(
+            "started {:.1} s after --start-at: its seconds do not line up with the other shards'",
+            late.as_secs_f64()
+        ));
+    }
+    if let Some(shard) = scenario.shard.filter(|_| !scenario.thresholds.is_empty()) {
+        warnings.push(format!(
+            "shard {shard}: these figures are this shard's share; the thresholds are judged on the whole by `volley merge` (a shard does not exit 2)"
+        ));
+    }
+    warnings
+}
+
+/// Waits for `at` on the wall clock, or a stop; returns how late it is,
+/// past it (and says so: shards that start apart do not line their
+/// seconds up).
+async fn wait_until(at: SystemTime, cancel: &CancellationToken) -> Result<Duration, RunError> {
     match at.duration_since(SystemTime::now()) {
         Ok(wait) => {
             crate::note!(
@@ -170,8 +176,10 @@ async fn wait_until(at: SystemTime) -> Duration {
                 humantime::format_duration(Duration::from_secs(wait.as_secs())),
                 humantime::format_rfc3339_seconds(at)
             );
-            tokio::time::sleep(wait).await;
-            Duration::ZERO
+            tokio::select! {
+                _ = tokio::time::sleep(wait) => Ok(Duration::ZERO),
+                _ = cancel.cancelled() => Err(RunError::StoppedBeforeStart(EXIT_SIGINT)),
+            }
         }
         Err(past) => {
             let late = past.duration();
@@ -179,7 +187,7 @@ async fn wait_until(at: SystemTime) -> Duration {
                 "volley: started {} after --start-at",
                 humantime::format_duration(Duration::from_millis(late.as_millis() as u64))
             );
-            late
+            Ok(late)
         }
     }
 }

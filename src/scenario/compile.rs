@@ -47,16 +47,7 @@ impl Scenario {
         let multiplexed = self.http2
             || matches!(&self.target, TargetSpec::Command { .. })
             || matches!(&self.target, TargetSpec::Url(url) if crate::transport::is_multiplexed(url));
-        // A replay at its recorded pace is an open model whose requests are
-        // due when they were captured.
-        let recorded: Option<std::sync::Arc<[f64]>> =
-            self.replay.as_ref().and_then(|r| r.times.clone()).map(Into::into);
-        let pacing = match &recorded {
-            Some(times) => Pacing::Open {
-                rate: times.len() as f64 / times.last().copied().unwrap_or(0.0).max(1e-3),
-            },
-            None => load.pacing,
-        };
+        let (pacing, recorded) = self.pacing();
         let (connections, per_connection) = match (pacing, multiplexed) {
             (Pacing::Closed, false) => {
                 let concurrency = staged_max
@@ -117,22 +108,11 @@ impl Scenario {
             .unwrap_or(connections * per_connection) as usize;
         // Each captured connection a connection of the run's, in the order
         // they first appear.
-        let groups = self.replay.as_ref().and_then(|r| r.conns.as_ref()).map(|conns| {
-            let mut order: Vec<u64> = Vec::new();
-            let mut groups: Vec<Vec<u64>> = Vec::new();
-            for (seq, conn) in conns.iter().enumerate() {
-                let at = order.iter().position(|c| c == conn).unwrap_or_else(|| {
-                    order.push(*conn);
-                    groups.push(Vec::new());
-                    order.len() - 1
-                });
-                groups[at].push(seq as u64);
-            }
-            groups
-                .into_iter()
-                .map(Vec::into_boxed_slice)
-                .collect::<std::sync::Arc<[Box<[u64]>]>>()
-        });
+        let groups = self
+            .replay
+            .as_ref()
+            .and_then(|r| r.conns.as_deref())
+            .map(connection_groups);
         let connections = groups.as_ref().map_or(connections, |g| g.len() as u64);
         LoadPlan {
             pacing,
@@ -153,6 +133,21 @@ impl Scenario {
             recorded,
             groups,
         }
+    }
+
+    /// The load model, and a replay's recorded times: a replay at its
+    /// recorded pace is an open model whose requests are due when they were
+    /// captured (its rate their mean).
+    fn pacing(&self) -> (Pacing, Option<std::sync::Arc<[f64]>>) {
+        let recorded: Option<std::sync::Arc<[f64]>> =
+            self.replay.as_ref().and_then(|r| r.times.clone()).map(Into::into);
+        let pacing = match &recorded {
+            Some(times) => Pacing::Open {
+                rate: times.len() as f64 / times.last().copied().unwrap_or(0.0).max(1e-3),
+            },
+            None => self.load.pacing,
+        };
+        (pacing, recorded)
     }
 
     fn mix(&self) -> Mix {
@@ -240,6 +235,22 @@ impl Scenario {
         });
         Mix::weighted(methods, calls, batch)
     }
+}
+
+/// Each captured connection a connection of the run's, in the order they
+/// first appear: per connection, the requests (lines) it sends.
+fn connection_groups(conns: &[u64]) -> std::sync::Arc<[Box<[u64]>]> {
+    let mut order: Vec<u64> = Vec::new();
+    let mut groups: Vec<Vec<u64>> = Vec::new();
+    for (seq, conn) in conns.iter().enumerate() {
+        let at = order.iter().position(|c| c == conn).unwrap_or_else(|| {
+            order.push(*conn);
+            groups.push(Vec::new());
+            order.len() - 1
+        });
+        groups[at].push(seq as u64);
+    }
+    groups.into_iter().map(Vec::into_boxed_slice).collect()
 }
 
 /// A call's own recorded answer: the line's answer, or in a batch's answer

@@ -6,7 +6,7 @@ use serde_json::value::RawValue;
 use toml::Spanned;
 
 use super::error::{Locator, ScenarioError};
-use super::raw::RawReplay;
+use super::raw::{RawReplay, RawReplayTable};
 use super::{Replay, ReplayCall, ReplayRequest};
 use crate::rpc::wire::Message;
 
@@ -23,38 +23,15 @@ pub(super) fn replay(
         RawReplay::File(file) => (file, None),
         RawReplay::Table(table) => (&table.file, Some(table)),
     };
-    let recorded = |value: &Option<String>, key: &str| match value.as_deref() {
-        None => Ok(false),
-        Some("recorded") => Ok(true),
-        Some(other) => Err(bad(format!("{key} `{other}`: the one choice is \"recorded\""))),
-    };
-    let timing = recorded(&settings.and_then(|t| t.timing.clone()), "timing")?;
-    let grouped = recorded(&settings.and_then(|t| t.connections.clone()), "connections")?;
-    let expect = recorded(&settings.and_then(|t| t.expect.clone()), "expect")?;
-    let speed = settings.and_then(|t| t.speed);
-    if speed.is_some() && !timing {
-        return Err(bad(
-            "speed applies to timing = \"recorded\": add it, or drop speed".into(),
-        ));
-    }
-    let speed = speed.unwrap_or(1.0);
-    if !(speed.is_finite() && speed > 0.0 && speed <= MAX_SPEED) {
-        return Err(bad(format!(
-            "speed {speed}: a number above 0 and at most {MAX_SPEED} (2.0 is twice as fast)"
-        )));
-    }
-    // A recorded pace ends with the capture: once through, unless asked.
-    let looping = match settings.and_then(|t| t.on_end.as_deref()) {
-        None => !timing,
-        Some("loop") if timing => {
-            return Err(bad(
-                "on_end = \"loop\" with timing = \"recorded\": a capture's times run once; drop one".into(),
-            ))
-        }
-        Some("loop") => true,
-        Some("stop") => false,
-        Some(other) => return Err(bad(format!("on_end `{other}`: expected \"loop\" or \"stop\""))),
-    };
+    let Settings {
+        timing,
+        grouped,
+        expect,
+        speed,
+        looping,
+    } = settings
+        .map_or(Ok(Settings::default()), Settings::of)
+        .map_err(bad)?;
     let path = base_dir.join(file);
     let text =
         std::fs::read_to_string(&path).map_err(|e| bad(format!("cannot read {}: {e}", path.display())))?;
@@ -106,6 +83,68 @@ pub(super) fn replay(
         looping,
         rules: Vec::new(),
     })
+}
+
+/// How a replay is sent, from its table's keys.
+struct Settings {
+    timing: bool,
+    grouped: bool,
+    expect: bool,
+    speed: f64,
+    looping: bool,
+}
+
+impl Default for Settings {
+    /// `replay = "file"`: at the load's pace, over and over.
+    fn default() -> Self {
+        Settings {
+            timing: false,
+            grouped: false,
+            expect: false,
+            speed: 1.0,
+            looping: true,
+        }
+    }
+}
+
+impl Settings {
+    fn of(table: &RawReplayTable) -> Result<Settings, String> {
+        let recorded = |value: &Option<String>, key: &str| match value.as_deref() {
+            None => Ok(false),
+            Some("recorded") => Ok(true),
+            Some(other) => Err(format!("{key} `{other}`: the one choice is \"recorded\"")),
+        };
+        let timing = recorded(&table.timing, "timing")?;
+        if table.speed.is_some() && !timing {
+            return Err("speed applies to timing = \"recorded\": add it, or drop speed".into());
+        }
+        let speed = table.speed.unwrap_or(1.0);
+        if !(speed.is_finite() && speed > 0.0 && speed <= MAX_SPEED) {
+            return Err(format!(
+                "speed {speed}: a number above 0 and at most {MAX_SPEED} (2.0 is twice as fast)"
+            ));
+        }
+        // A recorded pace ends with the capture: once through, unless asked.
+        let looping = match table.on_end.as_deref() {
+            None => !timing,
+            Some("loop") if timing => {
+                return Err(
+                    "on_end = \"loop\" with timing = \"recorded\": a capture's times run once; drop one"
+                        .into(),
+                )
+            }
+            Some("loop") => true,
+            Some("stop") => false,
+            Some(other) => return Err(format!("on_end `{other}`: expected \"loop\" or \"stop\"")),
+        };
+        Ok(Settings {
+            timing,
+            grouped: recorded(&table.connections, "connections")?,
+            expect: recorded(&table.expect, "expect")?,
+            speed,
+            looping,
+        })
+    }
 }
 
 /// One line of a replay file: a request (object or batch), or a capture's
