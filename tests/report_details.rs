@@ -474,3 +474,58 @@ fn report_html_is_one_self_contained_page_and_volley_report_renders_it_again() {
     );
     assert_eq!(read(&dir, "report.html"), page);
 }
+
+/// The table's errors, outcome by outcome in their order, each with its
+/// codes, statuses or kinds, as counted.
+#[test]
+fn the_table_lists_each_error_outcome_with_its_details() {
+    use volley::serve::{self, ServeConfig};
+    let server = serve::spawn(ServeConfig {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        threads: 1,
+        seed: 5,
+        error_rate: 0.2,
+        chaos: "wrong-id=0.2,http-503=0.2".parse().unwrap(),
+        ..ServeConfig::default()
+    })
+    .unwrap();
+    let text = format!(
+        "target = \"{}\"\n[load]\nconcurrency = 2\nrequests = 300\n[[calls]]\nmethod = \"eth_chainId\"\n",
+        server.url()
+    );
+    let report = common::run(&common::scenario(&text));
+    let total = &report.summary.total;
+    let table = volley::report::render_table(&report);
+    let first = headline(&table);
+    assert!(
+        first.contains("closed model, 2 connections ·") && !first.contains("stage"),
+        "{first}"
+    );
+    let errors = table
+        .split("errors by outcome:\n")
+        .nth(1)
+        .expect("an errors section");
+    let lines: Vec<&str> = errors.lines().take_while(|l| l.starts_with("  ")).collect();
+    let line =
+        |name: &str, detail: String| format!("  {:<13} {:>10}  ({detail})", name, total.outcomes[name]);
+    assert_eq!(
+        lines,
+        [
+            line("rpc_error", format!("-32000: {}", total.rpc_error_codes[&-32000])),
+            line("http_status", format!("503: {}", total.http_statuses[&503])),
+            line(
+                "protocol",
+                format!("id_mismatch: {}", total.protocol_errors["id_mismatch"])
+            ),
+        ],
+        "{table}"
+    );
+    let clean = volley::serve::spawn(ServeConfig {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        threads: 1,
+        ..ServeConfig::default()
+    })
+    .unwrap();
+    let report = common::run(&common::scenario(&text.replace(&server.url(), &clean.url())));
+    assert!(!volley::report::render_table(&report).contains("errors by outcome"));
+}
