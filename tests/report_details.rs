@@ -520,6 +520,23 @@ fn the_table_lists_each_error_outcome_with_its_details() {
         ],
         "{table}"
     );
+    let statuses: Vec<String> = (report.summary.http_statuses.iter())
+        .map(|(s, n)| format!("{s}: {n}"))
+        .collect();
+    let requests = format!(
+        "requests completed: {} · HTTP statuses: {}",
+        report.summary.requests,
+        statuses.join(", ")
+    );
+    assert!(table.lines().any(|l| l == requests), "{requests}\n{table}");
+    let example = table
+        .lines()
+        .find(|l| l.starts_with("  rpc_error     eth_chainId: "))
+        .expect(&table);
+    assert!(
+        example.ends_with('}'),
+        "a short answer is shown whole, unmarked: {example}"
+    );
     let clean = volley::serve::spawn(ServeConfig {
         listen: "127.0.0.1:0".parse().unwrap(),
         threads: 1,
@@ -528,4 +545,52 @@ fn the_table_lists_each_error_outcome_with_its_details() {
     .unwrap();
     let report = common::run(&common::scenario(&text.replace(&server.url(), &clean.url())));
     assert!(!volley::report::render_table(&report).contains("errors by outcome"));
+}
+
+/// A long answer is shown cut, and marked; batch sizes past twelve are
+/// cut to twelve, and marked, and twelve are not.
+#[test]
+fn the_table_marks_what_it_cuts() {
+    fn long_html(_: &Value) -> (u16, String) {
+        (200, format!("<html>{}</html>", "x".repeat(300)))
+    }
+    let addr = common::crafted_server(long_html);
+    let text = format!(
+        "target = \"http://{addr}\"\n[load]\nconcurrency = 1\nrequests = 3\n[[calls]]\nmethod = \"m\"\n"
+    );
+    let table = report::render_table(&common::run(&common::scenario(&text)));
+    let example = table
+        .lines()
+        .find(|l| l.starts_with("  invalid_json  m: "))
+        .expect(&table);
+    assert!(example.ends_with(" …"), "{example}");
+    let batches = |max: u32| {
+        let addr = common::crafted_server(ok_batch);
+        let text = format!(
+            "target = \"http://{addr}\"\nseed = 4\n[load]\nconcurrency = 1\nrequests = 400\n[[calls]]\nmethod = \"m\"\nbatch = {{ min = 1, max = {max} }}\n"
+        );
+        let table = report::render_table(&common::run(&common::scenario(&text)));
+        table
+            .lines()
+            .find(|l| l.starts_with("batches: "))
+            .expect(&table)
+            .to_string()
+    };
+    let twelve = batches(12);
+    assert!(
+        twelve.contains("12: ") && twelve.contains("sizes 1: ") && !twelve.contains("…"),
+        "{twelve}"
+    );
+    let thirteen = batches(13);
+    assert!(
+        thirteen.contains(", …)") && !thirteen.contains("13: "),
+        "{thirteen}"
+    );
+}
+
+fn ok_batch(request: &Value) -> (u16, String) {
+    let answers: Vec<Value> = (request.as_array().into_iter().flatten())
+        .map(|call| json!({"jsonrpc": "2.0", "result": "0x1", "id": call["id"]}))
+        .collect();
+    (200, Value::Array(answers).to_string())
 }
