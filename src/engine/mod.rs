@@ -267,9 +267,7 @@ fn summarize(
         panicked: shared.panicked.load(Ordering::Relaxed),
     });
     let mut summary = RunSummary {
-        methods: (shared.mix.methods.iter().zip(&total.methods))
-            .map(|(name, stats)| MethodSummary::new(name, stats, seconds))
-            .collect(),
+        methods: MethodSummary::each(&shared.mix.methods, total, seconds),
         total: MethodSummary::new("TOTAL", &total.total(), seconds),
         requests: total.requests,
         http_statuses: total.statuses.iter().copied().collect(),
@@ -288,12 +286,8 @@ fn summarize(
             .then(|| SubscriptionSummary::new(total, seconds)),
         schedule,
         batches: BatchSummary::new(total),
-        setup: (!shared.setup.is_empty()).then(|| SetupSummary {
-            connections_ok: total.setup_ok,
-            connections_failed: total.setup_failed,
-            first_error: total.setup_error.clone(),
-        }),
-        stages: stage_summaries(gatherer, stage_bounds, seconds),
+        setup: (!shared.setup.is_empty()).then(|| SetupSummary::of(total)),
+        stages: StageSummary::each(&gatherer.stage_totals, stage_bounds, seconds),
         events: shared.control.events(),
         server: Vec::new(),
         in_flight_at_end: shared.in_flight_at_end.load(Ordering::Relaxed),
@@ -312,18 +306,6 @@ fn summarize(
         due,
     };
     summary
-}
-
-/// Each stage's figures over its own span (the last one cut at the run's end).
-fn stage_summaries(gatherer: &Gatherer, stage_bounds: &[(f64, f64)], seconds: f64) -> Vec<StageSummary> {
-    (gatherer.stage_totals.iter().zip(stage_bounds).enumerate())
-        .map(|(stage, (recorder, (start_s, end_s)))| StageSummary {
-            stage,
-            start_s: *start_s,
-            end_s: *end_s,
-            total: MethodSummary::new("TOTAL", &recorder.total(), end_s.min(seconds) - start_s),
-        })
-        .collect()
 }
 
 /// The engine threads' CPU time against their wall time over the run.

@@ -178,12 +178,11 @@ impl Mix {
         if let Some(replay) = &self.replay {
             // Request `seq` of the run is the file's line `seq`: the same
             // line on every run and shard, and at its own recorded time.
-            let line = seq;
             let lines = replay.requests.len() as u64;
-            if !replay.looping && line >= lines {
+            if !replay.looping && seq >= lines {
                 return None;
             }
-            let (batch, calls) = &replay.requests[(line % lines) as usize];
+            let (batch, calls) = &replay.requests[(seq % lines) as usize];
             planned.extend_from_slice(calls);
             return Some(*batch);
         }

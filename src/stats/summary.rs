@@ -114,6 +114,13 @@ impl MethodSummary {
         }
     }
 
+    /// Each method's figures, by name, from a recorder's.
+    pub fn each(names: &[String], recorder: &Recorder, seconds: f64) -> Vec<MethodSummary> {
+        (names.iter().zip(&recorder.methods))
+            .map(|(name, stats)| MethodSummary::new(name, stats, seconds))
+            .collect()
+    }
+
     pub fn outcome(&self, kind: OutcomeKind) -> u64 {
         self.outcomes.get(kind.name()).copied().unwrap_or(0)
     }
@@ -257,6 +264,16 @@ pub struct SetupSummary {
     pub first_error: Option<String>,
 }
 
+impl SetupSummary {
+    pub fn of(total: &Recorder) -> Self {
+        SetupSummary {
+            connections_ok: total.setup_ok,
+            connections_failed: total.setup_failed,
+            first_error: total.setup_error.clone(),
+        }
+    }
+}
+
 /// Subscriptions opened by setup calls, and what they brought.
 #[derive(Clone, Debug, Serialize)]
 pub struct SubscriptionSummary {
@@ -308,6 +325,19 @@ pub struct StageSummary {
 }
 
 impl StageSummary {
+    /// Each stage's figures from its recorder, over its own span (the last
+    /// one cut at the run's end, `seconds` into it).
+    pub fn each(stages: &[Recorder], bounds: &[(f64, f64)], seconds: f64) -> Vec<StageSummary> {
+        (stages.iter().zip(bounds).enumerate())
+            .map(|(stage, (recorder, &(start_s, end_s)))| StageSummary {
+                stage,
+                start_s,
+                end_s,
+                total: MethodSummary::new("TOTAL", &recorder.total(), end_s.min(seconds) - start_s),
+            })
+            .collect()
+    }
+
     /// The stage's number as reports show it: the first stage is 1.
     pub fn number(&self) -> usize {
         self.stage + 1
