@@ -686,22 +686,4 @@ fn tick(v: f64) -> String {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn axes_are_round_and_percentiles_read_as_nines() {
-        assert_eq!(
-            (nice(0.0), nice(7.0), nice(12.0), nice(0.031)),
-            (1.0, 10.0, 20.0, 0.05)
-        );
-        let ticks: Vec<String> = x_ticks(XAxis::Percentile, 0.0, 3.0)
-            .into_iter()
-            .map(|t| t.1)
-            .collect();
-        assert_eq!(ticks, ["0%", "90%", "99%", "99.9%"]);
-        assert_eq!(esc("<a & \"b\">"), "&lt;a &amp; &quot;b&quot;&gt;");
-        let labels: Vec<String> = [0.0, 0.75, 37.5, 2500.0, 0.0125].map(tick).to_vec();
-        assert_eq!(labels, ["0", "0.75", "37.5", "2500", "0.013"]);
-    }
-}
+mod tests;
