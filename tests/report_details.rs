@@ -594,3 +594,31 @@ fn ok_batch(request: &Value) -> (u16, String) {
         .collect();
     (200, Value::Array(answers).to_string())
 }
+
+#[test]
+fn the_headline_says_a_constant_rate_or_the_recorded_pace() {
+    let mut report = staged_run();
+    report.meta.load.stages = 0;
+    let said = |report: &RunReport| {
+        let table = report::render_table(report);
+        let line = headline(&table).to_string();
+        line.split(" model")
+            .nth(1)
+            .unwrap()
+            .split(',')
+            .nth(1)
+            .unwrap()
+            .trim()
+            .to_string()
+    };
+    report.meta.load.rate = Some(1.0);
+    assert_eq!(said(&report), "1 request/s");
+    report.meta.load.rate = Some(2.5);
+    assert_eq!(said(&report), "2.5 requests/s");
+    // A replay at its recorded times has no one rate either.
+    report.meta.load.rate = None;
+    report.meta.load.recorded_pace = true;
+    assert_eq!(said(&report), "at the recorded pace");
+    report.meta.load.recorded_pace = false;
+    assert!(said(&report).starts_with("1 connection ·"));
+}

@@ -469,7 +469,7 @@ fn chart(
     x_axis: XAxis,
     markers: &[(f64, String)],
 ) -> String {
-    let scale = Scale::new(series, x_axis);
+    let scale = Scale::new(series);
     let mut svg = String::new();
     let _ = writeln!(
         svg,
@@ -488,10 +488,10 @@ fn chart(
     svg
 }
 
-/// Where a chart's values land: the ranges its axes cover, and the plot's
-/// size inside the margins.
+/// Where a chart's values land: the ranges its axes cover (both from 0:
+/// seconds, rates, latencies and nines of a percentile are never below
+/// it), and the plot's size inside the margins.
 struct Scale {
-    x_min: f64,
     x_max: f64,
     y_max: f64,
     plot_w: f64,
@@ -499,22 +499,17 @@ struct Scale {
 }
 
 impl Scale {
-    fn new(series: &[Series], x_axis: XAxis) -> Scale {
+    fn new(series: &[Series]) -> Scale {
         let all = || series.iter().flat_map(|s| s.points.iter());
         let x_max = all().map(|p| p.0).fold(f64::NAN, f64::max);
-        let x_min = match x_axis {
-            XAxis::Linear => 0.0,
-            XAxis::Percentile => 0.0,
-        };
-        let x_max = if x_max.is_finite() && x_max > x_min {
+        let x_max = if x_max.is_finite() && x_max > 0.0 {
             x_max
         } else {
-            x_min + 1.0
+            1.0
         };
         let y_max = nice(all().map(|p| p.1).fold(0.0, f64::max));
         let (plot_w, plot_h) = (WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM);
         Scale {
-            x_min,
             x_max,
             y_max,
             plot_w,
@@ -523,7 +518,7 @@ impl Scale {
     }
 
     fn x(&self, v: f64) -> f64 {
-        LEFT + (v - self.x_min) / (self.x_max - self.x_min) * self.plot_w
+        LEFT + v / self.x_max * self.plot_w
     }
 
     fn y(&self, v: f64) -> f64 {
@@ -534,7 +529,6 @@ impl Scale {
 /// The grid, the ticks on both axes, the axes and their labels.
 fn axes(svg: &mut String, scale: &Scale, x_axis: XAxis, x_label: &str, y_label: &str) {
     let Scale {
-        x_min,
         x_max,
         y_max,
         plot_w,
@@ -553,7 +547,7 @@ fn axes(svg: &mut String, scale: &Scale, x_axis: XAxis, x_label: &str, y_label: 
             tick(v)
         );
     }
-    for (value, label) in x_ticks(x_axis, x_min, x_max) {
+    for (value, label) in x_ticks(x_axis, x_max) {
         let _ = writeln!(
             svg,
             "<line x1=\"{0:.1}\" x2=\"{0:.1}\" y1=\"{TOP}\" y2=\"{1}\" stroke=\"#f3f3f3\"/><text x=\"{0:.1}\" y=\"{2}\" text-anchor=\"middle\">{3}</text>",
@@ -582,10 +576,8 @@ fn axes(svg: &mut String, scale: &Scale, x_axis: XAxis, x_label: &str, y_label: 
 
 /// The markers within the x axis's range, as dashed vertical lines.
 fn chart_markers(svg: &mut String, scale: &Scale, markers: &[(f64, String)]) {
-    let Scale {
-        x_min, x_max, plot_h, ..
-    } = *scale;
-    for (at, label) in markers.iter().filter(|(at, _)| *at >= x_min && *at <= x_max) {
+    let Scale { x_max, plot_h, .. } = *scale;
+    for (at, label) in markers.iter().filter(|(at, _)| *at >= 0.0 && *at <= x_max) {
         let _ = writeln!(
             svg,
             "<line x1=\"{0:.1}\" x2=\"{0:.1}\" y1=\"{TOP}\" y2=\"{1}\" stroke=\"#888\" stroke-dasharray=\"4 3\"><title>{2}</title></line><text x=\"{3:.1}\" y=\"{4:.1}\" style=\"font-size:10px;fill:#666\">{5}</text>",
@@ -639,8 +631,9 @@ fn shorten(name: &str, most: usize) -> String {
     }
 }
 
-/// The x axis's ticks: whole seconds, or the percentiles 0, 90, 99, 99.9 …
-fn x_ticks(axis: XAxis, min: f64, max: f64) -> Vec<(f64, String)> {
+/// The x axis's ticks from 0: whole seconds, or the percentiles 0, 90, 99,
+/// 99.9 …
+fn x_ticks(axis: XAxis, max: f64) -> Vec<(f64, String)> {
     match axis {
         XAxis::Percentile => (0..=6)
             .map(|nines| nines as f64)
@@ -654,9 +647,9 @@ fn x_ticks(axis: XAxis, min: f64, max: f64) -> Vec<(f64, String)> {
             })
             .collect(),
         XAxis::Linear => {
-            let step = nice((max - min) / 6.0).max(1.0);
+            let step = nice(max / 6.0).max(1.0);
             let mut ticks = Vec::new();
-            let mut v = min;
+            let mut v = 0.0;
             while v <= max + 1e-9 {
                 ticks.push((v, tick(v)));
                 v += step;
@@ -672,7 +665,7 @@ fn nice(v: f64) -> f64 {
         return 1.0;
     }
     let power = 10f64.powf(v.log10().floor());
-    [1.0, 2.0, 5.0, 10.0]
+    [1.0, 2.0, 5.0]
         .iter()
         .map(|m| m * power)
         .find(|n| *n >= v)

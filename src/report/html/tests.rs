@@ -52,10 +52,8 @@ fn axes_are_round_and_percentiles_read_as_nines() {
         (nice(-3.0), nice(f64::NAN), nice(1.0), nice(50.0)),
         (1.0, 1.0, 1.0, 50.0)
     );
-    let ticks: Vec<String> = x_ticks(XAxis::Percentile, 0.0, 3.0)
-        .into_iter()
-        .map(|t| t.1)
-        .collect();
+    assert_eq!((nice(70.0), nice(0.07)), (100.0, 0.1));
+    let ticks: Vec<String> = x_ticks(XAxis::Percentile, 3.0).into_iter().map(|t| t.1).collect();
     assert_eq!(ticks, ["0%", "90%", "99%", "99.9%"]);
     assert_eq!(esc("<a & \"b\">"), "&lt;a &amp; &quot;b&quot;&gt;");
     let labels: Vec<String> = [0.0, 0.75, 37.5, 2500.0, 0.0125].map(tick).to_vec();
@@ -126,7 +124,7 @@ fn the_axes_start_at_zero_and_round_their_top_up() {
         XAxis::Linear,
         &[],
     );
-    let ticks: Vec<(f64, String)> = x_ticks(XAxis::Linear, 0.0, 3.0);
+    let ticks: Vec<(f64, String)> = x_ticks(XAxis::Linear, 3.0);
     assert_eq!(
         ticks,
         [
@@ -209,6 +207,23 @@ fn the_legend_wraps_to_a_new_row_where_a_name_would_pass_the_edge() {
         );
         assert!(svg.contains(&entry), "no {entry} in {svg}");
     }
+    // An entry that ends on the plot's right edge (74 + 5 × 24 + 48 × 7 =
+    // 530) stays on its row; one a pixel on wraps.
+    let names = [
+        "abcdefghij",
+        "bcdefghijk",
+        "cdefghijkl",
+        "defghijklm",
+        "efghijkl",
+        "f",
+    ];
+    let series: Vec<Series> = names.iter().map(|n| line(n, &[(1.0, 1.0)])).collect();
+    let svg = chart("t", "x", "y", &series, XAxis::Linear, &[]);
+    assert!(
+        svg.contains("<text x=\"464.0\" y=\"50.0\">efghijkl</text>"),
+        "{svg}"
+    );
+    assert!(svg.contains("<text x=\"88.0\" y=\"66.0\">f</text>"), "{svg}");
     // Colours cycle after eight.
     let nine: Vec<Series> = (0..9).map(|i| line(&i.to_string(), &[(1.0, 1.0)])).collect();
     let svg = chart("t", "x", "y", &nine, XAxis::Linear, &[]);
