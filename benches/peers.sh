@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Side-by-side benchmark: volley against oha and wrk on one `volley serve`.
 #
-#   benches/peers.sh                 # full run: 1, 64 and 1000 connections, then rate mode
+#   benches/peers.sh                 # full run: 1, 64 and 1000 connections, rate mode,
+#                                    # large answers and multiplexed transports
 #   ROUNDS=5 DURATION=10 benches/peers.sh
 #   TLS=1 CONNECTIONS=64 benches/peers.sh   # the same over HTTPS (the server's own CA)
 #   BASE=/path/to/older/volley CONNECTIONS=64 benches/peers.sh
 #                                    # also the previous build, as the tool `base`
+#   LARGE= MUX= benches/peers.sh     # without the large-answer and multiplexed cases
 #
 # Each tool sends the same JSON-RPC call (eth_chainId) over HTTP/1.1 keep-alive
 # with the same connections for the same time, in interleaved rounds
@@ -15,6 +17,16 @@
 # 100,000 calls (user + system, from the process's own accounting), the peak
 # resident memory, and volley's ratios to the others. CSV goes to
 # results/bench/. Everything listens on and talks to 127.0.0.1 only.
+#
+# Rate mode: the open model at $RATE calls/s on 64 connections, beside the
+# closed model at the same rate and connections (64 in flight against a
+# server that holds each answer 64/$RATE s: `paced`), so CPU per call
+# compares like with like. Large answers: the `block` method with LARGE
+# transactions (150: about 100 KB, 1,500: about 1 MB) on 64 connections,
+# every answer judged whole; MB/s is calls/s times the answer's size.
+# Multiplexed: 4 connections x 64 in flight against a server holding each
+# answer 10 ms (ideal 25,600 calls/s), over TCP, WebSocket, h2c and a
+# child's stdio, with h2load and oha on h2c.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -22,6 +34,8 @@ ROUNDS=${ROUNDS:-3}
 DURATION=${DURATION:-5}
 CONNECTIONS=${CONNECTIONS:-"1 64 1000"}
 RATE=${RATE:-20000}
+LARGE=${LARGE-"150 1500"}
+MUX=${MUX-1}
 PORT=${PORT:-18645}
 TLS=${TLS:-}
 SCHEME=http; [ -n "$TLS" ] && SCHEME=https
@@ -32,7 +46,7 @@ mkdir -p "$OUT"
 STAMP=$(date -u +%Y%m%dT%H%M%SZ)
 CSV="$OUT/peers-$STAMP.csv"
 WORK=$(mktemp -d)
-trap 'kill "${SERVER_PID:-0}" 2>/dev/null || true; rm -rf "$WORK"' EXIT
+trap 'kill "${SERVER_PID:-0}" "${PACED_PID:-0}" "${MUX_PID:-0}" 2>/dev/null || true; rm -rf "$WORK"' EXIT
 
 need() { command -v "$1" >/dev/null 2>&1; }
 if ! need wrk || ! need h2load || [ ! -x /usr/bin/time ]; then
@@ -52,36 +66,54 @@ fi
 taskset -c "$SERVER_CPU" "$VOLLEY" serve --listen "127.0.0.1:$PORT" --threads 1 "${SERVE_TLS[@]}" >"$WORK/serve.log" 2>&1 &
 SERVER_PID=$!
 for _ in $(seq 50); do grep -q "volley serve" "$WORK/serve.log" 2>/dev/null && break; sleep 0.1; done
+# The closed model paced to RATE: 64 in flight, each answer held 64/RATE s.
+# (Plain HTTP: under TLS=1 the rate rows compare over HTTPS, this one not.)
+PACED_URL="http://127.0.0.1:$((PORT + 1))/"
+taskset -c "$SERVER_CPU" "$VOLLEY" serve --listen "127.0.0.1:$((PORT + 1))" --threads 1 \
+  --latency "$((64 * 1000000 / RATE))us" >"$WORK/paced.log" 2>&1 &
+PACED_PID=$!
 
-cat >"$WORK/post.lua" <<EOF
-wrk.method = "POST"
-wrk.body = '$BODY'
-wrk.headers["Content-Type"] = "application/json"
-EOF
+# wrk_script FILE BODY: wrk's script that POSTs BODY.
+wrk_script() {
+  printf 'wrk.method = "POST"\nwrk.body = %s\nwrk.headers["Content-Type"] = "application/json"\n' "'$2'" >"$1"
+}
+wrk_script "$WORK/post.lua" "$BODY"
 
-echo "mode,connections,tool,round,calls_per_s,calls,cpu_s,cpu_s_per_100k,max_rss_kb" >"$CSV"
+echo "mode,connections,tool,round,calls_per_s,calls,cpu_s,cpu_s_per_100k,user_s_per_100k,max_rss_kb" >"$CSV"
 
-# run TOOL MODE CONNECTIONS ROUND: one timed run, one CSV row.
+# run TOOL MODE CONNECTIONS ROUND: one timed run, one CSV row. MODE is
+# closed, rate (the open model), paced (the closed model at RATE) or
+# large-N (the `block` method with N transactions).
 run() {
   local tool=$1 mode=$2 conns=$3 round=$4 out="$WORK/$1.out" timing="$WORK/$1.time"
-  local rate_args=()
+  local url=$URL body=$BODY lua="$WORK/post.lua" call=(--method eth_chainId) load=(-c "$conns") oha_rate=()
+  case "$mode" in
+    rate) load=(--rate "$RATE"); oha_rate=(-q "$RATE") ;;
+    paced) url=$PACED_URL ;;
+    large-*)
+      local n=${mode#large-}
+      body="{\"jsonrpc\":\"2.0\",\"method\":\"block\",\"params\":[$n],\"id\":1}"
+      call=(--method block --params "[$n]"); lua="$WORK/large-$n.lua"; wrk_script "$lua" "$body" ;;
+  esac
   case "$tool" in
     volley|base)
       local binary=$VOLLEY; [ "$tool" = base ] && binary=$BASE
-      [ "$mode" = rate ] && rate_args=(--rate "$RATE") || rate_args=(-c "$conns")
-      /usr/bin/time -o "$timing" -f "%U %S %M" taskset -c "$CLIENT_CPU" "$binary" run --target "$URL" \
-        --method eth_chainId "${rate_args[@]}" --connections "$conns" -d "${DURATION}s" --threads 1 --quiet "${VOLLEY_TLS[@]}" \
+      local tls=("${VOLLEY_TLS[@]}"); [ "$mode" = paced ] && tls=()
+      /usr/bin/time -o "$timing" -f "%U %S %M" taskset -c "$CLIENT_CPU" "$binary" run --target "$url" \
+        "${call[@]}" "${load[@]}" --connections "$conns" -d "${DURATION}s" --threads 1 --quiet "${tls[@]}" \
         --out "$WORK/$tool-$mode-$conns-$round" >"$out" 2>&1
       python3 - "$WORK/$tool-$mode-$conns-$round/summary.json" >"$WORK/calls" <<'PY'
 import json, sys
 s = json.load(open(sys.argv[1]))["summary"]
-print(s["total"]["calls_per_s"], s["total"]["calls"])
+t = s["total"]
+# Every call judged: one that was not ok would make the comparison unfair.
+assert t["ok"] == t["calls"], f"{t['calls'] - t['ok']} calls not ok"
+print(t["calls_per_s"], t["calls"])
 PY
       ;;
     oha)
-      [ "$mode" = rate ] && rate_args=(-q "$RATE")
       /usr/bin/time -o "$timing" -f "%U %S %M" taskset -c "$CLIENT_CPU" oha --no-tui -c "$conns" "${OHA_TLS[@]}" \
-        "${rate_args[@]}" -z "${DURATION}s" -m POST -H 'content-type: application/json' -d "$BODY" "$URL" >"$out" 2>&1
+        "${oha_rate[@]}" -z "${DURATION}s" -m POST -H 'content-type: application/json' -d "$body" "$url" >"$out" 2>&1
       python3 - "$out" "$DURATION" >"$WORK/calls" <<'PY'
 import re, sys
 text = open(sys.argv[1]).read()
@@ -91,7 +123,7 @@ PY
       ;;
     wrk)
       /usr/bin/time -o "$timing" -f "%U %S %M" taskset -c "$CLIENT_CPU" wrk -t1 -c "$conns" -d "${DURATION}s" \
-        -s "$WORK/post.lua" "$URL" >"$out" 2>&1
+        -s "$lua" "$url" >"$out" 2>&1
       python3 - "$out" >"$WORK/calls" <<'PY'
 import re, sys
 text = open(sys.argv[1]).read()
@@ -108,7 +140,8 @@ import sys
 mode, conns, tool, rnd, rps, calls, user, sys_, rss = sys.argv[1:]
 cpu = float(user) + float(sys_)
 per = cpu / max(int(calls), 1) * 100000
-print(f"{mode},{conns},{tool},{rnd},{float(rps):.1f},{calls},{cpu:.2f},{per:.3f},{rss}")
+user_per = float(user) / max(int(calls), 1) * 100000
+print(f"{mode},{conns},{tool},{rnd},{float(rps):.1f},{calls},{cpu:.2f},{per:.3f},{user_per:.3f},{rss}")
 PY
   tail -n 1 "$CSV"
 }
@@ -122,32 +155,124 @@ for conns in $CONNECTIONS; do
 done
 for round in $(seq "$ROUNDS"); do
   for tool in volley oha $EXTRA; do run "$tool" rate 64 "$round"; done
+  run volley paced 64 "$round"
 done
+for n in $LARGE; do
+  for round in $(seq "$ROUNDS"); do
+    for tool in volley oha wrk $EXTRA; do run "$tool" "large-$n" 64 "$round"; done
+  done
+  # The answer's size, for bytes/s.
+  python3 - "$URL" "$n" >"$WORK/size-$n" <<'PY'
+import ssl, sys, urllib.request
+url, n = sys.argv[1:]
+body = ('{"jsonrpc":"2.0","method":"block","params":[%s],"id":1}' % n).encode()
+req = urllib.request.Request(url, body, {"content-type": "application/json"})
+print(len(urllib.request.urlopen(req, context=ssl._create_unverified_context()).read()))
+PY
+done
+
+# mux TOOL ROUND: one run of 4 connections x 64 in flight against the
+# server that holds each answer 10 ms.
+mux() {
+  local tool=$1 round=$2 out="$WORK/$1.out" timing="$WORK/$1.time" body='{"jsonrpc":"2.0","method":"eth_blockNumber","id":1}'
+  local time=(/usr/bin/time -o "$timing" -f "%U %S %M" taskset -c "$CLIENT_CPU")
+  case "$tool" in
+    volley-*)
+      local target
+      case "$tool" in
+        volley-tcp) target="target = \"tcp://127.0.0.1:$((PORT + 3))\"" ;;
+        volley-ws) target="target = \"ws://127.0.0.1:$((PORT + 4))\"" ;;
+        volley-h2c) target="target = \"http://127.0.0.1:$((PORT + 2))/\"
+http2 = true" ;;
+        volley-stdio) target="command = [\"taskset\", \"-c\", \"$SERVER_CPU\", \"$PWD/$VOLLEY\", \"serve\", \"--stdio\", \"--latency\", \"10ms\", \"--threads\", \"1\"]" ;;
+      esac
+      printf '%s\n[load]\nconcurrency = 256\nconnections = 4\nduration = "%ss"\n[[calls]]\nmethod = "eth_blockNumber"\n' \
+        "$target" "$DURATION" >"$WORK/$tool.toml"
+      "${time[@]}" "$VOLLEY" run "$WORK/$tool.toml" --threads 1 --quiet --out "$WORK/$tool-$round" >"$out" 2>&1
+      python3 - "$WORK/$tool-$round/summary.json" >"$WORK/calls" <<'PY'
+import json, sys
+t = json.load(open(sys.argv[1]))["summary"]["total"]
+assert t["ok"] == t["calls"], f"{t['calls'] - t['ok']} calls not ok"
+print(t["calls_per_s"], t["calls"])
+PY
+      ;;
+    h2load)
+      printf '%s' "$body" >"$WORK/body.json"
+      "${time[@]}" h2load -c 4 -m 64 -t 1 -D "$DURATION" -d "$WORK/body.json" -H 'content-type: application/json' \
+        "http://127.0.0.1:$((PORT + 2))/" >"$out" 2>&1
+      python3 - "$out" >"$WORK/calls" <<'PY'
+import re, sys
+text = open(sys.argv[1]).read()
+rps = float(re.search(r"finished in [\d.]+\w+, ([\d.]+) req/s", text).group(1))
+print(rps, int(re.search(r"(\d+) succeeded", text).group(1)))
+PY
+      ;;
+    oha-h2c)
+      "${time[@]}" oha --no-tui --http2 -c 4 -p 64 -z "${DURATION}s" -m POST -H 'content-type: application/json' \
+        -d "$body" "http://127.0.0.1:$((PORT + 2))/" >"$out" 2>&1
+      python3 - "$out" "$DURATION" >"$WORK/calls" <<'PY'
+import re, sys
+rps = float(re.search(r"Requests/sec:\s*([\d.]+)", open(sys.argv[1]).read()).group(1))
+print(rps, int(rps * float(sys.argv[2])))
+PY
+      ;;
+  esac
+  read -r rps calls <"$WORK/calls"
+  read -r user sys rss <"$timing"
+  python3 - "$tool" "$round" "$rps" "$calls" "$user" "$sys" "$rss" >>"$CSV" <<'PY'
+import sys
+tool, rnd, rps, calls, user, sys_, rss = sys.argv[1:]
+cpu, n = float(user) + float(sys_), max(int(calls), 1)
+print(f"mux,4,{tool},{rnd},{float(rps):.1f},{calls},{cpu:.2f},{cpu / n * 1e5:.3f},{float(user) / n * 1e5:.3f},{rss}")
+PY
+  tail -n 1 "$CSV"
+}
+if [ -n "$MUX" ]; then
+  taskset -c "$SERVER_CPU" "$VOLLEY" serve --listen "127.0.0.1:$((PORT + 2))" --tcp "127.0.0.1:$((PORT + 3))" \
+    --ws "127.0.0.1:$((PORT + 4))" --latency 10ms --threads 1 >"$WORK/mux.log" 2>&1 &
+  MUX_PID=$!
+  for _ in $(seq 50); do grep -q "ws://" "$WORK/mux.log" 2>/dev/null && break; sleep 0.1; done
+  for round in $(seq "$ROUNDS"); do
+    for tool in volley-tcp volley-ws volley-h2c volley-stdio h2load oha-h2c; do mux "$tool" "$round"; done
+  done
+fi
 
 echo
 echo "machine: $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs); server on CPU $SERVER_CPU, clients on CPU $CLIENT_CPU; $URL"
 echo "rounds: $ROUNDS x ${DURATION}s; rate mode: $RATE calls/s target (wrk has no rate mode)"
-python3 - "$CSV" "$RATE" <<'PY'
-import csv, statistics, sys
+python3 - "$CSV" "$RATE" "$WORK" <<'PY'
+import csv, os, statistics, sys
 rows = list(csv.DictReader(open(sys.argv[1])))
-rate = float(sys.argv[2])
+rate, work = float(sys.argv[2]), sys.argv[3]
 groups = {}
 for r in rows:
     groups.setdefault((r["mode"], int(r["connections"])), {}).setdefault(r["tool"], []).append(r)
 med = lambda rs, k: statistics.median(float(r[k]) for r in rs)
-print(f"\n{'mode':<7}{'conns':>6} {'tool':<7}{'calls/s':>11}{'cpu s/100k':>12}{'peak MB':>9}   volley/oha   volley/wrk   volley/base")
-for (mode, conns), tools in sorted(groups.items()):
+print(f"\n{'mode':<11}{'conns':>6} {'tool':<13}{'calls/s':>10}{'cpu s/100k':>11}{'user':>7}{'peak MB':>9}   volley/oha   volley/wrk   volley/base")
+order = lambda k: (["closed", "rate", "paced"].index(k[0]) if k[0] in ("closed", "rate", "paced") else 3, k)
+for (mode, conns), tools in sorted(groups.items(), key=order):
     v = tools.get("volley")
     for tool, rs in tools.items():
-        line = f"{mode:<7}{conns:>6} {tool:<7}{med(rs,'calls_per_s'):>11.0f}{med(rs,'cpu_s_per_100k'):>12.3f}{max(float(r['max_rss_kb']) for r in rs)/1024:>9.1f}"
+        line = (f"{mode:<11}{conns:>6} {tool:<13}{med(rs,'calls_per_s'):>10.0f}{med(rs,'cpu_s_per_100k'):>11.3f}"
+                f"{med(rs,'user_s_per_100k'):>7.3f}{max(float(r['max_rss_kb']) for r in rs)/1024:>9.1f}")
         if tool == "volley":
             for peer in ("oha", "wrk", "base"):
                 p = tools.get(peer)
                 if p:
                     line += f"   {med(v,'calls_per_s')/med(p,'calls_per_s'):.2f}x rate, {med(v,'cpu_s_per_100k')/med(p,'cpu_s_per_100k'):.2f}x cpu"
+                    if peer == "wrk":
+                        line += f", {med(v,'user_s_per_100k')/med(p,'user_s_per_100k'):.2f}x user"
+        if mode.startswith("large-"):
+            size = int(open(os.path.join(work, "size-" + mode[6:])).read())
+            line += f"   {size / 1000:.0f} KB answers: {med(rs,'calls_per_s') * size / 1e6:.0f} MB/s"
+        if mode == "mux":
+            line += f"   {med(rs,'calls_per_s') / 25600 * 100:.0f}% of 25,600"
         print(line)
     if mode == "rate":
         for tool, rs in tools.items():
             print(f"        rate kept by {tool}: {med(rs,'calls_per_s')/rate*100:.2f}% of {rate:.0f}/s")
+open_, paced = groups.get(("rate", 64), {}).get("volley"), groups.get(("paced", 64), {}).get("volley")
+if open_ and paced:
+    print(f"\nvolley's open model at {rate:.0f}/s: {med(open_,'cpu_s_per_100k')/med(paced,'cpu_s_per_100k'):.2f}x the CPU per call of its closed model at the same rate")
 print(f"\nrows: {sys.argv[1]}")
 PY

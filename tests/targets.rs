@@ -82,6 +82,8 @@ weight = 3
 [[calls]]
 method = "eth_getBalance"
 params = ["0x${{hex(20)}}", "latest"]
+[thresholds]
+checks = ["p99 < 60s"]
 "#,
             fast.addr, slow.addr
         ),
@@ -159,6 +161,57 @@ params = ["0x${{hex(20)}}", "latest"]
     assert!(page.contains("<td>slow</td>") && page.contains(&format!("{ratio:.2}x")));
     assert!(stdout.contains("2 targets, the same requests (seed 9), one after another · ratios to fast"));
     assert!(stdout.contains(&format!("{ratio:.2}x")), "{stdout}");
+    // The table: each method once, then TOTAL, a row per target with its
+    // own figures; valid runs whose threshold held say nothing more.
+    let rows: Vec<(String, String, u64)> = stdout
+        .lines()
+        .skip_while(|l| !l.starts_with("method "))
+        .skip(1)
+        .take_while(|l| !l.is_empty() && !l.contains(": "))
+        .map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            (f[0].to_string(), f[1].to_string(), f[2].parse().unwrap())
+        })
+        .collect();
+    let own_calls = |own: &Value, method: &str| {
+        calls_by_method(own)
+            .into_iter()
+            .find(|m| m.0 == method)
+            .unwrap()
+            .1
+    };
+    let expected: Vec<(String, String, u64)> = ["eth_chainId", "eth_getBalance"]
+        .into_iter()
+        .flat_map(|m| {
+            [
+                (m.to_string(), "fast".to_string(), own_calls(&own_fast, m)),
+                (m.to_string(), "slow".to_string(), own_calls(&own_slow, m)),
+            ]
+        })
+        .chain([
+            ("TOTAL".to_string(), "fast".to_string(), REQUESTS),
+            ("TOTAL".to_string(), "slow".to_string(), REQUESTS),
+        ])
+        .collect();
+    assert_eq!(rows, expected, "{stdout}");
+    assert!(
+        !stdout.contains("not valid") && !stdout.contains("threshold failed"),
+        "{stdout}"
+    );
+
+    // timeseries.csv: one head with a target column, then each target's own
+    // rows, named.
+    let series = std::fs::read_to_string(out.join("timeseries.csv")).unwrap();
+    let own_series = |name: &str| std::fs::read_to_string(out.join(name).join("timeseries.csv")).unwrap();
+    let fast_series = own_series("fast");
+    let mut expected = format!("target,{}\n", fast_series.lines().next().unwrap());
+    for name in ["fast", "slow"] {
+        for line in own_series(name).lines().skip(1) {
+            expected.push_str(&format!("{name},{line}\n"));
+        }
+    }
+    assert_eq!(series, expected);
+    assert!(series.lines().count() > 2, "{series}");
 }
 
 #[test]

@@ -163,7 +163,7 @@ fn watch_servers(spec: &RunSpec, measure_start: Instant) -> Watching {
         })
         .collect();
     let children = match &spec.target {
-        Target::Stream(target) if target.is_command() => Some(target.clone()),
+        Target::Stream(target) if target.is_command() => Some(observe::Children::from_now(target.clone())),
         _ => None,
     };
     let stop = CancellationToken::new();

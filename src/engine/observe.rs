@@ -11,17 +11,31 @@ use tokio_util::sync::CancellationToken;
 use crate::stats::{UsageSample, Watched};
 use crate::transport::StreamTarget;
 
+/// The stdio target's children to watch: those started from now on.
+pub(super) struct Children {
+    target: StreamTarget,
+    /// Started before the run (to check the target answers): not the
+    /// server under load. Taken when the watch is set up, before any
+    /// connection of the run opens; the task itself may first run after
+    /// the run's children started (it did, on a loaded machine).
+    before: Vec<u32>,
+}
+
+impl Children {
+    pub(super) fn from_now(target: StreamTarget) -> Self {
+        let before = target.children();
+        Children { target, before }
+    }
+}
+
 /// Reads until `stop`, then once more; returns every process's readings.
 pub(super) async fn watch(
     mut watched: Vec<Watched>,
-    children: Option<StreamTarget>,
+    children: Option<Children>,
     measure_start: Instant,
     stop: CancellationToken,
     now: Arc<Mutex<Option<(f64, u64)>>>,
 ) -> Vec<Watched> {
-    // Children started before the run (to check the target answers) are
-    // gone by now: not the server under load.
-    let before: Vec<u32> = children.as_ref().map_or_else(Vec::new, StreamTarget::children);
     // Every tenth of a second new children are looked for (and read soon,
     // so a short run has a reading of each); every second, all.
     let mut tick = tokio::time::interval(Duration::from_millis(100));
@@ -32,7 +46,7 @@ pub(super) async fn watch(
             _ = stop.cancelled() => true,
         };
         let known = watched.len();
-        if let Some(target) = &children {
+        if let Some(Children { target, before }) = &children {
             for pid in target.children() {
                 if !before.contains(&pid) && !watched.iter().any(|w| w.pid == pid) {
                     watched.push(Watched {

@@ -391,3 +391,37 @@ pub fn equality_table(report: &EqualityReport, sample: f64, pinned: Option<&str>
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn summary(rps: f64, p50_ms: f64, p99_ms: f64) -> MethodSummary {
+        let mut m = MethodSummary {
+            rps,
+            ..Default::default()
+        };
+        (m.latency.p50_ms, m.latency.p99_ms) = (p50_ms, p99_ms);
+        m
+    }
+
+    #[test]
+    fn a_ratio_is_to_the_first_targets_figure_and_none_where_it_had_none() {
+        let first = summary(200.0, 2.0, 8.0);
+        let ratios = Ratios::of(&summary(300.0, 1.0, 8.0), &first);
+        assert_eq!(
+            ratios,
+            Ratios {
+                calls_per_s: Some(1.5),
+                p50: Some(0.5),
+                p99: Some(1.0)
+            }
+        );
+        // The first made no such calls (a zero rate, no latency): no ratio,
+        // never an infinity.
+        let none = Ratios::of(&summary(300.0, 1.0, 8.0), &summary(0.0, 0.0, 0.0));
+        assert_eq!((none.calls_per_s, none.p50, none.p99), (None, None, None));
+        let infinite = Ratios::of(&summary(f64::INFINITY, 1.0, 8.0), &first);
+        assert_eq!(infinite.calls_per_s, None);
+    }
+}

@@ -328,8 +328,14 @@ impl<S: AsyncRead + AsyncWrite + Unpin> HttpConnection<S> {
         };
         let body = match head.framing {
             BodyLength::Length(length) => {
+                // Room for the whole body at once (its length is within the
+                // limit): a large answer is read into place, not copied
+                // over and over as the buffer doubles.
+                self.input.reserve(length.saturating_sub(self.input.len()));
                 while self.input.len() < length {
-                    self.fill().await?;
+                    // There is room for the rest: reading never grows (and
+                    // copies) the buffer.
+                    self.read_more().await?;
                 }
                 self.input.split_to(length).freeze()
             }
@@ -398,6 +404,12 @@ impl<S: AsyncRead + AsyncWrite + Unpin> HttpConnection<S> {
     /// Reads more of the answer; the end of the stream here is an error.
     async fn fill(&mut self) -> Result<(), TransportError> {
         self.input.reserve(READ_CHUNK);
+        self.read_more().await
+    }
+
+    /// Reads what fits in the buffer's spare room (there must be some).
+    async fn read_more(&mut self) -> Result<(), TransportError> {
+        debug_assert!(self.input.capacity() > self.input.len());
         match self.stream.read_buf(&mut self.input).await {
             Ok(0) => Err(TransportError::Io(
                 "the connection closed before the answer was complete".into(),
