@@ -20,8 +20,8 @@
 #
 # Rate mode: the open model at $RATE calls/s on 64 connections, beside the
 # closed model at the same rate and connections (64 in flight against a
-# server that holds each answer 64/$RATE s: `paced`), so CPU per call
-# compares like with like. Large answers: the `block` method with LARGE
+# server that answers at most RATE calls a second: `paced`), so CPU per
+# call compares like with like. Large answers: the `block` method with LARGE
 # transactions (150: about 100 KB, 1,500: about 1 MB) on 64 connections,
 # every answer judged whole; MB/s is calls/s times the answer's size.
 # Multiplexed: 4 connections x 64 in flight against a server holding each
@@ -66,11 +66,12 @@ fi
 taskset -c "$SERVER_CPU" "$VOLLEY" serve --listen "127.0.0.1:$PORT" --threads 1 "${SERVE_TLS[@]}" >"$WORK/serve.log" 2>&1 &
 SERVER_PID=$!
 for _ in $(seq 50); do grep -q "volley serve" "$WORK/serve.log" 2>/dev/null && break; sleep 0.1; done
-# The closed model paced to RATE: 64 in flight, each answer held 64/RATE s.
+# The closed model paced to RATE: 64 in flight, the server answering RATE
+# a second (the rest queue).
 # (Plain HTTP: under TLS=1 the rate rows compare over HTTPS, this one not.)
 PACED_URL="http://127.0.0.1:$((PORT + 1))/"
 taskset -c "$SERVER_CPU" "$VOLLEY" serve --listen "127.0.0.1:$((PORT + 1))" --threads 1 \
-  --latency "$((64 * 1000000 / RATE))us" >"$WORK/paced.log" 2>&1 &
+  --capacity "$RATE" >"$WORK/paced.log" 2>&1 &
 PACED_PID=$!
 
 # wrk_script FILE BODY: wrk's script that POSTs BODY.

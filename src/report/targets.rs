@@ -424,4 +424,26 @@ mod tests {
         let infinite = Ratios::of(&summary(f64::INFINITY, 1.0, 8.0), &first);
         assert_eq!(infinite.calls_per_s, None);
     }
+
+    #[test]
+    fn the_equality_line_says_what_was_not_compared_only_when_something_was_not() {
+        let mut report = EqualityReport {
+            compared: 10,
+            mismatched: 1,
+            ..Default::default()
+        };
+        let line = equality_table(&report, 0.5, Some("0x10"));
+        assert_eq!(
+            line,
+            "\nanswers compared with the first target's (a 50% sample of the requests, \"latest\" pinned to block 0x10): 10 calls, 1 answered otherwise\n"
+        );
+        report.not_compared = 1;
+        let line = equality_table(&report, 1.0, None);
+        assert!(
+            line.ends_with(
+                "10 calls, 1 answered otherwise, 1 not compared (unsent or unanswered on a target)\n"
+            ),
+            "{line}"
+        );
+    }
 }
