@@ -111,6 +111,12 @@ fn an_extra_batch_entry_is_counted_beside_the_calls() {
     );
     assert_eq!(outcomes(&report), BTreeMap::from([("ok", 3 * REQUESTS)]));
     assert_eq!(report.summary.extra_batch_entries, REQUESTS);
+    // The table says so, though no call failed.
+    let table = volley::report::render_table(&report);
+    assert!(
+        table.contains(&format!("  batch answer entries matching no call: {REQUESTS}\n")),
+        "{table}"
+    );
 }
 
 #[test]

@@ -244,6 +244,42 @@ fn weights_whose_sum_passes_u32_max_are_refused_naming_the_key() {
 }
 
 #[test]
+fn batch_size_weights_whose_sum_passes_u32_max_are_refused_not_a_panic() {
+    for table in [
+        "[[calls]]\nmethod = \"a\"\nbatch = { sizes = SIZES }\n",
+        "[batch]\nsize = { sizes = SIZES }\n[[calls]]\nmethod = \"a\"\n",
+    ] {
+        let text = format!(
+            "target = \"builtin\"\n{}",
+            table.replace("SIZES", "{ 1 = 4294967295, 10 = 2 }")
+        );
+        let error = volley::scenario::Scenario::parse(&text, "test.toml", "test", &|_| None)
+            .expect_err("a sizes' weight sum over u32::MAX");
+        let message = error.to_string();
+        assert!(
+            message.contains("test.toml:") && message.contains("add up to more than 4294967295"),
+            "{message}"
+        );
+        let fits = text
+            .replace("10 = 2", "10 = 0")
+            .replace("4294967295", "4294967294")
+            .replace("10 = 0", "10 = 1");
+        assert!(
+            volley::scenario::Scenario::parse(&fits, "test.toml", "test", &|_| None).is_ok(),
+            "{fits}"
+        );
+        let too_big = text.replace("4294967295", "4294967296");
+        let message = volley::scenario::Scenario::parse(&too_big, "test.toml", "test", &|_| None)
+            .expect_err("a weight past u32::MAX")
+            .to_string();
+        assert!(
+            message.contains("weights must be between 1 and 4294967295"),
+            "{message}"
+        );
+    }
+}
+
+#[test]
 fn a_keep_alive_connection_the_server_closed_is_reopened_before_the_next_call() {
     // A complete answer, no `Connection: close`, then the server hangs up.
     let addr = raw_http_server(
@@ -326,4 +362,33 @@ fn a_websocket_frame_claiming_2_to_the_63_bytes_fails_its_call_as_io_and_the_soc
     assert_eq!(common::outcomes(&report), BTreeMap::from([("io", 5)]));
     let reason = first_reason(&report, "io");
     assert!(reason.contains("WebSocket failed"), "{reason}");
+}
+
+#[test]
+fn calls_that_failed_on_the_wire_get_no_advice_about_calls_left_waiting() {
+    // Every answer's framing is invalid: each call fails as `io` at once,
+    // none is left waiting, so the timeout has nothing to do with it.
+    let addr = raw_http_server(
+        |_| b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n-1\r\n\r\n".to_vec(),
+        false,
+    );
+    let dir = temp_dir("wire-failures");
+    let scenario = dir.join("s.toml");
+    std::fs::write(
+        &scenario,
+        format!("target = \"http://{addr}\"\ntimeout = \"60s\"\n[load]\nconcurrency = 1\nrequests = 6\n[[calls]]\nmethod = \"m\"\n"),
+    )
+    .unwrap();
+    let (output, summary) = run_binary(&scenario, &dir.join("out"));
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert_eq!(summary["summary"]["total"]["outcomes"]["io"], 6, "{summary}");
+    assert_eq!(summary["summary"]["in_flight_at_end"], 0);
+    let warnings = summary["meta"]["warnings"].to_string();
+    assert!(warnings.contains("the server answered no call"), "{warnings}");
+    assert!(!warnings.contains("still waiting"), "{warnings}");
 }

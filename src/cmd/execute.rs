@@ -305,7 +305,8 @@ fn run_warnings(summary: &RunSummary, capacity: usize, timeout: Duration) -> Vec
         Some(Unanswered::NothingSent) => warnings.push(format!(
             "nothing was measured: no call was sent in the measured {run_shown} (after any warmup); a replay file used up in the warmup, or a run shorter than a call, leaves every figure at zero"
         )),
-        Some(silence) if timeout > run => warnings.push(format!(
+        // Advice about the timeout only where calls were left waiting.
+        Some(silence) if timeout > run && in_flight > 0 => warnings.push(format!(
             "{silence}; {} still waiting for an answer when the run ended, in no figure: the timeout ({}) is longer than the run ({run_shown}), so none could count as a timeout. Give --timeout shorter than the run to count them",
             count(in_flight, "call"),
             humantime::format_duration(timeout),

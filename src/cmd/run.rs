@@ -99,6 +99,7 @@ pub(super) fn run_to_report(args: &RunArgs, scenario: &Scenario) -> anyhow::Resu
         let (stop, stopped) = (cancel.clone(), stopped_by.clone());
         tokio::spawn(async move {
             stopped.store(signals.recv().await, Ordering::Relaxed);
+            crate::transport::hurry_shutdowns();
             crate::note!("stopping: what was measured is written, marked partial");
             stop.cancel();
         });

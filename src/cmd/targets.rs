@@ -136,6 +136,7 @@ fn all_at_once(args: &RunArgs, runs: &[Scenario], names: &[&str]) -> anyhow::Res
     let (stop, stopped) = (cancel.clone(), stopped_by.clone());
     runtime.spawn(async move {
         stopped.store(signals.recv().await, Ordering::Relaxed);
+        crate::transport::hurry_shutdowns();
         crate::note!("stopping: what was measured is written, marked partial");
         stop.cancel();
     });

@@ -866,6 +866,8 @@ fn batch_size(at: &Locator, raw: &Spanned<RawBatchSize>, key: &str) -> Result<Ba
         }
         RawBatchSize::Table { sizes } => {
             let mut table = Vec::new();
+            // Drawn from in 32 bits, as the calls' weights are.
+            let mut sum: u32 = 0;
             for (size, weight) in sizes {
                 let size = size
                     .parse::<i64>()
@@ -873,7 +875,13 @@ fn batch_size(at: &Locator, raw: &Spanned<RawBatchSize>, key: &str) -> Result<Ba
                 let weight = u32::try_from(*weight)
                     .ok()
                     .filter(|w| *w > 0)
-                    .ok_or_else(|| bad("weights must be at least 1".into()))?;
+                    .ok_or_else(|| bad(format!("weights must be between 1 and {}", u32::MAX)))?;
+                sum = sum.checked_add(weight).ok_or_else(|| {
+                    bad(format!(
+                        "the sizes' weights add up to more than {}, the most a batch size can be drawn from; scale them down (only their ratios matter)",
+                        u32::MAX
+                    ))
+                })?;
                 table.push((check(size)?, weight));
             }
             if table.is_empty() {

@@ -258,8 +258,11 @@ impl<S: AsyncRead + AsyncWrite + Unpin> HttpConnection<S> {
 
     fn closed_unannounced(&self, reason: &str) -> String {
         format!(
-            "the server closed this keep-alive connection (after {} answers on it, without `Connection: close`) before answering; the request may never have reached it ({reason})",
-            self.answered
+            "the server closed this keep-alive connection (after {} on it, without `Connection: close`) before answering; the request may never have reached it ({reason})",
+            match self.answered {
+                1 => "1 answer".to_string(),
+                n => format!("{n} answers"),
+            }
         )
     }
 
@@ -369,15 +372,20 @@ impl<S: AsyncRead + AsyncWrite + Unpin> HttpConnection<S> {
                 None => true,
                 Some(scanned) => ends_a_line_twice(&self.input[scanned..]),
             };
+            let too_large =
+                || TransportError::Io(format!("the answer's head is larger than {MAX_HEAD_BYTES} bytes"));
             if complete {
                 if let Some(head) = parse_head(&self.input, self.limit)? {
+                    // The bound holds however the head came: whole in one
+                    // read, or in pieces.
+                    if head.length > MAX_HEAD_BYTES {
+                        return Err(too_large());
+                    }
                     return Ok(head);
                 }
             }
             if self.input.len() > MAX_HEAD_BYTES {
-                return Err(TransportError::Io(format!(
-                    "the answer's head is larger than {MAX_HEAD_BYTES} bytes"
-                )));
+                return Err(too_large());
             }
             // From two bytes back: the blank line may straddle two reads.
             scanned = Some(self.input.len().saturating_sub(2));
@@ -889,6 +897,13 @@ mod tests {
         let huge = format!("HTTP/1.1 200 OK\r\nX: {}\r\n", "y".repeat(MAX_HEAD_BYTES));
         let error = refused(huge.as_bytes()).await;
         assert!(error.to_string().contains("head is larger"), "{error}");
+        // A whole head past the bound, blank line and body included.
+        let whole = format!(
+            "HTTP/1.1 200 OK\r\nX: {}\r\nContent-Length: 2\r\n\r\n{{}}",
+            "y".repeat(70_000)
+        );
+        let error = refused(whole.as_bytes()).await;
+        assert!(error.to_string().contains("head is larger"), "{error}");
         let trailers = "T: 1\r\n".repeat(MAX_HEAD_BYTES / 6 + 2);
         let answer = format!("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n{trailers}\r\n");
         let error = refused(answer.as_bytes()).await;
@@ -967,7 +982,9 @@ mod tests {
         connection.send(Bytes::from_static(b"{}")).await.unwrap();
         let error = connection.send(Bytes::from_static(b"{}")).await.unwrap_err();
         assert!(
-            error.to_string().contains("without `Connection: close`"),
+            error
+                .to_string()
+                .contains("(after 1 answer on it, without `Connection: close`)"),
             "{error}"
         );
         peer.await.unwrap();

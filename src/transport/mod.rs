@@ -18,7 +18,7 @@ use thiserror::Error;
 
 pub use h2::H2Connection;
 pub use http::{HttpConnection, HttpTarget, DEFAULT_MAX_RESPONSE_BYTES};
-pub use stream::{ChildEnd, MuxConnection, StreamAddr, StreamTarget};
+pub use stream::{hurry_shutdowns, ChildEnd, MuxConnection, StreamAddr, StreamTarget};
 
 /// How to reach a target URL, beyond the URL itself.
 #[derive(Clone, Debug)]

@@ -2,6 +2,9 @@
 //! connection, its stderr's tail kept for when it dies, and ended at the
 //! run's end the way its protocol says.
 
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
 use tokio::io::AsyncReadExt;
 
 use super::{MuxConnection, StreamAddr, StreamTarget, Writer};
@@ -12,7 +15,27 @@ use crate::transport::TransportError;
 /// language servers are written in JavaScript.
 const SHUTDOWN_ID: u64 = (1 << 53) - 1;
 /// How long a child has to answer `shutdown` and to exit after it.
-const SHUTDOWN_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+const SHUTDOWN_WAIT: Duration = Duration::from_secs(2);
+/// Each wait instead, once the user asked the run to stop: a child that
+/// answers nothing is killed within a second of Ctrl-C, not five.
+const HURRIED_WAIT: Duration = Duration::from_millis(250);
+
+/// Set when the user asked the run to stop (Ctrl-C, SIGTERM).
+static HURRY: AtomicBool = AtomicBool::new(false);
+
+/// From now on children are given a fraction of a second to end.
+pub fn hurry_shutdowns() {
+    HURRY.store(true, Ordering::Relaxed);
+}
+
+/// `full`, or less once the user is waiting for the run to stop.
+fn wait(full: Duration) -> Duration {
+    if HURRY.load(Ordering::Relaxed) {
+        full.min(HURRIED_WAIT)
+    } else {
+        full
+    }
+}
 
 /// How a child process ended when the run was over.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -80,8 +103,10 @@ impl MuxConnection {
         self.child.borrow().as_ref()?;
         if lsp && !self.closed.get() {
             let shutdown = format!(r#"{{"jsonrpc":"2.0","id":{SHUTDOWN_ID},"method":"shutdown"}}"#);
-            let answered =
-                tokio::time::timeout(SHUTDOWN_WAIT, self.exchange(shutdown.into(), SHUTDOWN_ID, 1));
+            let answered = tokio::time::timeout(
+                wait(SHUTDOWN_WAIT),
+                self.exchange(shutdown.into(), SHUTDOWN_ID, 1),
+            );
             if answered.await.is_ok_and(|reply| reply.is_ok()) {
                 let exit = br#"{"jsonrpc":"2.0","method":"exit"}"#;
                 let _ = self.writer.lock().await.send(exit).await;
@@ -89,7 +114,7 @@ impl MuxConnection {
         }
         *self.writer.lock().await = Writer::Closed;
         let mut child = self.child.borrow_mut().take()?;
-        if let Ok(Ok(status)) = tokio::time::timeout(SHUTDOWN_WAIT, child.wait()).await {
+        if let Ok(Ok(status)) = tokio::time::timeout(wait(SHUTDOWN_WAIT), child.wait()).await {
             return Some(if status.success() {
                 ChildEnd::Clean
             } else {
@@ -100,7 +125,7 @@ impl MuxConnection {
         if let Some(pid) = child.id() {
             // SAFETY: signalling a child this process started and has not reaped.
             unsafe { libc::kill(pid as libc::pid_t, libc::SIGTERM) };
-            if tokio::time::timeout(SHUTDOWN_WAIT / 2, child.wait())
+            if tokio::time::timeout(wait(SHUTDOWN_WAIT / 2), child.wait())
                 .await
                 .is_ok()
             {
@@ -131,5 +156,23 @@ pub(super) async fn keep_stderr_tail(
         tail.extend_from_slice(&chunk[..n]);
         let excess = tail.len().saturating_sub(TAIL);
         tail.drain(..excess);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn once_hurried_a_childs_three_waits_add_up_to_under_a_second() {
+        let waits = |full: Duration| wait(full) * 2 + wait(full / 2);
+        assert_eq!(waits(SHUTDOWN_WAIT), Duration::from_secs(5));
+        hurry_shutdowns();
+        assert!(
+            waits(SHUTDOWN_WAIT) < Duration::from_secs(1),
+            "{:?}",
+            waits(SHUTDOWN_WAIT)
+        );
+        assert_eq!(wait(Duration::from_millis(100)), Duration::from_millis(100));
     }
 }

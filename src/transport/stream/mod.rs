@@ -26,7 +26,7 @@ use tokio_tungstenite::WebSocketStream;
 mod child;
 
 use child::keep_stderr_tail;
-pub use child::ChildEnd;
+pub use child::{hurry_shutdowns, ChildEnd};
 
 use super::tls::{self, ClientTls};
 use super::{Options, Reply, Scheme, ServerAnswers, TargetError, TransportError};
@@ -477,7 +477,7 @@ impl MuxConnection {
                     others: 0,
                 }),
                 Err(_) => Err(TransportError::Io(format!(
-                    "the connection closed before the answer came: {}",
+                    "the connection was closed before the answer came: {}",
                     self.closed_because()
                 ))),
             },
