@@ -89,6 +89,11 @@ fn sessions_are_carried_and_event_streams_decoded() {
             "{transport}: plus the initializes"
         );
         assert_eq!(summary.unsolicited_messages, answered, "{transport}");
+        let table = volley::report::render_table(&report);
+        assert!(
+            table.contains(&format!("\nmessages that answered no call: {answered} (")),
+            "{transport}: {table}"
+        );
         assert_eq!(
             summary.http_statuses.get(&202),
             Some(&notifications.calls),

@@ -422,6 +422,9 @@ expect = {{ pointer = "/result/0/pythonPath", equals = "/usr/bin/python3" }}
         report.summary.total.outcomes
     );
     assert_eq!(report.summary.unsolicited_messages, 0);
+    // None: no line for them.
+    let table = volley::report::render_table(&report);
+    assert!(!table.contains("answered no call"), "{table}");
 }
 
 /// Sends 200 calls, 4 in flight on one connection, to a server that hangs

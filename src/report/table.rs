@@ -291,7 +291,6 @@ fn stages(out: &mut String, summary: &RunSummary) {
     }
 }
 
-/// Children, unsolicited messages, subscriptions and calls left in flight.
 /// What each watched server process spent: `server pid 42: 0.51 CPU s
 /// per 1,000 calls (3.1 s in all), resident 45.2 MB at peak, 44.0 MB at the end`.
 pub fn server_usage_line(usage: &crate::stats::ServerUsage) -> String {
@@ -311,6 +310,7 @@ pub fn server_usage_line(usage: &crate::stats::ServerUsage) -> String {
     )
 }
 
+/// Children, unsolicited messages, subscriptions and calls left in flight.
 fn extras(out: &mut String, summary: &RunSummary) {
     for usage in &summary.server {
         let _ = writeln!(out, "{}", server_usage_line(usage));
@@ -393,7 +393,28 @@ pub fn progress_line(row: &SecondRow) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::count;
+    use super::{count, server_usage_line};
+    use crate::stats::ServerUsage;
+
+    #[test]
+    fn a_server_process_line_gives_its_cpu_per_thousand_calls_and_memory() {
+        let mut usage = ServerUsage {
+            pid: 42,
+            label: "pid 42".into(),
+            cpu_seconds: 3.1,
+            cpu_seconds_per_1000_calls: 0.5125,
+            peak_rss_bytes: 45_200_000,
+            final_rss_bytes: 44_000_000,
+            samples: 4,
+            exited: false,
+        };
+        assert_eq!(
+            server_usage_line(&usage),
+            "server pid 42: 0.512 CPU s per 1,000 calls (3.10 s in all), resident 45.2 MB at peak, 44.0 MB at the end"
+        );
+        usage.exited = true;
+        assert!(server_usage_line(&usage).ends_with("44.0 MB at the last reading: it ended during the run"));
+    }
 
     #[test]
     fn one_is_singular_and_the_rest_plural() {
