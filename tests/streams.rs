@@ -422,9 +422,11 @@ expect = {{ pointer = "/result/0/pythonPath", equals = "/usr/bin/python3" }}
         report.summary.total.outcomes
     );
     assert_eq!(report.summary.unsolicited_messages, 0);
-    // None: no line for them.
+    // None: no line for them, nor for calls left in flight (none were).
     let table = volley::report::render_table(&report);
+    assert_eq!(report.summary.in_flight_at_end, 0);
     assert!(!table.contains("answered no call"), "{table}");
+    assert!(!table.contains("calls in flight when the run stopped"), "{table}");
 }
 
 /// Sends 200 calls, 4 in flight on one connection, to a server that hangs
