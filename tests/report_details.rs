@@ -622,3 +622,39 @@ fn the_headline_says_a_constant_rate_or_the_recorded_pace() {
     report.meta.load.recorded_pace = false;
     assert!(said(&report).starts_with("1 connection ·"));
 }
+
+#[test]
+fn each_method_row_and_total_give_that_methods_figures_in_order() {
+    let report = staged_run();
+    let table = report::render_table(&report);
+    let summary = &report.summary;
+    let rows: Vec<Vec<&str>> = table
+        .lines()
+        .skip_while(|l| !l.starts_with("method "))
+        .skip(1)
+        .take(summary.methods.len() + 1)
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    let expected: Vec<Vec<String>> = summary
+        .methods
+        .iter()
+        .chain([&summary.total])
+        .map(|m| {
+            let l = &m.latency;
+            vec![
+                m.method.clone(),
+                m.calls.to_string(),
+                m.ok.to_string(),
+                m.errors.to_string(),
+                format!("{:.1}", m.rps),
+                format!("{:.3}", l.p50_ms),
+                format!("{:.3}", l.p90_ms),
+                format!("{:.3}", l.p99_ms),
+                format!("{:.3}", l.p999_ms),
+                format!("{:.3}", l.max_ms),
+            ]
+        })
+        .collect();
+    assert_eq!(rows, expected, "{table}");
+    assert!(summary.total.calls > 0);
+}
