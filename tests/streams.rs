@@ -442,6 +442,14 @@ fn run_against_a_server_that_hangs_up(url: &str, answered: &std::sync::atomic::A
         outcomes.get("ok").copied().unwrap_or(0),
         outcomes.get("io").copied().unwrap_or(0),
     );
+    // The server counts an answer once its write returned, which can be
+    // after volley read it and the run ended: its count is waited for (a
+    // hang guard, not a timing assertion). One volley counted that was
+    // never sent never arrives, and fails below.
+    let guard = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while answered.load(std::sync::atomic::Ordering::Relaxed) < ok && std::time::Instant::now() < guard {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
     assert_eq!(
         ok,
         answered.load(std::sync::atomic::Ordering::Relaxed),
