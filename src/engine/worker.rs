@@ -432,7 +432,6 @@ struct Caller {
     open_model: bool,
     /// Only HTTP answers have a status worth counting.
     http: bool,
-    deadline: call::Deadline,
 }
 
 /// A connection in the caller's hand, and what it took to get it.
@@ -442,8 +441,6 @@ struct InHand {
     waited_for_setup: bool,
     /// This caller opened it for this call.
     opened_now: bool,
-    /// It was there at once: nothing was waited for.
-    at_once: bool,
 }
 
 /// When a request left and was answered, against when it was due.
@@ -470,7 +467,6 @@ async fn connection_loop(
         planned: Vec::new(),
         backoff: BACKOFF_MIN,
         reopen_after_failure: false,
-        deadline: call::Deadline::new(),
     };
     if caller.open_model && index.is_multiple_of(caller.shared.plan.per_connection.max(1)) {
         // The open model has a fixed number of connections: all open at the
@@ -552,13 +548,7 @@ impl Caller {
             }
         };
         let local = &self.local;
-        // A closed-model call whose connection was at hand leaves when it
-        // was claimed: one reading of the clock for both.
-        let sent = if in_hand.at_once && !self.open_model {
-            intended
-        } else {
-            Instant::now()
-        };
+        let sent = Instant::now();
         local.sent.set(local.sent.get() + 1);
         let calls_sent = self.builder.entries().len() as u64;
         local.in_flight.set(local.in_flight.get() + calls_sent);
@@ -569,9 +559,7 @@ impl Caller {
         let keep = (self.shared.capture.as_ref())
             .filter(|c| c.wants(claim.seq))
             .map(|_| body.clone());
-        let exchange = in_hand.connection.exchange(body, first_id, calls);
-        let (reply, answered) = self.deadline.race(exchange, sent, within).await;
-        let result = reply.ok_or(call::TimedOut);
+        let result = call::exchange(&mut in_hand.connection, body, first_id, calls, within).await;
         if let (Some(request), Some(capture)) = (keep, &self.shared.capture) {
             capture.keep(super::Captured {
                 seq: claim.seq,
@@ -585,6 +573,7 @@ impl Caller {
             });
         }
         local.in_flight.set(local.in_flight.get() - calls_sent);
+        let answered = Instant::now();
         let failure = call::failure(&result);
         match failure {
             None => {
@@ -616,7 +605,6 @@ impl Caller {
     async fn connection(&mut self) -> Result<InHand, OpenFailure> {
         let (shared, local, slot) = (&self.shared, &self.local, &self.slot);
         let mut waited_for_setup = false;
-        let mut at_once = true;
         loop {
             if let Some(closed) = slot.take_closed() {
                 // A reader that panicked closed its connection (its calls
@@ -624,7 +612,6 @@ impl Caller {
                 if closed.multiplexed().is_some_and(|mux| mux.reader_panicked()) {
                     shared.panicked.fetch_add(1, Ordering::Relaxed);
                 }
-                at_once = false;
                 if let Some(exit) = closed.child_exit().await {
                     local.recorder.borrow_mut().note_child_exit(exit);
                 }
@@ -634,13 +621,11 @@ impl Caller {
                     connection,
                     waited_for_setup,
                     opened_now: false,
-                    at_once,
                 });
             }
             if slot.opening.get() {
                 // Another caller is opening the shared connection: wait for it.
                 waited_for_setup = !shared.setup.is_empty();
-                at_once = false;
                 slot.opened.notified().await;
                 continue;
             }
@@ -653,7 +638,6 @@ impl Caller {
                 connection,
                 waited_for_setup: !shared.setup.is_empty(),
                 opened_now: true,
-                at_once: false,
             });
         }
     }
