@@ -1,5 +1,5 @@
 //! The per-call work of the hot path: building a body (fixed and generated
-//! params), judging an answer, recording the outcome.
+//! params), judging an answer, reading a large one, recording the outcome.
 //! Run with `cargo bench --bench hot_path`.
 
 use std::hint::black_box;
@@ -10,6 +10,7 @@ use rand::rngs::SmallRng;
 use rand::SeedableRng;
 use serde_json::json;
 use volley::plan::{CallTemplate, RequestBuilder};
+use volley::rpc::wire::Message;
 use volley::rpc::{Entry, Judge, Version};
 use volley::scenario::Scenario;
 use volley::stats::Outcome;
@@ -143,5 +144,46 @@ fn record(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, build, judge, record);
+/// An `eth_getBlockByNumber` answer with `count` full transactions, the
+/// shape `volley serve`'s `block` method sends (hex strings, 20 members).
+fn block_answer(count: usize) -> Vec<u8> {
+    let hex = |n: usize, width: usize| format!("0x{:0width$x}", n * 2_654_435_761 % (1 << 60));
+    let transactions: Vec<serde_json::Value> = (0..count)
+        .map(|i| {
+            json!({
+                "blockHash": hex(1, 64), "blockNumber": "0xf4240", "from": hex(i, 40), "to": hex(i + 1, 40),
+                "gas": "0x5208", "gasPrice": "0x4a817c800", "maxFeePerGas": "0x6fc23ac00",
+                "maxPriorityFeePerGas": "0x3b9aca00", "hash": hex(i + 2, 64), "input": hex(i + 3, 136),
+                "nonce": "0x0", "transactionIndex": format!("{i:#x}"), "value": "0x0", "type": "0x2",
+                "accessList": [], "chainId": "0x539", "v": "0x1", "r": hex(i + 4, 64), "s": hex(i + 5, 64),
+                "yParity": "0x1"
+            })
+        })
+        .collect();
+    let block = json!({"number": "0xf4240", "hash": hex(1, 64), "transactions": transactions});
+    serde_json::to_vec(&json!({"jsonrpc": "2.0", "result": block, "id": 1})).unwrap()
+}
+
+/// Reading a large answer's members, every byte checked: the fast reading
+/// beside serde_json's, on the same bytes.
+fn message(c: &mut Criterion) {
+    let answer = block_answer(150);
+    let mut group = c.benchmark_group("message");
+    group.throughput(Throughput::Bytes(answer.len() as u64));
+    group.bench_function("block_150_skim", |b| {
+        b.iter(|| Message::parse(black_box(&answer)).unwrap().result.unwrap().len())
+    });
+    group.bench_function("block_150_serde_json", |b| {
+        b.iter(|| {
+            Message::parse_with_serde(black_box(&answer))
+                .unwrap()
+                .result
+                .unwrap()
+                .len()
+        })
+    });
+    group.finish();
+}
+
+criterion_group!(benches, build, judge, message, record);
 criterion_main!(benches);

@@ -17,11 +17,10 @@ use crate::transport::{Connection, Target};
 async fn refresh(poll: &Poll, connection: &mut Connection, timeout: Duration) -> Result<(), String> {
     let reply = call_once(connection, &poll.template, Some(1), timeout, true).await?;
     // The judge found a version-2 answer with a result to this call.
-    let result = serde_json::from_slice::<Message>(&reply.body)
-        .ok()
+    let result = Message::parse(&reply.body)
         .and_then(|message| message.result)
         .ok_or("no result")?;
-    let value: Value = serde_json::from_str(result.get()).map_err(|e| e.to_string())?;
+    let value: Value = serde_json::from_str(result).map_err(|e| e.to_string())?;
     poll.polled.set(poll.index, &value)
 }
 

@@ -774,9 +774,8 @@ fn subscribe(
     connection: &Connection,
     answer: &[u8],
 ) -> Result<(), String> {
-    let result = serde_json::from_slice::<crate::rpc::wire::Message>(answer)
-        .ok()
-        .and_then(|m| m.result.map(|r| r.get().trim_matches('"').to_string()))
+    let result = crate::rpc::wire::Message::parse(answer)
+        .and_then(|m| m.result.map(|r| r.trim_matches('"').to_string()))
         .ok_or("its answer has no subscription id")?;
     let mux = connection
         .multiplexed()

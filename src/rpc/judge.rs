@@ -217,8 +217,8 @@ impl Judge {
 fn judge_single(body: &[u8], expected: u64, expect: Option<&Expectation>, version: Version) -> Outcome {
     match wire::first_significant_byte(body) {
         None => Outcome::Protocol(ProtocolKind::NoAnswer),
-        Some(b'{') => match serde_json::from_slice::<Message>(body) {
-            Ok(msg) => {
+        Some(b'{') => match Message::parse(body) {
+            Some(msg) => {
                 let id = msg.id.map_or(IdMatch::Mismatch, |id| match_id(id, expected));
                 let outcome = match version {
                     Version::V2 => judge_protocol(&msg, id),
@@ -226,7 +226,7 @@ fn judge_single(body: &[u8], expected: u64, expect: Option<&Expectation>, versio
                 };
                 judge_expectation(outcome, &msg, expect)
             }
-            Err(_) => invalid_or_not_a_response(body),
+            None => invalid_or_not_a_response(body),
         },
         Some(_) => invalid_or_not_a_response(body),
     }
@@ -241,8 +241,7 @@ enum IdMatch {
     WrongType,
 }
 
-fn match_id(id: &RawValue, expected: u64) -> IdMatch {
-    let text = id.get();
+fn match_id(text: &str, expected: u64) -> IdMatch {
     if text == itoa::Buffer::new().format(expected) {
         IdMatch::Same
     } else if text == "null" {
@@ -274,8 +273,8 @@ fn judge_expectation(outcome: Outcome, msg: &Message, expect: Option<&Expectatio
 /// Core answers so), not a broken answer. 1.0 leaves the error's shape
 /// open: one without an integer code counts as `rpc_error(0)`.
 fn judge_version_1(msg: &Message, id: IdMatch) -> Outcome {
-    let error = msg.error.filter(|e| e.get() != "null");
-    let result = msg.result.filter(|r| r.get() != "null");
+    let error = msg.error.filter(|&e| e != "null");
+    let result = msg.result.filter(|&r| r != "null");
     match (result, error) {
         (Some(_), Some(_)) => Outcome::Protocol(ProtocolKind::ResultAndError),
         (None, None) if msg.result.is_none() && msg.error.is_none() => {
@@ -332,7 +331,7 @@ fn match_batch_entry<'e>(
     calls: usize,
     expect: impl Fn(usize) -> Option<&'e Expectation>,
 ) -> Option<(usize, Outcome)> {
-    let msg: Message = serde_json::from_str(element.get()).ok()?;
+    let msg = Message::parse(element.get().as_bytes())?;
     // An id sent back as a string ("5" for 5) still names its call.
     let (id, wrong_type) = wire::id_number(msg.id?)?;
     let slot = usize::try_from(id.checked_sub(first_id)?).ok()?;
@@ -349,8 +348,8 @@ fn match_batch_entry<'e>(
 
 /// The outcome of every call of a batch answered by one object.
 fn judge_whole_batch(body: &[u8]) -> Outcome {
-    match serde_json::from_slice::<Message>(body) {
-        Ok(msg) => match (msg.error, msg.result, msg.id.map(RawValue::get)) {
+    match Message::parse(body) {
+        Some(msg) => match (msg.error, msg.result, msg.id) {
             (Some(error), None, Some("null")) if wire::is_version_2(msg.jsonrpc) => {
                 match wire::error_code(error) {
                     Some((code, true)) => Outcome::RpcError(code),
@@ -359,7 +358,7 @@ fn judge_whole_batch(body: &[u8]) -> Outcome {
             }
             _ => Outcome::Protocol(ProtocolKind::NotAResponse),
         },
-        Err(_) => invalid_or_not_a_response(body),
+        None => invalid_or_not_a_response(body),
     }
 }
 

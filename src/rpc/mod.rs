@@ -6,6 +6,7 @@ mod entry;
 mod expect;
 mod judge;
 pub mod same;
+mod skim;
 pub mod wire;
 
 pub use entry::Entry;

@@ -8,21 +8,61 @@ use std::ops::Range;
 use serde::{Deserialize, Deserializer};
 use serde_json::value::RawValue;
 
-/// One request or response object, members borrowed from the input.
-#[derive(Deserialize, Default)]
+/// One request or response object: each member the raw JSON text of its
+/// value, borrowed from the input (`Some("null")` for a present `null`).
+#[derive(Debug, Default, PartialEq, Eq)]
 pub struct Message<'a> {
+    pub jsonrpc: Option<&'a str>,
+    pub method: Option<&'a str>,
+    pub params: Option<&'a str>,
+    pub result: Option<&'a str>,
+    pub error: Option<&'a str>,
+    pub id: Option<&'a str>,
+}
+
+impl<'a> Message<'a> {
+    /// Reads one message; `None` where serde_json would refuse the text as
+    /// one (not JSON, not an object or array, a member twice).
+    pub fn parse(body: &'a [u8]) -> Option<Message<'a>> {
+        #[cfg(target_arch = "x86_64")]
+        match super::skim::message(body) {
+            super::skim::Skimmed::Message(msg) => return Some(msg),
+            super::skim::Skimmed::Invalid => return None,
+            super::skim::Skimmed::Unsure => {}
+        }
+        Message::parse_with_serde(body)
+    }
+
+    /// The same reading, done by serde_json alone: what [`Message::parse`]
+    /// falls back on, and what the fast reading is tested against.
+    pub fn parse_with_serde(body: &'a [u8]) -> Option<Message<'a>> {
+        let raw: RawMessage = serde_json::from_slice(body).ok()?;
+        Some(Message {
+            jsonrpc: raw.jsonrpc.map(RawValue::get),
+            method: raw.method.map(RawValue::get),
+            params: raw.params.map(RawValue::get),
+            result: raw.result.map(RawValue::get),
+            error: raw.error.map(RawValue::get),
+            id: raw.id.map(RawValue::get),
+        })
+    }
+}
+
+/// A message as serde reads it.
+#[derive(Deserialize)]
+struct RawMessage<'a> {
     #[serde(default, borrow, deserialize_with = "present")]
-    pub jsonrpc: Option<&'a RawValue>,
+    jsonrpc: Option<&'a RawValue>,
     #[serde(default, borrow, deserialize_with = "present")]
-    pub method: Option<&'a RawValue>,
+    method: Option<&'a RawValue>,
     #[serde(default, borrow, deserialize_with = "present")]
-    pub params: Option<&'a RawValue>,
+    params: Option<&'a RawValue>,
     #[serde(default, borrow, deserialize_with = "present")]
-    pub result: Option<&'a RawValue>,
+    result: Option<&'a RawValue>,
     #[serde(default, borrow, deserialize_with = "present")]
-    pub error: Option<&'a RawValue>,
+    error: Option<&'a RawValue>,
     #[serde(default, borrow, deserialize_with = "present")]
-    pub id: Option<&'a RawValue>,
+    id: Option<&'a RawValue>,
 }
 
 /// An error object's two required members.
@@ -40,13 +80,13 @@ fn present<'de, D: Deserializer<'de>>(d: D) -> Result<Option<&'de RawValue>, D::
 }
 
 /// `"2.0"` exactly, as JSON text.
-pub fn is_version_2(raw: Option<&RawValue>) -> bool {
-    raw.is_some_and(|v| v.get() == "\"2.0\"")
+pub fn is_version_2(raw: Option<&str>) -> bool {
+    raw == Some("\"2.0\"")
 }
 
 /// The integer value of an error code, if it is one.
-pub fn error_code(error: &RawValue) -> Option<(i64, bool)> {
-    let obj: ErrorObject = serde_json::from_str(error.get()).ok()?;
+pub fn error_code(error: &str) -> Option<(i64, bool)> {
+    let obj: ErrorObject = serde_json::from_str(error).ok()?;
     let code: i64 = obj.code?.get().parse().ok()?;
     let message_is_string = obj.message.is_some_and(|m| m.get().starts_with('"'));
     Some((code, message_is_string))
@@ -142,8 +182,7 @@ impl std::fmt::Display for HeadedError {
 /// The number an answer's id names, and whether it came as a string ("5"
 /// for 5): the one reading of ids, so that the transport routes an answer
 /// to the call the judge then matches it to.
-pub fn id_number(id: &RawValue) -> Option<(u64, bool)> {
-    let text = id.get();
+pub fn id_number(text: &str) -> Option<(u64, bool)> {
     let (digits, quoted) = match text.strip_prefix('"').and_then(|t| t.strip_suffix('"')) {
         Some(inner) => (inner, true),
         None => (text, false),
@@ -220,9 +259,7 @@ mod tests {
 
     #[test]
     fn ids_are_numbers_or_strings_of_digits() {
-        let id = |text: &str| {
-            super::id_number(serde_json::from_str::<&serde_json::value::RawValue>(text).unwrap())
-        };
+        let id = |text: &str| super::id_number(text);
         assert_eq!(id("5"), Some((5, false)));
         assert_eq!(id("\"5\""), Some((5, true)));
         for not_ours in [

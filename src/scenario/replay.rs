@@ -194,18 +194,21 @@ fn read_line(line: &str) -> Result<Line, String> {
 
 fn replay_line(line: &str) -> Result<ReplayRequest, String> {
     let call = |raw: &RawValue| -> Result<ReplayCall, String> {
-        let recorded: Message =
-            serde_json::from_str(raw.get()).map_err(|e| format!("not a request object: {e}"))?;
+        let recorded = Message::parse(raw.get().as_bytes()).ok_or("not a request object")?;
         let method = recorded
             .method
-            .and_then(|m| serde_json::from_str::<String>(m.get()).ok())
+            .and_then(|m| serde_json::from_str::<String>(m).ok())
             .ok_or("a request without a string `method`")?;
         Ok(ReplayCall {
             method,
-            params: recorded.params.map(|p| p.to_owned()),
+            params: recorded
+                .params
+                .map(|p| RawValue::from_string(p.to_owned()))
+                .transpose()
+                .map_err(|e| e.to_string())?,
             // A present `id`, even null, makes a call; no `id` a notification.
             notification: recorded.id.is_none(),
-            recorded_id: recorded.id.map(|id| id.get().to_string()),
+            recorded_id: recorded.id.map(str::to_string),
         })
     };
     let line = line.trim();

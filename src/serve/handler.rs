@@ -88,10 +88,10 @@ impl Handler<'_> {
 
     /// One request object; `None` for a notification.
     fn one(&self, raw: &RawValue, rng: &mut SmallRng, hold: &mut Duration) -> Option<Vec<u8>> {
-        let Ok(msg) = serde_json::from_str::<Message>(raw.get()) else {
+        let Some(msg) = Message::parse(raw.get().as_bytes()) else {
             return Some(self.error(INVALID_REQUEST, "null"));
         };
-        let id = match msg.id.map(RawValue::get) {
+        let id = match msg.id {
             None => None,
             Some(id)
                 if id.starts_with(['"', '-', '0', '1', '2', '3', '4', '5', '6', '7', '8', '9'])
@@ -104,8 +104,8 @@ impl Handler<'_> {
         };
         let method = msg
             .method
-            .and_then(|m| serde_json::from_str::<std::borrow::Cow<str>>(m.get()).ok());
-        let params_ok = msg.params.is_none_or(|p| p.get().starts_with(['[', '{']));
+            .and_then(|m| serde_json::from_str::<std::borrow::Cow<str>>(m).ok());
+        let params_ok = msg.params.is_none_or(|p| p.starts_with(['[', '{']));
         let (Some(method), true, true) = (method, params_ok, wire::is_version_2(msg.jsonrpc)) else {
             return Some(self.error(INVALID_REQUEST, id.unwrap_or("null")));
         };

@@ -569,8 +569,8 @@ fn mcp_session(
     session: Option<String>,
     stats: &ServerStats,
 ) -> Result<Option<String>, Response<AnswerBody>> {
-    let initialize = serde_json::from_slice::<crate::rpc::wire::Message>(body)
-        .is_ok_and(|m| m.method.is_some_and(|m| m.get() == "\"initialize\""));
+    let initialize = crate::rpc::wire::Message::parse(body)
+        .is_some_and(|m| m.method.is_some_and(|m| m == "\"initialize\""));
     let mut sessions = stats.sessions.lock().unwrap_or_else(|p| p.into_inner());
     if initialize {
         let id = format!("{:032x}", rand::random::<u128>());

@@ -189,8 +189,8 @@ fn lifecycle_method(request: &[u8]) -> Option<&'static str> {
     if !named(b"\"shutdown\"") && !named(b"\"exit\"") {
         return None;
     }
-    let message: crate::rpc::wire::Message = serde_json::from_slice(request).ok()?;
-    match message.method?.get() {
+    let message = crate::rpc::wire::Message::parse(request)?;
+    match message.method? {
         "\"shutdown\"" => Some("shutdown"),
         "\"exit\"" => Some("exit"),
         _ => None,

@@ -37,7 +37,7 @@ impl Subscriptions {
         if !named(b"subscribe\"") {
             return false;
         }
-        let Ok(message) = serde_json::from_slice::<Message>(request) else {
+        let Some(message) = Message::parse(request) else {
             return false;
         };
         let (Some(method), Some(id)) = (message.method, message.id) else {
@@ -45,9 +45,9 @@ impl Subscriptions {
         };
         let first: Option<String> = message
             .params
-            .and_then(|p| serde_json::from_str::<Vec<&RawValue>>(p.get()).ok())
+            .and_then(|p| serde_json::from_str::<Vec<&RawValue>>(p).ok())
             .and_then(|p| p.first().and_then(|f| serde_json::from_str(f.get()).ok()));
-        let result = match (method.get(), first.as_deref()) {
+        let result = match (method, first.as_deref()) {
             ("\"eth_subscribe\"", Some("newHeads")) => {
                 self.opened += 1;
                 let subscription = format!("0x{:x}{:04x}", rand::random::<u64>(), self.opened);
@@ -64,7 +64,7 @@ impl Subscriptions {
             }
             ("\"eth_subscribe\"", _) => {
                 let error = r#"{"code":-32602,"message":"only newHeads subscriptions are served"}"#;
-                send(format!(r#"{{"jsonrpc":"2.0","error":{error},"id":{}}}"#, id.get()).into_bytes());
+                send(format!(r#"{{"jsonrpc":"2.0","error":{error},"id":{}}}"#, id).into_bytes());
                 return true;
             }
             ("\"eth_unsubscribe\"", Some(subscription)) => match self.live.remove(subscription) {
@@ -76,7 +76,7 @@ impl Subscriptions {
             },
             _ => return false,
         };
-        send(format!(r#"{{"jsonrpc":"2.0","result":{result},"id":{}}}"#, id.get()).into_bytes());
+        send(format!(r#"{{"jsonrpc":"2.0","result":{result},"id":{}}}"#, id).into_bytes());
         true
     }
 }

@@ -84,8 +84,8 @@ fn events(stream: &[u8]) -> Vec<Vec<u8>> {
 /// A response (or a batch of them), not a request or notification.
 fn is_answer(data: &[u8]) -> bool {
     let single = |raw: &RawValue| {
-        serde_json::from_str::<Message>(raw.get())
-            .is_ok_and(|m| m.method.is_none() && (m.result.is_some() || m.error.is_some()))
+        Message::parse(raw.get().as_bytes())
+            .is_some_and(|m| m.method.is_none() && (m.result.is_some() || m.error.is_some()))
     };
     match wire::first_significant_byte(data) {
         Some(b'[') => serde_json::from_slice::<Vec<&RawValue>>(data)

@@ -685,17 +685,15 @@ fn from_the_server(connection: &Rc<MuxConnection>, message: &[u8]) -> bool {
         #[serde(borrow)]
         subscription: &'a RawValue,
     }
-    let Ok(message) = serde_json::from_slice::<Message>(message) else {
+    let Some(message) = Message::parse(message) else {
         return false;
     };
     let Some(method) = message.method else {
         return false;
     };
     if let Some(id) = message.id {
-        let result = connection
-            .server_answers
-            .result_for(method.get().trim_matches('"'));
-        let reply = format!(r#"{{"jsonrpc":"2.0","result":{result},"id":{}}}"#, id.get());
+        let result = connection.server_answers.result_for(method.trim_matches('"'));
+        let reply = format!(r#"{{"jsonrpc":"2.0","result":{result},"id":{}}}"#, id);
         let connection = connection.clone();
         tokio::task::spawn_local(async move {
             let _ = connection.writer.lock().await.send(reply.as_bytes()).await;
@@ -708,7 +706,7 @@ fn from_the_server(connection: &Rc<MuxConnection>, message: &[u8]) -> bool {
     }
     let Some(params) = message
         .params
-        .and_then(|p| serde_json::from_str::<Params>(p.get()).ok())
+        .and_then(|p| serde_json::from_str::<Params>(p).ok())
     else {
         return false;
     };
@@ -781,16 +779,18 @@ fn deliver(connection: &Rc<MuxConnection>, line: Bytes) {
 
 /// The id of an answer, or of the first entry of a batch answer that has one.
 fn answer_id(line: &[u8]) -> Option<u64> {
-    let id_of = |raw: &RawValue| -> Option<u64> {
-        let message: Message = serde_json::from_str(raw.get()).ok()?;
+    let id_of = |text: &[u8]| -> Option<u64> {
+        let message = Message::parse(text)?;
         wire::id_number(message.id?).map(|(id, _)| id)
     };
     match wire::first_significant_byte(line)? {
         b'[' => {
             let entries: Vec<&RawValue> = serde_json::from_slice(line).ok()?;
-            entries.into_iter().find_map(id_of)
+            entries
+                .into_iter()
+                .find_map(|entry| id_of(entry.get().as_bytes()))
         }
-        _ => id_of(serde_json::from_slice::<&RawValue>(line).ok()?),
+        _ => id_of(line),
     }
 }
 
