@@ -11,7 +11,7 @@ cd "$(dirname "$0")/.."
 command -v cargo-mutants >/dev/null || cargo install --locked cargo-mutants
 FILES=("$@")
 if [ ${#FILES[@]} -eq 0 ]; then
-  FILES=(src/rpc/judge.rs 'src/report/*.rs' 'src/stats/*.rs' src/plan/mix.rs src/plan/load.rs src/engine/schedule.rs src/scenario/compile.rs)
+  FILES=(src/rpc/judge.rs src/rpc/skim.rs 'src/report/*.rs' 'src/stats/*.rs' src/plan/mix.rs src/plan/load.rs src/engine/schedule.rs src/scenario/compile.rs)
 fi
 ARGS=()
 for f in "${FILES[@]}"; do ARGS+=(-f "$f"); done

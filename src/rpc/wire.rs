@@ -24,13 +24,11 @@ impl<'a> Message<'a> {
     /// Reads one message; `None` where serde_json would refuse the text as
     /// one (not JSON, not an object or array, a member twice).
     pub fn parse(body: &'a [u8]) -> Option<Message<'a>> {
-        #[cfg(target_arch = "x86_64")]
         match super::skim::message(body) {
-            super::skim::Skimmed::Message(msg) => return Some(msg),
-            super::skim::Skimmed::Invalid => return None,
-            super::skim::Skimmed::Unsure => {}
+            super::skim::Skimmed::Message(msg) => Some(msg),
+            super::skim::Skimmed::Invalid => None,
+            super::skim::Skimmed::Unsure => Message::parse_with_serde(body),
         }
-        Message::parse_with_serde(body)
     }
 
     /// The same reading, done by serde_json alone: what [`Message::parse`]

@@ -1,6 +1,6 @@
 use proptest::prelude::*;
 
-use super::{message, Skimmed, MAX_DEPTH};
+use super::{block_mask, block_mask_bytewise, message, Skimmed, MAX_DEPTH};
 use crate::rpc::wire::Message;
 
 /// The fast reading of `text`, which must agree with serde_json's.
@@ -199,6 +199,14 @@ proptest! {
         let text = format!("{{\"{member}\":{}}}", pieces.concat());
         skim(text.as_bytes());
         skim(pieces.concat().as_bytes());
+    }
+
+    #[test]
+    fn a_windows_mask_marks_exactly_its_quotes_backslashes_and_control_bytes(
+        block in prop::collection::vec(prop::sample::select(&[b'"', b'\\', 0, 0x1f, 0x20, b'a', 0x7f, 0x80, 0xff][..]), 64),
+    ) {
+        let block: [u8; 64] = block.try_into().unwrap();
+        prop_assert_eq!(block_mask(&block), block_mask_bytewise(&block));
     }
 
     #[test]
