@@ -13,6 +13,7 @@ mod methods;
 mod stand_in;
 mod stream;
 mod subscribe;
+mod timer;
 pub mod tls;
 
 pub use capacity::Capacity;
@@ -527,7 +528,7 @@ async fn respond(
 async fn hold(hold: Duration, stats: &ServerStats) {
     if !hold.is_zero() {
         let held_from = Instant::now();
-        tokio::time::sleep(hold).await;
+        timer::sleep(hold).await;
         let held = crate::stats::micros(held_from.elapsed());
         let mut holds = stats.holds.lock().unwrap_or_else(|p| p.into_inner());
         holds

@@ -115,7 +115,7 @@ fn answer_later(
             (answer, serving.config.chaos.pick(&mut *rng))
         };
         if !answer.hold.is_zero() {
-            tokio::time::sleep(answer.hold).await;
+            super::timer::sleep(answer.hold).await;
         }
         if let Some(body) = answer.body {
             let Some(body) = misbehave(fault, body, &serving) else {
