@@ -22,7 +22,7 @@
 # closed model at the same rate and connections (64 in flight against a
 # server that answers at most RATE calls a second: `paced`), so CPU per
 # call compares like with like. Large answers: the `block` method with LARGE
-# transactions (150: about 100 KB, 1,500: about 1 MB) on 64 connections,
+# transactions (150: 122 KB, 1,500: 1.2 MB) on 64 connections,
 # every answer judged whole; MB/s is calls/s times the answer's size.
 # Multiplexed: 4 connections x 64 in flight against a server holding each
 # answer 10 ms (ideal 25,600 calls/s), over TCP, WebSocket, h2c and a
@@ -250,7 +250,7 @@ for r in rows:
     groups.setdefault((r["mode"], int(r["connections"])), {}).setdefault(r["tool"], []).append(r)
 med = lambda rs, k: statistics.median(float(r[k]) for r in rs)
 print(f"\n{'mode':<11}{'conns':>6} {'tool':<13}{'calls/s':>10}{'cpu s/100k':>11}{'user':>7}{'peak MB':>9}   volley/oha   volley/wrk   volley/base")
-order = lambda k: (["closed", "rate", "paced"].index(k[0]) if k[0] in ("closed", "rate", "paced") else 3, k)
+order = lambda item: (["closed", "rate", "paced"].index(item[0][0]) if item[0][0] in ("closed", "rate", "paced") else 3, item[0])
 for (mode, conns), tools in sorted(groups.items(), key=order):
     v = tools.get("volley")
     for tool, rs in tools.items():

@@ -22,7 +22,7 @@ field() { python3 -c "import json,sys; d=json.load(open(sys.argv[1]))['summary']
 start_server() {
   "$VOLLEY" serve --listen "127.0.0.1:$PORT" --threads 1 "$@" >"$WORK/serve.log" 2>&1 &
   SERVER=$!
-  for _ in $(seq 50); do grep -q "volley serve" "$WORK/serve.log" && break; sleep 0.1; done
+  for _ in $(seq 50); do grep -q "volley serve" "$WORK/serve.log" 2>/dev/null && break; sleep 0.1; done
 }
 
 # $1: the load options; $2: what to call them; $3: where its results go.

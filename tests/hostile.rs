@@ -392,3 +392,46 @@ fn calls_that_failed_on_the_wire_get_no_advice_about_calls_left_waiting() {
     assert!(warnings.contains("the server answered no call"), "{warnings}");
     assert!(!warnings.contains("still waiting"), "{warnings}");
 }
+
+#[test]
+fn bytes_that_are_not_utf8_make_an_answer_invalid_json_wherever_they_lie() {
+    fn answer(request: &[u8]) -> Vec<u8> {
+        let id = serde_json::from_slice::<Value>(request).unwrap()["id"].to_string();
+        // Every other call: the bad byte inside the result, or in a member
+        // the judge skips (which serde_json alone let through as ok).
+        let body = if id.ends_with(['0', '2', '4', '6', '8']) {
+            [
+                br#"{"jsonrpc":"2.0","result":"0x"#.as_slice(),
+                b"\xff\"",
+                br#","id":"#,
+                id.as_bytes(),
+                b"}",
+            ]
+            .concat()
+        } else {
+            [
+                br#"{"jsonrpc":"2.0","result":"0x1","id":"#.as_slice(),
+                id.as_bytes(),
+                br#","x":""#,
+                b"\xfe\"}",
+            ]
+            .concat()
+        };
+        let head = format!("HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n", body.len());
+        [head.as_bytes(), &body].concat()
+    }
+    let addr = raw_http_server(answer, false);
+    let dir = temp_dir("utf8");
+    let file = dir.join("utf8.toml");
+    std::fs::write(
+        &file,
+        format!("target = \"http://{addr}\"\n[load]\nconcurrency = 1\nrequests = 20\n[[calls]]\nmethod = \"eth_chainId\"\n"),
+    )
+    .unwrap();
+    let (output, summary) = run_binary(&file, &dir.join("out"));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let outcomes = &summary["summary"]["total"]["outcomes"];
+    assert_eq!(outcomes["invalid_json"], 20, "{outcomes} {stderr}");
+    assert_eq!(outcomes["ok"], 0, "{outcomes}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -363,6 +363,11 @@ fn judge_whole_batch(body: &[u8]) -> Outcome {
 }
 
 fn invalid_or_not_a_response(body: &[u8]) -> Outcome {
+    // JSON is UTF-8 (RFC 8259 §8.1); serde_json lets bad bytes through in
+    // what it skips.
+    if simdutf8::basic::from_utf8(body).is_err() {
+        return Outcome::InvalidJson;
+    }
     match serde_json::from_slice::<serde::de::IgnoredAny>(body) {
         Ok(_) => Outcome::Protocol(ProtocolKind::NotAResponse),
         Err(_) => Outcome::InvalidJson,
@@ -432,6 +437,15 @@ mod tests {
         use ProtocolKind::*;
         let p = Outcome::Protocol;
         assert_eq!(single(200, r#"{"jsonrpc":"2.0","result":1,"id":5}"#), Outcome::Ok);
+        // The same version string, written with an escape.
+        assert_eq!(
+            single(200, r#"{"jsonrpc":"2\u002e0","result":1,"id":5}"#),
+            Outcome::Ok
+        );
+        assert_eq!(
+            single(200, r#"{"jsonrpc":"2\u002e1","result":1,"id":5}"#),
+            p(WrongVersion)
+        );
         assert_eq!(
             single(200, r#"{"jsonrpc":"2.0","result":null,"id":5}"#),
             Outcome::Ok

@@ -22,7 +22,8 @@ pub struct Message<'a> {
 
 impl<'a> Message<'a> {
     /// Reads one message; `None` where serde_json would refuse the text as
-    /// one (not JSON, not an object or array, a member twice).
+    /// one (not JSON, not an object or array, a member twice), or where it
+    /// is not UTF-8 (RFC 8259 §8.1).
     pub fn parse(body: &'a [u8]) -> Option<Message<'a>> {
         match super::skim::message(body) {
             super::skim::Skimmed::Message(msg) => Some(msg),
@@ -79,7 +80,12 @@ fn present<'de, D: Deserializer<'de>>(d: D) -> Result<Option<&'de RawValue>, D::
 
 /// `"2.0"` exactly, as JSON text.
 pub fn is_version_2(raw: Option<&str>) -> bool {
-    raw == Some("\"2.0\"")
+    match raw {
+        Some("\"2.0\"") => true,
+        // "2\u002e0" is the same string, written otherwise.
+        Some(text) if text.contains('\\') => serde_json::from_str::<String>(text).is_ok_and(|v| v == "2.0"),
+        _ => false,
+    }
 }
 
 /// The integer value of an error code, if it is one.

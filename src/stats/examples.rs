@@ -114,7 +114,9 @@ fn rule_broken(kind: ProtocolKind) -> &'static str {
         ProtocolKind::ResultAndError => "the answer has both `result` and `error`",
         ProtocolKind::NoResultOrError => "the answer has neither `result` nor `error`",
         ProtocolKind::BadErrorObject => "`error` lacks an integer `code` or a string `message`",
-        ProtocolKind::NotAResponse => "the JSON is not a response object (or array, for a batch)",
+        ProtocolKind::NotAResponse => {
+            "the JSON is not a response object (or array, for a batch), or names a member twice"
+        }
         ProtocolKind::NoAnswer => "the call expected an answer and the body was empty",
         ProtocolKind::AnswerToNotification => "a notification was answered",
     }

@@ -99,7 +99,8 @@ pub enum ProtocolKind {
     NoResultOrError,
     /// `error` lacks an integer `code` or a string `message`.
     BadErrorObject,
-    /// The answer is JSON but not a response object (or array for a batch).
+    /// The answer is JSON but not a response object (or array for a batch),
+    /// or an object that names a member twice.
     NotAResponse,
     /// A call expected an answer and the body was empty.
     NoAnswer,

@@ -3,9 +3,10 @@ use proptest::prelude::*;
 use super::{block_mask, block_mask_bytewise, message, Skimmed, MAX_DEPTH};
 use crate::rpc::wire::Message;
 
-/// The fast reading of `text`, which must agree with serde_json's.
+/// The fast reading of `text`, which must agree with serde_json's on
+/// UTF-8 and refuse the rest.
 fn skim(text: &[u8]) -> Skimmed<'_> {
-    let serde = Message::parse_with_serde(text);
+    let serde = Message::parse_with_serde(text).filter(|_| std::str::from_utf8(text).is_ok());
     let skimmed = message(text);
     match &skimmed {
         Skimmed::Message(msg) => assert_eq!(Some(msg), serde.as_ref(), "{:?}", String::from_utf8_lossy(text)),
@@ -122,12 +123,20 @@ fn what_serde_json_refuses_is_refused() {
 }
 
 #[test]
+fn a_body_that_is_not_utf8_is_refused_even_where_serde_json_skips_the_bytes() {
+    let skipped = b"{\"jsonrpc\":\"2.0\",\"result\":\"0x1\",\"id\":1,\"x\":\"\xff\"}";
+    assert!(Message::parse_with_serde(skipped).is_some());
+    assert!(matches!(skim(skipped), Skimmed::Invalid));
+    assert!(matches!(skim(b"{\"result\":\"\xff\"}"), Skimmed::Invalid));
+}
+
+#[test]
 fn what_it_does_not_read_serde_json_decides() {
     unsure(b"[\"2.0\"]");
     unsure(b"5");
     unsure(b"");
     unsure(b"{\"resul\\u0074\":1}");
-    unsure(b"{\"result\":\"\xff\"}");
+
     let deep = format!(
         r#"{{"result":{}{}}}"#,
         "[".repeat(MAX_DEPTH + 1),
