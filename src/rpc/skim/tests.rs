@@ -56,6 +56,10 @@ fn members_are_kept_as_their_raw_text() {
         (msg.method, msg.params, msg.error, msg.id),
         (Some(r#""m""#), Some("[]"), Some("null"), Some("null"))
     );
+    // An array where an object was open before at the same depth, and the
+    // other way round: each container is what it is, not what was there.
+    let mixed = r#"[{"a":1},[1,2],{"b":[3,{}]},[[],{}],{"c":{"d":[{}]}},[4]]"#;
+    assert_eq!(read(&format!(r#"{{"result":{mixed}}}"#)).result, Some(mixed));
     assert_eq!(read("{}"), Message::default());
     assert_eq!(read("\t{\r\n}\n").result, None);
 }
