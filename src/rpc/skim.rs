@@ -304,9 +304,10 @@ fn number(bytes: &[u8], mut i: usize) -> Option<usize> {
         i += 1;
     }
     match *bytes.get(i)? {
-        b'0' if bytes.get(i + 1).is_some_and(u8::is_ascii_digit) => return None,
+        // A leading 0 stands alone: a digit after it ("01") is then no
+        // byte a container takes after a value, so the text is refused.
         b'0' => i += 1,
-        b'1'..=b'9' => i = digits(bytes, i + 1),
+        b'1'..=b'9' => i = digits(bytes, i),
         _ => return None,
     }
     if bytes.get(i) == Some(&b'.') {

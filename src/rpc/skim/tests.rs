@@ -118,6 +118,8 @@ fn what_serde_json_refuses_is_refused() {
         "{\"result\":\"tab\there\"}",
         "{\"result\":[\"a\"",
         "{\"id\":1,,\"x\":2}",
+        "{\"result\":[-01]}",
+        "{\"result\":{\"a\":00}}",
         "{,}",
         "{\"a\":1 \"b\":2}",
         "{\"result\":'x'}",
