@@ -1,7 +1,8 @@
 //! `volley serve`'s listeners: a failure names the flag, address and
 //! reason; the Unix socket's path is replaced only when it holds a stale
-//! socket and is removed when the server stops; and the shipped MCP and LSP
-//! scenarios run without an error against the built-in stand-ins.
+//! socket and is removed when the server stops; a hold on a stream listener
+//! is counted as an HTTP one is; and the shipped MCP and LSP scenarios run
+//! without an error against the built-in stand-ins.
 
 mod common;
 
@@ -390,4 +391,20 @@ fn a_line_past_the_request_limit_closes_its_tcp_connection() {
     let mut line = String::new();
     BufReader::new(stream).read_line(&mut line).unwrap();
     assert!(line.contains("\"id\":1"), "{line}");
+}
+
+#[test]
+fn a_hold_on_a_stream_listener_is_counted_with_the_others() {
+    let dir = temp_dir("hold");
+    let path = dir.join("held.sock");
+    let server = serve::spawn(ServeConfig {
+        unix: Some(path.clone()),
+        latency: serve::Latency::Fixed(Duration::from_millis(5)),
+        ..config()
+    })
+    .unwrap();
+    assert!(call_over(&path).contains("\"result\""));
+    let held = server.stats.median_hold().expect("the hold was counted");
+    assert!(held >= Duration::from_millis(5), "{held:?}");
+    server.stop();
 }

@@ -114,9 +114,7 @@ fn answer_later(
             .handle(&request, &mut rng);
             (answer, serving.config.chaos.pick(&mut *rng))
         };
-        if !answer.hold.is_zero() {
-            super::timer::sleep(answer.hold).await;
-        }
+        super::hold(answer.hold, &serving.stats).await;
         if let Some(body) = answer.body {
             let Some(body) = misbehave(fault, body, &serving) else {
                 return;
