@@ -51,21 +51,13 @@ pub fn message(body: &[u8]) -> Skimmed<'_> {
     }
     loop {
         // A member: its name, a colon, its value.
-        if body.get(i) != Some(&b'"') {
-            return Skimmed::Invalid;
-        }
-        let Some(name_end) = reader.string(i + 1) else {
+        let Some((name_end, start)) = reader.member_name(i) else {
             return Skimmed::Invalid;
         };
         let name = &body[i + 1..name_end - 1];
         if name.contains(&b'\\') {
             return Skimmed::Unsure;
         }
-        i = reader.whitespace(name_end);
-        if body.get(i) != Some(&b':') {
-            return Skimmed::Invalid;
-        }
-        let start = reader.whitespace(i + 1);
         let end = match reader.value(start) {
             Ok(Some(end)) => end,
             Ok(None) => return Skimmed::Invalid,
@@ -178,7 +170,7 @@ impl<'a> Reader<'a> {
                     } else {
                         if object {
                             match self.member_name(i) {
-                                Some(next) => i = next,
+                                Some((_, next)) => i = next,
                                 None => return Ok(None),
                             }
                         }
@@ -217,7 +209,7 @@ impl<'a> Reader<'a> {
                 (b',', false) => return Some(After::Next(self.whitespace(i + 1))),
                 (b',', true) => {
                     let name = self.whitespace(i + 1);
-                    return self.member_name(name).map(After::Next);
+                    return self.member_name(name).map(|(_, next)| After::Next(next));
                 }
                 (b'}', true) | (b']', false) => {
                     open.pop();
@@ -228,14 +220,15 @@ impl<'a> Reader<'a> {
         }
     }
 
-    /// Past a member's name, its colon and the whitespace before its value.
-    fn member_name(&mut self, i: usize) -> Option<usize> {
+    /// A member's name at `i`, its colon and the whitespace after: the
+    /// index past the name's closing quote, and where its value starts.
+    fn member_name(&mut self, i: usize) -> Option<(usize, usize)> {
         if self.bytes().get(i) != Some(&b'"') {
             return None;
         }
         let name_end = self.string(i + 1)?;
         let colon = self.whitespace(name_end);
-        (self.bytes().get(colon) == Some(&b':')).then(|| self.whitespace(colon + 1))
+        (self.bytes().get(colon) == Some(&b':')).then(|| (name_end, self.whitespace(colon + 1)))
     }
 }
 
