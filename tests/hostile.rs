@@ -121,6 +121,17 @@ fn run_binary(scenario: &Path, out: &Path) -> (Output, Value) {
     (output, summary)
 }
 
+/// Writes `scenario` into a fresh directory named `name` and runs the
+/// binary on it; returns that directory (for the test to remove), the
+/// output and `summary.json`.
+fn run_scenario(name: &str, scenario: &str) -> (PathBuf, Output, Value) {
+    let dir = temp_dir(name);
+    let file = dir.join("scenario.toml");
+    std::fs::write(&file, scenario).unwrap();
+    let (output, summary) = run_binary(&file, &dir.join("out"));
+    (dir, output, summary)
+}
+
 /// The reason of the first kept example of `outcome`.
 fn first_reason(report: &RunReport, outcome: &str) -> String {
     report
@@ -149,16 +160,12 @@ fn a_chunk_size_near_2_to_the_64_is_counted_as_io_and_the_run_goes_on() {
         },
         false,
     );
-    let dir = temp_dir("chunk");
-    let file = dir.join("chunk.toml");
-    std::fs::write(
-        &file,
-        format!(
+    let (dir, output, summary) = run_scenario(
+        "chunk",
+        &format!(
             "target = \"http://{addr}\"\ntimeout = \"5s\"\n[load]\nconcurrency = 2\nrequests = 20\n[[calls]]\nmethod = \"eth_chainId\"\n"
         ),
-    )
-    .unwrap();
-    let (output, summary) = run_binary(&file, &dir.join("out"));
+    );
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(0), "stderr: {stderr}");
     let summary = &summary["summary"];
@@ -372,14 +379,10 @@ fn calls_that_failed_on_the_wire_get_no_advice_about_calls_left_waiting() {
         |_| b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n-1\r\n\r\n".to_vec(),
         false,
     );
-    let dir = temp_dir("wire-failures");
-    let scenario = dir.join("s.toml");
-    std::fs::write(
-        &scenario,
-        format!("target = \"http://{addr}\"\ntimeout = \"60s\"\n[load]\nconcurrency = 1\nrequests = 6\n[[calls]]\nmethod = \"m\"\n"),
-    )
-    .unwrap();
-    let (output, summary) = run_binary(&scenario, &dir.join("out"));
+    let (dir, output, summary) = run_scenario(
+        "wire-failures",
+        &format!("target = \"http://{addr}\"\ntimeout = \"60s\"\n[load]\nconcurrency = 1\nrequests = 6\n[[calls]]\nmethod = \"m\"\n"),
+    );
     assert_eq!(
         output.status.code(),
         Some(0),
@@ -391,6 +394,7 @@ fn calls_that_failed_on_the_wire_get_no_advice_about_calls_left_waiting() {
     let warnings = summary["meta"]["warnings"].to_string();
     assert!(warnings.contains("the server answered no call"), "{warnings}");
     assert!(!warnings.contains("still waiting"), "{warnings}");
+    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
@@ -421,14 +425,10 @@ fn bytes_that_are_not_utf8_make_an_answer_invalid_json_wherever_they_lie() {
         [head.as_bytes(), &body].concat()
     }
     let addr = raw_http_server(answer, false);
-    let dir = temp_dir("utf8");
-    let file = dir.join("utf8.toml");
-    std::fs::write(
-        &file,
-        format!("target = \"http://{addr}\"\n[load]\nconcurrency = 1\nrequests = 20\n[[calls]]\nmethod = \"eth_chainId\"\n"),
-    )
-    .unwrap();
-    let (output, summary) = run_binary(&file, &dir.join("out"));
+    let (dir, output, summary) = run_scenario(
+        "utf8",
+        &format!("target = \"http://{addr}\"\n[load]\nconcurrency = 1\nrequests = 20\n[[calls]]\nmethod = \"eth_chainId\"\n"),
+    );
     let stderr = String::from_utf8_lossy(&output.stderr);
     let outcomes = &summary["summary"]["total"]["outcomes"];
     assert_eq!(outcomes["invalid_json"], 20, "{outcomes} {stderr}");
