@@ -115,6 +115,63 @@ fn a_bad_scenario_names_file_line_and_key() {
 }
 
 #[test]
+fn a_generator_that_could_overflow_is_refused_naming_file_line_and_key() {
+    let dir = temp_dir("generator-overflow");
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("wide.toml");
+    for (params, says) in [
+        ("[\"${float(-1e309, 1)}\"]", "`float` takes finite bounds"),
+        (
+            "[\"${int(0, 9223372036854775807) + 1}\"]",
+            "past what a 64-bit whole number holds",
+        ),
+    ] {
+        let scenario = format!("target = \"builtin\"\n[[calls]]\nmethod = \"m\"\nparams = {params}\n");
+        std::fs::write(&path, scenario).unwrap();
+        for command in ["validate", "run"] {
+            let output = volley().arg(command).arg(&path).output().unwrap();
+            assert_eq!(output.status.code(), Some(1), "{command} {params}");
+            let stderr = text(&output.stderr);
+            assert!(stderr.contains(&format!("{}:4:", path.display())), "{stderr}");
+            assert!(
+                stderr.contains("key `calls[0].params`") && stderr.contains(says),
+                "{stderr}"
+            );
+        }
+    }
+    // A range wider than the largest float is a range: validate takes it.
+    std::fs::write(
+        &path,
+        "target = \"builtin\"\n[[calls]]\nmethod = \"m\"\nparams = [\"${float(-1e308, 1e308)}\"]\n",
+    )
+    .unwrap();
+    let output = volley().arg("validate").arg(&path).output().unwrap();
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
+}
+
+#[test]
+fn a_duration_past_any_clock_is_refused_naming_the_flag() {
+    let output = volley()
+        .args([
+            "run",
+            "--target",
+            "builtin",
+            "--method",
+            "m",
+            "-d",
+            "18446744073709551615s",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1), "a usage error, not a panic");
+    let stderr = text(&output.stderr);
+    assert!(
+        stderr.contains("--duration") && stderr.contains("at most 365 days"),
+        "{stderr}"
+    );
+}
+
+#[test]
 fn an_unreachable_target_is_said_plainly() {
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
@@ -199,6 +256,28 @@ fn ctrl_c_and_sigterm_still_write_partial_results() {
         let csv = std::fs::read_to_string(out.join("summary.csv")).unwrap();
         assert!(csv.lines().last().unwrap().starts_with("TOTAL,"));
     }
+}
+
+#[test]
+fn a_slow_server_warning_counts_calls_in_flight_apart_from_connections() {
+    let (mut server, url) = serve(&["--latency", "1s"]);
+    let out = temp_dir("behind-in-flight");
+    let output = volley()
+        .args(["run", "--target", &url, "--method", "eth_chainId", "--http2"])
+        .args(["--rate", "50", "--connections", "1", "--max-in-flight", "2"])
+        .args(["--duration", "2s", "--quiet", "--out"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    server.kill().unwrap();
+    let _ = server.wait();
+    let stdout = text(&output.stdout);
+    assert!(
+        stdout
+            .contains("the server was too slow for this rate on 2 calls in flight at most over 1 connection"),
+        "{stdout}"
+    );
+    assert!(!stdout.contains("on 2 connections"), "{stdout}");
 }
 
 #[test]

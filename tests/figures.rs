@@ -244,3 +244,56 @@ fn plus_and_minus_steer_the_closed_models_calls_in_flight() {
     });
     assert_eq!((low, high), (2, 4), "the most in flight after each step");
 }
+
+/// An open model whose stages do not last whole seconds: each call counts
+/// in the stage of its intended send time, each stage's rate over its own
+/// span. Request i is due at i / 200 s, so the counts are exact; only the
+/// very end (calls unsent or in flight when the run stops) is uncertain.
+fn staged_at_200(stages: &[&str]) -> RunReport {
+    let server = server(ServeConfig::default());
+    let stages: Vec<String> = stages
+        .iter()
+        .map(|d| format!("{{ duration = \"{d}\", rate = 200 }}"))
+        .collect();
+    let text = format!(
+        "target = \"{}\"\n[load]\nrate = 200\nconnections = 16\nstages = [{}]\n[[calls]]\nmethod = \"eth_chainId\"\n",
+        server.url(),
+        stages.join(", ")
+    );
+    common::run(&common::scenario(&text))
+}
+
+fn stage_calls(report: &RunReport) -> Vec<u64> {
+    report.summary.stages.iter().map(|s| s.total.calls).collect()
+}
+
+/// The last stage's calls, with those the end of the run left unsent or
+/// in flight: what was due in it.
+fn last_stage_due(report: &RunReport) -> u64 {
+    let summary = &report.summary;
+    let unsent = summary.schedule.as_ref().unwrap().unsent;
+    summary.stages.last().unwrap().total.calls + unsent + summary.in_flight_at_end
+}
+
+#[test]
+fn stages_of_a_second_and_a_half_count_their_own_calls() {
+    let report = staged_at_200(&["1500ms", "1500ms"]);
+    let calls = stage_calls(&report);
+    assert_eq!(calls[0], 300, "{calls:?}");
+    assert_eq!(last_stage_due(&report), 300, "{calls:?}");
+    let first = &report.summary.stages[0].total;
+    assert!((first.rps - 200.0).abs() < 1e-9, "{}", first.rps);
+}
+
+#[test]
+fn stages_shorter_than_a_second_count_their_own_calls() {
+    let report = staged_at_200(&["500ms", "500ms", "500ms"]);
+    let calls = stage_calls(&report);
+    assert_eq!(calls[..2], [100, 100], "{calls:?}");
+    assert_eq!(last_stage_due(&report), 100, "{calls:?}");
+    assert_eq!(
+        calls.iter().sum::<u64>(),
+        report.summary.total.calls,
+        "every call in a stage"
+    );
+}

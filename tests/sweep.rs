@@ -42,10 +42,13 @@ fn check_target(sweep: &Value, dir: &std::path::Path, stdout: &str) {
     };
     assert_eq!(found, search.found());
     assert!(stdout.contains(&volley::sweep::said(found)), "{stdout}");
+    // No --seed given: the sweep draws one, and every step sends with it.
+    let first = common::bin::summary_json(&dir.join("step-01"));
     for (i, step) in steps.iter().enumerate() {
         let own = common::bin::summary_json(&dir.join(format!("step-{:02}", i + 1)));
         assert_eq!(own["meta"]["load"]["rate"], step["rate"]);
         assert_eq!(own["meta"]["target"], sweep["target"]);
+        assert_eq!(own["meta"]["seed"], first["meta"]["seed"], "step {}", i + 1);
     }
     assert!(sweep["knees"]["eth_chainId"].is_array());
 }
@@ -66,16 +69,7 @@ fn sweep(targets: &[&str], name: &str) -> (std::path::PathBuf, Value, String) {
             "--max-rate",
             "800",
         ])
-        .args([
-            "--precision",
-            "25%",
-            "--step",
-            "300ms",
-            "--step-warmup",
-            "100ms",
-            "--seed",
-            "3",
-        ])
+        .args(["--precision", "25%", "--step", "300ms", "--step-warmup", "100ms"])
         .arg("--out")
         .arg(&out)
         .stdout(Stdio::piped())

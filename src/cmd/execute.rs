@@ -103,12 +103,13 @@ pub async fn execute(
         header_names: scenario.headers.iter().map(|(name, _)| name.clone()).collect(),
         warnings,
     };
-    let (capacity, timeout) = (plan.connections * plan.per_connection.max(1), plan.timeout);
-    let warmup = plan.warmup;
-    let whole_rate = match plan.pacing {
-        crate::plan::Pacing::Open { rate } if plan.stages.is_empty() => Some(rate),
-        _ => None,
+    let capacity = Capacity {
+        connections: plan.connections,
+        callers: plan.callers(),
     };
+    let timeout = plan.timeout;
+    let warmup = plan.warmup;
+    let whole_rate = plan.constant_rate();
     let capture = (scenario.equality.as_ref()).map(|e| Arc::new(engine::Capture::new(e.sample)));
     let spec = RunSpec {
         plan,
@@ -285,7 +286,7 @@ pub(super) fn transport_options(scenario: &Scenario) -> crate::transport::Option
 /// What a reader must know to trust the figures: connection tasks that
 /// panicked, calls left unanswered at the end, and a schedule that was not
 /// kept, said with its cause.
-fn run_warnings(summary: &RunSummary, capacity: usize, timeout: Duration) -> Vec<String> {
+fn run_warnings(summary: &RunSummary, capacity: Capacity, timeout: Duration) -> Vec<String> {
     use crate::report::count;
     use crate::stats::Unanswered;
     let mut warnings = Vec::new();
@@ -315,19 +316,9 @@ fn run_warnings(summary: &RunSummary, capacity: usize, timeout: Duration) -> Vec
         None => {}
     }
     if let Some(schedule) = summary.schedule.as_ref().filter(|s| s.behind) {
-        // Every connection busy at the end: requests waited for the server,
-        // not for volley.
-        let cause = if in_flight as usize >= capacity {
-            format!(
-                "every connection was waiting for an answer ({} in flight at the end): the server was too slow for this rate on {}",
-                count(in_flight, "call"),
-                count(capacity as u64, "connection")
-            )
-        } else {
-            "the generator fell behind schedule".to_string()
-        };
         warnings.push(format!(
-            "{cause}: {} left more than {} ms late (start delay p99 {:.1} ms) and {} never sent; the latency figures include this wait. Add connections or lower the rate to measure the server alone",
+            "{}: {} left more than {} ms late (start delay p99 {:.1} ms) and {} never sent; the latency figures include this wait",
+            behind_cause(summary, capacity),
             count(schedule.late_requests, "request"),
             crate::stats::LATE_THRESHOLD.as_millis(),
             schedule.start_delay.p99_ms,
@@ -335,6 +326,44 @@ fn run_warnings(summary: &RunSummary, capacity: usize, timeout: Duration) -> Vec
         ));
     }
     warnings
+}
+
+/// Why an open-model run fell behind its schedule, with the remedy: the
+/// server down (connections refused), every caller waiting on a slow
+/// server, or volley itself.
+fn behind_cause(summary: &RunSummary, capacity: Capacity) -> String {
+    use crate::report::count;
+    let outcome = |name: &str| summary.total.outcomes.get(name).copied().unwrap_or(0);
+    let in_flight = summary.in_flight_at_end;
+    let unreachable = outcome("connect");
+    if unreachable > 0 {
+        return format!(
+            "the server could not be reached for part of the run ({} failed to connect): requests due then waited for it. This is the server's outage, not the generator",
+            count(unreachable, "call")
+        );
+    }
+    if in_flight as usize >= capacity.callers {
+        let over = match capacity.callers == capacity.connections {
+            true => count(capacity.connections as u64, "connection"),
+            false => format!(
+                "{} in flight at most over {}",
+                count(capacity.callers as u64, "call"),
+                count(capacity.connections as u64, "connection")
+            ),
+        };
+        return format!(
+            "every caller was waiting for an answer ({} in flight at the end): the server was too slow for this rate on {over}. Add connections (or --max-in-flight) or lower the rate to measure the server alone",
+            count(in_flight, "call"),
+        );
+    }
+    "the generator fell behind schedule: give it more threads (--threads) or lower the rate".into()
+}
+
+/// How many calls a run can have in flight, and over how many connections.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Capacity {
+    pub connections: usize,
+    pub callers: usize,
 }
 
 pub(super) fn timestamp(time: SystemTime) -> String {

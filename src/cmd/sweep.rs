@@ -50,7 +50,7 @@ struct Sweeper<'a> {
     cancel: &'a CancellationToken,
 }
 
-pub fn command(args: SweepArgs) -> anyhow::Result<ExitCode> {
+pub fn command(mut args: SweepArgs) -> anyhow::Result<ExitCode> {
     let slo = parse_slo(&args.slo)?;
     if !(args.from > 0.0 && args.from.is_finite() && args.max_rate >= args.from) {
         anyhow::bail!("--from must be a rate above 0, and --max-rate at least --from");
@@ -66,6 +66,8 @@ pub fn command(args: SweepArgs) -> anyhow::Result<ExitCode> {
         true => vec![None],
         false => urls.iter().map(|t| Some(t.as_str())).collect(),
     };
+    // One seed for every step: each sends the same calls, whatever its rate.
+    args.seed = Some(step_scenario(&args, &slo, args.from, targets[0])?.pin_seed());
     let mut firsts = Vec::new();
     for target in &targets {
         firsts.push(step_scenario(&args, &slo, args.from, *target)?);

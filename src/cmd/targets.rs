@@ -22,7 +22,7 @@ use crate::scenario::Scenario;
 
 pub fn command(args: &RunArgs, mut scenario: Scenario) -> anyhow::Result<ExitCode> {
     // One seed for every target: the same calls, the same params, in order.
-    scenario.seed = Some(scenario.compile().plan.seed);
+    scenario.pin_seed();
     let pinned = match scenario.equality.as_ref().is_some_and(|e| e.pin_block) {
         true => Some(pin_block(&mut scenario)?),
         false => None,

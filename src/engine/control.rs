@@ -48,8 +48,8 @@ pub(super) struct RunInfo {
     /// concurrency over time (constant without stages).
     pub profile: Profile,
     pub open: bool,
-    /// The most calls in flight the closed model can have.
-    pub connections: usize,
+    /// The most calls in flight the closed model can have: its callers.
+    pub callers: usize,
 }
 
 impl Default for Control {
@@ -102,7 +102,7 @@ impl Control {
         target = if run.open {
             target.max(1.0).round()
         } else {
-            target.round().clamp(1.0, run.connections as f64)
+            target.round().clamp(1.0, run.callers.max(1) as f64)
         };
         if target == now {
             return;
@@ -264,7 +264,7 @@ mod tests {
             claimed: schedule.claimed.clone(),
             profile: plan.profile(rate),
             open: true,
-            connections: 1,
+            callers: 1,
         });
         (control, schedule, start)
     }

@@ -23,7 +23,6 @@ pub(super) struct Gatherer {
     /// The last second of a timed run closes with the run, however the
     /// final hand-overs race the deadline.
     last_second: Option<u32>,
-    stage_bounds: Vec<(f64, f64)>,
     pub stage_totals: Vec<Recorder>,
     pub total: Recorder,
     /// Requests sent by the threads that finished.
@@ -38,20 +37,14 @@ pub(super) struct Gatherer {
 }
 
 impl Gatherer {
-    pub fn new(
-        methods: Vec<String>,
-        threads: usize,
-        duration: Option<Duration>,
-        stage_bounds: Vec<(f64, f64)>,
-    ) -> Self {
+    pub fn new(methods: Vec<String>, threads: usize, duration: Option<Duration>, stages: usize) -> Self {
         Gatherer {
             windows: BTreeMap::new(),
             reported: vec![None; threads],
             finished: vec![false; threads],
             in_flight: vec![0; threads],
             last_second: duration.map(|d| (d.as_secs_f64().ceil() as u32).max(1) - 1),
-            stage_totals: vec![Recorder::new(methods.len()); stage_bounds.len()],
-            stage_bounds,
+            stage_totals: vec![Recorder::new(methods.len()); stages],
             total: Recorder::new(methods.len()),
             sent: 0,
             timeseries: Vec::new(),
@@ -68,6 +61,12 @@ impl Gatherer {
     /// that a snapshot is due.
     pub fn add(&mut self, chunk: Chunk) -> bool {
         self.total.merge(&chunk.recorder);
+        for (stage, recorder) in &chunk.stages {
+            self.total.merge(recorder);
+            if let Some(total) = self.stage_totals.get_mut(*stage) {
+                total.merge(recorder);
+            }
+        }
         if chunk.recorder.last_error.is_some() {
             self.last_error.clone_from(&chunk.recorder.last_error);
         }
@@ -75,10 +74,15 @@ impl Gatherer {
         if let Some(last) = self.last_second {
             second = second.min(last);
         }
-        self.windows
+        let window = self
+            .windows
             .entry(second)
-            .or_insert_with(|| Recorder::new(self.methods.len()))
-            .merge(&chunk.recorder);
+            .or_insert_with(|| Recorder::new(self.methods.len()));
+        window.merge(&chunk.recorder);
+        chunk
+            .stages
+            .iter()
+            .for_each(|(_, recorder)| window.merge(recorder));
         self.reported[chunk.thread] = Some(chunk.tick);
         self.in_flight[chunk.thread] = chunk.in_flight;
         if let Some(sent) = chunk.last {
@@ -126,14 +130,6 @@ impl Gatherer {
     }
 
     fn close(&mut self, second: u32, window: Recorder, length: Duration) {
-        let middle = second as f64 + 0.5;
-        if let Some(stage) = self
-            .stage_bounds
-            .iter()
-            .position(|(from, to)| middle >= *from && middle < *to)
-        {
-            self.stage_totals[stage].merge(&window);
-        }
         self.latency_log.add(second, length, &self.methods, &window);
         let row = SecondRow::new(second, &window, length);
         self.timeseries.push(row.clone());

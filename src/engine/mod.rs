@@ -65,7 +65,7 @@ pub async fn run(
         spec.mix.methods.clone(),
         threads,
         plan.duration,
-        plan.stage_bounds(),
+        plan.stages.len(),
     );
     let base = Snapshot {
         warmup: plan.warmup,

@@ -2,7 +2,7 @@
 //! from, pacing the calls as the load plan says and stopping the run at its
 //! limit or deadline.
 
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -55,6 +55,9 @@ pub struct Schedule {
     groups: Option<Groups>,
     limit: Option<u64>,
     deadline: Option<Instant>,
+    /// The run has no request left to hand out: its limit or deadline was
+    /// reached, or its mix ran out. Idle callers look here, so they end too.
+    finished: AtomicBool,
 }
 
 impl Schedule {
@@ -79,6 +82,7 @@ impl Schedule {
             }),
             limit: plan.requests,
             deadline: plan.duration.map(|d| start + plan.warmup + d),
+            finished: AtomicBool::new(false),
         }
     }
 
@@ -115,10 +119,12 @@ impl Schedule {
         // The request limit counts measured requests: a warmup comes on top.
         if let Some(limit) = self.limit {
             if intended >= self.measure_start && self.measured.fetch_add(1, Ordering::Relaxed) >= limit {
+                self.finish();
                 return None;
             }
         }
         if self.deadline.is_some_and(|deadline| intended >= deadline) {
+            self.finish();
             return None;
         }
         Some(Claim { intended, seq })
@@ -156,6 +162,16 @@ impl Schedule {
     /// due, and connections (and their subscriptions) must stay till then.
     pub fn ends_at_deadline(&self) -> bool {
         self.deadline.is_some() && self.limit.is_none()
+    }
+
+    /// Marks the run as having nothing left to send.
+    pub fn finish(&self) {
+        self.finished.store(true, Ordering::Release);
+    }
+
+    /// Whether the run has nothing left to send.
+    pub fn is_finished(&self) -> bool {
+        self.finished.load(Ordering::Acquire)
     }
 
     /// Gives back a claimed request that a pause kept from being sent: it is

@@ -43,6 +43,9 @@ pub(super) struct RunState {
     pub cancel: CancellationToken,
     /// Calls whose intended time is before this are warmup, not recorded.
     pub measure_start: Instant,
+    /// Where each stage ends: a call is recorded in the stage of its
+    /// intended send time, whenever its answer comes.
+    pub stage_ends: Vec<Instant>,
     next_id_block: AtomicU64,
     pub in_flight_at_end: AtomicU64,
     /// Connection tasks that panicked.
@@ -64,10 +67,7 @@ impl RunState {
             capture,
             observe: _,
         } = spec;
-        // Callers come in equal numbers per connection, so there may be more
-        // than the calls asked for (10 over 4 connections: 12); the profile
-        // keeps the extra ones idle, as it does between stages.
-        let callers = plan.connections * plan.per_connection.max(1);
+        let callers = plan.callers();
         // A shard's ids are a block of their own: no two shards send one.
         let first_id = plan.shard.first_id();
         let concurrency = match plan.pacing {
@@ -87,15 +87,20 @@ impl RunState {
                 Pacing::Open { rate } => plan.profile(rate),
                 Pacing::Closed => concurrency
                     .clone()
-                    .unwrap_or_else(|| plan.profile(plan.connections as f64)),
+                    .unwrap_or_else(|| plan.profile(plan.initial_concurrency as f64)),
             },
-            open: matches!(plan.pacing, Pacing::Open { .. }),
-            connections: plan.connections,
+            open: plan.is_open(),
+            // The target is the whole run's; each shard has its own callers.
+            callers: callers.saturating_mul(plan.shard.count as usize),
         });
+        let measure_start = start + plan.warmup;
         RunState {
             schedule,
             control,
-            measure_start: start + plan.warmup,
+            measure_start,
+            stage_ends: (plan.stage_bounds().iter())
+                .map(|(_, end)| measure_start + Duration::from_secs_f64(*end))
+                .collect(),
             concurrency,
             plan,
             mix,
@@ -117,14 +122,15 @@ impl RunState {
     /// calling now, and if not, how long to wait before looking again.
     fn idle_for(&self, index: usize) -> Option<Duration> {
         let active = match (self.control.manual_target(), &self.concurrency) {
-            (Some(_), _) if matches!(self.plan.pacing, Pacing::Open { .. }) => return None,
+            (Some(_), _) if self.plan.is_open() => return None,
             (Some(manual), _) => manual,
             (None, Some(profile)) => profile.value_at(self.start.elapsed().as_secs_f64()),
             (None, None) => return None,
         };
-        // The run-wide callers are striped over the shards, as requests are.
+        // The run-wide callers are striped over the shards, as requests are,
+        // and the active ones over the connections.
         let mine = self.plan.shard.share(active.round().max(0.0) as u64);
-        (index as u64 >= mine).then_some(Duration::from_millis(10))
+        (self.plan.activation_rank(index) as u64 >= mine).then_some(Duration::from_millis(10))
     }
 }
 
@@ -142,11 +148,16 @@ pub(super) struct Chunk {
     pub in_flight: u64,
     /// The thread's last chunk; `sent` is its total of requests sent.
     pub last: Option<u64>,
+    /// Calls of a staged run, by the stage of their intended send time
+    /// (`recorder` has the rest); only the stages with calls.
+    pub stages: Vec<(usize, Recorder)>,
 }
 
 /// What the connection tasks of one thread share.
 struct ThreadState {
     recorder: RefCell<Recorder>,
+    /// A staged run's calls, per stage (empty without stages).
+    stages: RefCell<Vec<Recorder>>,
     /// Unused ids of the block this thread holds: `next..end`.
     ids: Cell<(u64, u64)>,
     sent: Cell<u64>,
@@ -158,6 +169,26 @@ struct ThreadState {
 const ID_BLOCK: u64 = 4096;
 
 impl ThreadState {
+    /// Where a call due at `intended` is recorded: its stage's recorder in a
+    /// staged run, else the thread's.
+    fn recorder_for(&self, shared: &RunState, intended: Instant) -> std::cell::RefMut<'_, Recorder> {
+        if shared.stage_ends.is_empty() {
+            return self.recorder.borrow_mut();
+        }
+        let stage = shared.stage_ends.partition_point(|end| *end <= intended);
+        let last = shared.stage_ends.len() - 1;
+        std::cell::RefMut::map(self.stages.borrow_mut(), |stages| &mut stages[stage.min(last)])
+    }
+
+    /// The stages' calls since the last hand-over, leaving fresh recorders.
+    fn take_stages(&self, methods: usize) -> Vec<(usize, Recorder)> {
+        let mut stages = self.stages.borrow_mut();
+        (stages.iter_mut().enumerate())
+            .filter(|(_, recorder)| !recorder.is_empty())
+            .map(|(i, recorder)| (i, std::mem::replace(recorder, Recorder::new(methods))))
+            .collect()
+    }
+
     /// `n` consecutive ids, unique in the run: threads take blocks from a
     /// shared counter, so ids cost no atomic operation per call.
     fn take_ids(&self, shared: &RunState, n: u64) -> u64 {
@@ -186,6 +217,10 @@ pub(super) fn thread_main(
     local_set.block_on(&runtime, async move {
         let local = Rc::new(ThreadState {
             recorder: RefCell::new(Recorder::new(shared.mix.methods.len())),
+            stages: RefCell::new(vec![
+                Recorder::new(shared.mix.methods.len());
+                shared.stage_ends.len()
+            ]),
             ids: Cell::new((0, 0)),
             sent: Cell::new(0),
             in_flight: Cell::new(0),
@@ -220,6 +255,7 @@ pub(super) fn thread_main(
             recorder,
             in_flight: 0,
             last: Some(local.sent.get()),
+            stages: local.take_stages(0),
         });
         // After the last figures: the children's shutdown is no part of the run.
         shut_down(&shared, &slots).await;
@@ -233,7 +269,7 @@ fn start_callers(
     connections: &[usize],
     slots: &[Rc<ConnectionSlot>],
 ) -> Vec<tokio::task::JoinHandle<()>> {
-    let per_connection = shared.plan.per_connection.max(1);
+    let per_connection = shared.plan.callers_per_connection();
     connections
         .iter()
         .zip(slots)
@@ -270,6 +306,7 @@ fn start_hand_over(
                 recorder,
                 in_flight,
                 last: None,
+                stages: local.take_stages(methods),
             });
             tick.set(tick.get() + 1);
         }
@@ -457,7 +494,7 @@ async fn connection_loop(
     slot: Rc<ConnectionSlot>,
 ) {
     let mut caller = Caller {
-        open_model: matches!(shared.plan.pacing, Pacing::Open { .. }),
+        open_model: shared.plan.is_open(),
         http: matches!(shared.target, Target::Http(_)),
         judge: Judge::new(shared.mix.version()),
         shared,
@@ -468,7 +505,7 @@ async fn connection_loop(
         backoff: BACKOFF_MIN,
         reopen_after_failure: false,
     };
-    if caller.open_model && index.is_multiple_of(caller.shared.plan.per_connection.max(1)) {
+    if caller.open_model && index.is_multiple_of(caller.shared.plan.callers_per_connection()) {
         // The open model has a fixed number of connections: all open at the
         // start, as oha's and wrk's do, so none waits for the first call it
         // happens to be given (seconds, at a low rate over many callers)
@@ -480,6 +517,7 @@ async fn connection_loop(
     }
     while let Some(claim) = caller.next_due(index).await {
         if !caller.call(claim).await {
+            caller.shared.schedule.finish();
             break;
         }
     }
@@ -494,11 +532,16 @@ impl Caller {
             if shared.control.is_paused() {
                 shared.control.wait_resumed().await;
             }
+            // An idle caller never claims, so it must learn here that the
+            // others took the last request.
+            if shared.schedule.is_finished() {
+                return None;
+            }
             if let Some(wait) = shared.idle_for(index) {
                 sleep(wait).await;
                 continue;
             }
-            let connection = index / shared.plan.per_connection.max(1);
+            let connection = shared.plan.connection_of(index);
             let claim = shared.schedule.claim_for(connection)?;
             if !self.open_model {
                 return Some(claim);
@@ -541,7 +584,7 @@ impl Caller {
         let mut in_hand = match self.connection().await {
             Ok(in_hand) => in_hand,
             Err(failure) => {
-                self.count_unopened(measured, &failure);
+                self.count_unopened(measured.then_some(intended), &failure);
                 sleep(self.backoff).await;
                 self.backoff = (self.backoff * 2).min(BACKOFF_MAX);
                 return true;
@@ -644,13 +687,13 @@ impl Caller {
 
     /// A request that found no connection: each of its calls fails with the
     /// opening's outcome, and its reason is kept as an example.
-    fn count_unopened(&self, measured: bool, failure: &OpenFailure) {
+    fn count_unopened(&self, measured: Option<Instant>, failure: &OpenFailure) {
         let local = &self.local;
         local.sent.set(local.sent.get() + 1);
-        if !measured {
+        let Some(intended) = measured else {
             return;
-        }
-        let mut recorder = local.recorder.borrow_mut();
+        };
+        let mut recorder = local.recorder_for(&self.shared, intended);
         let entries = self.builder.entries();
         let cause = crate::stats::Cause::Transport(&failure.reason);
         let methods = &self.shared.mix.methods;
@@ -707,7 +750,7 @@ impl Caller {
         waited_for_setup: bool,
     ) {
         let (shared, mix) = (&*self.shared, &self.shared.mix);
-        let mut recorder = self.local.recorder.borrow_mut();
+        let mut recorder = self.local.recorder_for(shared, timing.intended);
         let (latency, service) = self.record_request(&mut recorder, batch, result, timing, waited_for_setup);
         let entries = self.builder.entries();
         let mut failed: Option<(usize, Outcome)> = None;

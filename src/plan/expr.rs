@@ -53,11 +53,7 @@ impl Expr {
     pub fn eval<R: RngExt>(&self, rng: &mut R) -> Generated<'_> {
         match self {
             Expr::Int(low, high) => Generated::Int(rng.random_range(*low..=*high)),
-            Expr::Float(low, high) => Generated::Float(if low == high {
-                *low
-            } else {
-                rng.random_range(*low..*high)
-            }),
+            Expr::Float(low, high) => Generated::Float(uniform_float(*low, *high, rng)),
             Expr::Quantity(low, high) => Generated::Quantity(rng.random_range(*low..=*high)),
             Expr::Hex(bytes) => Generated::Hex(*bytes),
             Expr::Literal(json) => Generated::Json(json),
@@ -78,8 +74,8 @@ impl Expr {
             Expr::Now => Generated::Int(unix_time().as_secs() as i64),
             Expr::NowMs => Generated::Int(unix_time().as_millis() as i64),
             Expr::Poll(polled, index) => polled.get(*index),
-            Expr::Add(a, b) => arithmetic(a.eval(rng), b.eval(rng), |x, y| x + y),
-            Expr::Sub(a, b) => arithmetic(a.eval(rng), b.eval(rng), |x, y| x - y),
+            Expr::Add(a, b) => arithmetic(a.eval(rng), b.eval(rng), Op::Add),
+            Expr::Sub(a, b) => arithmetic(a.eval(rng), b.eval(rng), Op::Sub),
         }
     }
 
@@ -102,27 +98,201 @@ fn unix_time() -> std::time::Duration {
         .unwrap_or_default()
 }
 
+/// A float from `low` up to `high`. Both are finite (the parser checks);
+/// their difference may not be (`float(-1e308, 1e308)`), so a draw is a
+/// weighted mean of the two ends, which stays between them.
+fn uniform_float<R: RngExt>(low: f64, high: f64, rng: &mut R) -> f64 {
+    if low == high {
+        return low;
+    }
+    if (high - low).is_finite() {
+        return rng.random_range(low..high);
+    }
+    let u: f64 = rng.random();
+    (low * (1.0 - u) + high * u).clamp(low, high)
+}
+
 /// Adds or subtracts; a quantity on either side keeps the result a
-/// quantity (clamped at zero), a float makes it a float.
-fn arithmetic(a: Generated, b: Generated, op: fn(f64, f64) -> f64) -> Generated<'static> {
-    let number = |g: Generated| match g {
+/// quantity (clamped at zero: `${head - 100}` early in a chain is block
+/// 0), a float makes it a float. Whole numbers are added exactly; the
+/// parser has checked that an `int` result stays within 64 bits.
+fn arithmetic(a: Generated, b: Generated, op: Op) -> Generated<'static> {
+    let is = |f: fn(&Generated) -> bool| f(&a) || f(&b);
+    let float = is(|g| {
+        matches!(g, Generated::Float(_)) || matches!(g, Generated::Json(t) if t.contains(['.', 'e', 'E']))
+    });
+    if float && !is(|g| matches!(g, Generated::Quantity(_))) {
+        let value = op.float(as_float(a), as_float(b));
+        return Generated::Float(if value.is_finite() { value } else { 0.0 });
+    }
+    let value = match (as_whole(a), as_whole(b)) {
+        (Some(x), Some(y)) => op.whole(x, y),
+        // A float beside a quantity: rounded toward zero, as before.
+        _ => op.float(as_float(a), as_float(b)) as i128,
+    };
+    if is(|g| matches!(g, Generated::Quantity(_))) {
+        Generated::Quantity(value.clamp(0, u64::MAX as i128) as u64)
+    } else {
+        Generated::Int(value.clamp(i64::MIN as i128, i64::MAX as i128) as i64)
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Op {
+    Add,
+    Sub,
+}
+
+impl Op {
+    fn float(self, x: f64, y: f64) -> f64 {
+        match self {
+            Op::Add => x + y,
+            Op::Sub => x - y,
+        }
+    }
+
+    /// Exact: 64-bit operands never overflow 128 bits.
+    fn whole(self, x: i128, y: i128) -> i128 {
+        match self {
+            Op::Add => x + y,
+            Op::Sub => x - y,
+        }
+    }
+
+    fn text(self) -> &'static str {
+        match self {
+            Op::Add => "+",
+            Op::Sub => "-",
+        }
+    }
+}
+
+fn as_float(g: Generated) -> f64 {
+    match g {
         Generated::Int(n) => n as f64,
         Generated::Float(f) => f,
         Generated::Quantity(q) => q as f64,
         Generated::Json(text) => text.parse().unwrap_or(0.0),
         _ => 0.0,
-    };
-    let value = op(number(a), number(b));
-    let is = |f: fn(&Generated) -> bool| f(&a) || f(&b);
-    if is(|g| matches!(g, Generated::Quantity(_))) {
-        Generated::Quantity(value.max(0.0) as u64)
-    } else if is(|g| {
-        matches!(g, Generated::Float(_)) || matches!(g, Generated::Json(t) if t.contains(['.', 'e', 'E']))
-    }) {
-        Generated::Float(value)
-    } else {
-        Generated::Int(value as i64)
     }
+}
+
+fn as_whole(g: Generated) -> Option<i128> {
+    match g {
+        Generated::Int(n) => Some(n.into()),
+        Generated::Quantity(q) => Some(q.into()),
+        Generated::Json(text) => text.parse::<i64>().ok().map(i128::from),
+        _ => None,
+    }
+}
+
+/// The least and greatest values a numeric expression can take, as far as
+/// the parser can know (a polled value is any quantity; a counter is taken
+/// to stay within 2^48 of its start, more requests than any run makes).
+fn bounds(expr: &Expr) -> (f64, f64) {
+    const SEQ_SPAN: f64 = (1u64 << 48) as f64;
+    match expr {
+        Expr::Int(low, high) => (*low as f64, *high as f64),
+        Expr::Float(low, high) => (*low, *high),
+        Expr::Quantity(low, high) => (*low as f64, *high as f64),
+        Expr::Seq(start) => {
+            let start = start.load(Ordering::Relaxed) as f64;
+            (start, start + SEQ_SPAN)
+        }
+        Expr::Now => (0.0, 1e11),
+        Expr::NowMs => (0.0, 1e14),
+        Expr::Poll(..) => (0.0, u64::MAX as f64),
+        Expr::Literal(json) => json.parse::<f64>().map_or((0.0, 0.0), |v| (v, v)),
+        Expr::Add(a, b) => {
+            let ((al, ah), (bl, bh)) = (bounds(a), bounds(b));
+            (al + bl, ah + bh)
+        }
+        Expr::Sub(a, b) => {
+            let ((al, ah), (bl, bh)) = (bounds(a), bounds(b));
+            (al - bh, ah - bl)
+        }
+        _ => (0.0, 0.0),
+    }
+}
+
+/// Whether an expression's values are quantities or floats, as
+/// `arithmetic` decides at run time.
+fn kind(expr: &Expr) -> Kind {
+    match expr {
+        Expr::Quantity(..) | Expr::Poll(..) => Kind::Quantity,
+        Expr::Float(..) => Kind::Float,
+        Expr::Literal(json) if json.contains(['.', 'e', 'E']) => Kind::Float,
+        Expr::Add(a, b) | Expr::Sub(a, b) => match (kind(a), kind(b)) {
+            (Kind::Quantity, _) | (_, Kind::Quantity) => Kind::Quantity,
+            (Kind::Float, _) | (_, Kind::Float) => Kind::Float,
+            _ => Kind::Int,
+        },
+        _ => Kind::Int,
+    }
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Kind {
+    Int,
+    Float,
+    Quantity,
+}
+
+/// The least and greatest values of a whole-number expression, exactly.
+fn whole_bounds(expr: &Expr) -> (i128, i128) {
+    const SEQ_SPAN: i128 = 1 << 48;
+    match expr {
+        Expr::Int(low, high) => ((*low).into(), (*high).into()),
+        Expr::Quantity(low, high) => ((*low).into(), (*high).into()),
+        Expr::Seq(start) => {
+            let start = i128::from(start.load(Ordering::Relaxed));
+            (start, start + SEQ_SPAN)
+        }
+        Expr::Poll(..) => (0, u64::MAX.into()),
+        Expr::Literal(json) => json.parse::<i64>().map_or((0, 0), |v| (v.into(), v.into())),
+        Expr::Add(a, b) => {
+            let ((al, ah), (bl, bh)) = (whole_bounds(a), whole_bounds(b));
+            (al + bl, ah + bh)
+        }
+        Expr::Sub(a, b) => {
+            let ((al, ah), (bl, bh)) = (whole_bounds(a), whole_bounds(b));
+            (al - bh, ah - bl)
+        }
+        _ => {
+            let (low, high) = bounds(expr);
+            (low as i128, high as i128)
+        }
+    }
+}
+
+/// Refuses a sum whose value could be wrong: a float past the largest
+/// finite number, or a whole number past 64 bits. (A quantity below zero
+/// is clamped to 0 by design; past 2^64 - 1 it is clamped there.)
+fn check_sum(expr: &Expr, op: Op) -> Result<(), String> {
+    let fits = match kind(expr) {
+        Kind::Float => {
+            let (low, high) = bounds(expr);
+            low.is_finite() && high.is_finite()
+        }
+        Kind::Int => {
+            let (low, high) = whole_bounds(expr);
+            low >= i64::MIN.into() && high <= i64::MAX.into()
+        }
+        Kind::Quantity => true,
+    };
+    if fits {
+        return Ok(());
+    }
+    let (low, high) = bounds(expr);
+    Err(format!(
+        "`{}` can give {low:e}..{high:e}, past what a {} holds: narrow its ranges",
+        op.text(),
+        if kind(expr) == Kind::Float {
+            "finite float"
+        } else {
+            "64-bit whole number"
+        }
+    ))
 }
 
 /// What a compiled expression may refer to.
@@ -276,10 +446,12 @@ impl Parser<'_> {
                     return Err(format!("`{}` takes numbers on both sides", op.text()));
                 }
             }
-            left = match op {
-                Token::Plus => Expr::Add(Box::new(left), Box::new(right)),
-                _ => Expr::Sub(Box::new(left), Box::new(right)),
+            let (op, sum) = match op {
+                Token::Plus => (Op::Add, Expr::Add(Box::new(left), Box::new(right))),
+                _ => (Op::Sub, Expr::Sub(Box::new(left), Box::new(right))),
             };
+            check_sum(&sum, op)?;
+            left = sum;
         }
         Ok(left)
     }
@@ -366,6 +538,12 @@ impl Parser<'_> {
             "float" => {
                 expect_args(2)?;
                 let (low, high) = (float_literal(&positional[0])?, float_literal(&positional[1])?);
+                if !(low.is_finite() && high.is_finite()) {
+                    return Err(format!(
+                        "`float` takes finite bounds (at most {:e} either way)",
+                        f64::MAX
+                    ));
+                }
                 non_empty(low, high)?;
                 Ok(Expr::Float(low, high))
             }
@@ -482,4 +660,145 @@ fn non_empty(low: f64, high: f64) -> Result<(), String> {
         return Err(format!("the range {low}..{high} is empty"));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use proptest::prelude::*;
+    use rand::rngs::SmallRng;
+    use rand::SeedableRng;
+
+    use super::*;
+
+    fn compile(text: &str) -> Result<Expr, String> {
+        let polled = Arc::new(Polled::new(vec!["head".to_string()]));
+        parse(
+            text,
+            &Scope {
+                base_dir: Path::new("."),
+                polled: &polled,
+            },
+        )
+    }
+
+    /// Every value an expression gives is one JSON can carry and lies in
+    /// the range it was asked for.
+    fn assert_sound(text: &str, seed: u64) {
+        let Ok(expr) = compile(text) else { return };
+        let mut rng = SmallRng::seed_from_u64(seed);
+        for _ in 0..64 {
+            if let Generated::Float(f) = expr.eval(&mut rng) {
+                assert!(f.is_finite(), "{text} gave {f}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_float_range_wider_than_the_largest_float_draws_inside_it() {
+        let expr = compile("float(-1e308, 1e308)").expect("finite bounds are a range");
+        let mut rng = SmallRng::seed_from_u64(1);
+        let draws: Vec<f64> = (0..1000)
+            .map(|_| match expr.eval(&mut rng) {
+                Generated::Float(f) => f,
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        assert!(draws
+            .iter()
+            .all(|f| f.is_finite() && (-1e308..=1e308).contains(f)));
+        assert!(draws.iter().any(|f| *f < -1e307) && draws.iter().any(|f| *f > 1e307));
+    }
+
+    #[test]
+    fn bounds_that_are_not_finite_are_refused() {
+        for text in ["float(-1e309, 0)", "float(0, 1e400)"] {
+            let error = compile(text).expect_err(text);
+            assert!(error.contains("finite bounds"), "{text}: {error}");
+        }
+    }
+
+    #[test]
+    fn whole_numbers_at_the_64_bit_edges_are_drawn_and_added_exactly() {
+        let full = compile("int(-9223372036854775808, 9223372036854775807)").unwrap();
+        let mut rng = SmallRng::seed_from_u64(2);
+        for _ in 0..100 {
+            assert!(matches!(full.eval(&mut rng), Generated::Int(_)));
+        }
+        // f64 arithmetic would give 9007199254740992 for both.
+        let exact = compile("int(9007199254740993, 9007199254740993) + 0").unwrap();
+        assert_eq!(exact.eval(&mut rng), Generated::Int(9007199254740993));
+        let sum = compile("int(4611686018427387904, 4611686018427387904) - 1").unwrap();
+        assert_eq!(sum.eval(&mut rng), Generated::Int(4611686018427387903));
+    }
+
+    #[test]
+    fn sums_that_can_pass_64_bits_or_the_largest_float_are_refused() {
+        for text in [
+            "int(0, 9223372036854775807) + 1",
+            "int(-9223372036854775808, 0) - 1",
+            "seq(9223372036854775000) + 1",
+            "float(0, 1.7e308) + float(0, 1.7e308)",
+            "float(-1.7e308, 0) - 1.7e308",
+        ] {
+            let error = compile(text).expect_err(text);
+            assert!(error.contains("narrow its ranges"), "{text}: {error}");
+        }
+        for text in [
+            "seq() + 1",
+            "int(0, 100) - 50",
+            "head - int(0, 100)",
+            "head + 1",
+            "float(0, 1) + 1",
+        ] {
+            compile(text).unwrap_or_else(|e| panic!("{text}: {e}"));
+        }
+    }
+
+    #[test]
+    fn a_quantity_below_zero_is_block_zero() {
+        let expr = compile("quantity(5, 5) - 100").unwrap();
+        let mut rng = SmallRng::seed_from_u64(3);
+        assert_eq!(expr.eval(&mut rng), Generated::Quantity(0));
+    }
+
+    fn extreme() -> impl Strategy<Value = String> {
+        prop_oneof![
+            Just("1.7976931348623157e308".to_string()),
+            Just("-1.7976931348623157e308".to_string()),
+            Just("1e309".to_string()),
+            Just("-1e309".to_string()),
+            Just("9223372036854775807".to_string()),
+            Just("-9223372036854775808".to_string()),
+            Just("9223372036854775808".to_string()),
+            Just("0".to_string()),
+            Just("5e-324".to_string()),
+            any::<i64>().prop_map(|n| n.to_string()),
+            any::<f64>().prop_map(|f| format!("{f:e}")),
+        ]
+    }
+
+    proptest! {
+        #[test]
+        fn no_generator_panics_or_gives_a_float_json_cannot_hold(
+            a in extreme(),
+            b in extreme(),
+            c in extreme(),
+            which in 0..8usize,
+            seed in any::<u64>(),
+        ) {
+            let text = match which {
+                0 => format!("float({a}, {b})"),
+                1 => format!("int({a}, {b})"),
+                2 => format!("quantity({a}, {b})"),
+                3 => format!("hex({a})"),
+                4 => format!("float({a}, {b}) + {c}"),
+                5 => format!("int({a}, {b}) - {c}"),
+                6 => format!("head - {a} + {c}"),
+                _ => format!("seq({a}) + int({b}, {c})"),
+            };
+            assert_sound(&text, seed);
+        }
+    }
 }

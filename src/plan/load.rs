@@ -65,6 +65,52 @@ pub struct Stage {
 }
 
 impl LoadPlan {
+    /// Whether requests are due at set times (the open model).
+    pub fn is_open(&self) -> bool {
+        matches!(self.pacing, Pacing::Open { .. })
+    }
+
+    /// Callers on each connection: at least one.
+    pub fn callers_per_connection(&self) -> usize {
+        self.per_connection.max(1)
+    }
+
+    /// This machine's callers: the most calls it can have in flight.
+    /// Callers come in equal numbers per connection, so there may be more
+    /// than the calls asked for (10 over 4 connections: 12); the closed
+    /// model keeps the extra ones idle, as it does between stages.
+    pub fn callers(&self) -> usize {
+        self.connections.saturating_mul(self.callers_per_connection())
+    }
+
+    /// The connection caller `index` runs on.
+    pub fn connection_of(&self, caller: usize) -> usize {
+        caller / self.callers_per_connection()
+    }
+
+    /// Where caller `index` stands in the order callers become active:
+    /// one from each connection in turn, so a lowered concurrency spreads
+    /// over every connection rather than filling the first.
+    pub fn activation_rank(&self, caller: usize) -> usize {
+        let per = self.callers_per_connection();
+        (caller % per) * self.connections.max(1) + caller / per
+    }
+
+    /// Calls in flight this machine keeps in a constant closed model: its
+    /// share of the run's concurrency, as far as its callers reach.
+    pub fn closed_concurrency(&self) -> usize {
+        (self.shard.share(self.initial_concurrency as u64) as usize).min(self.callers())
+    }
+
+    /// The whole run's rate, when it is one constant rate (the open model
+    /// without stages).
+    pub fn constant_rate(&self) -> Option<f64> {
+        match self.pacing {
+            Pacing::Open { rate } if self.stages.is_empty() => Some(rate),
+            _ => None,
+        }
+    }
+
     pub fn threads_used(&self) -> usize {
         self.threads.clamp(1, self.connections.max(1))
     }
@@ -266,5 +312,30 @@ mod tests {
             ..ramp()
         };
         assert_eq!(many.threads_used(), 4);
+    }
+
+    #[test]
+    fn the_first_active_callers_are_spread_over_every_connection() {
+        let plan = LoadPlan {
+            connections: 4,
+            per_connection: 64,
+            ..ramp()
+        };
+        assert_eq!(plan.callers(), 256);
+        // 128 of 256 active: 32 on each connection, not connections 0 and 1.
+        let mut active = [0; 4];
+        for caller in (0..256).filter(|c| plan.activation_rank(*c) < 128) {
+            active[plan.connection_of(caller)] += 1;
+        }
+        assert_eq!(active, [32; 4]);
+        let mut ranks: Vec<usize> = (0..256).map(|c| plan.activation_rank(c)).collect();
+        ranks.sort_unstable();
+        assert_eq!(ranks, (0..256).collect::<Vec<_>>(), "each rank once");
+        let one_each = LoadPlan {
+            per_connection: 0,
+            ..plan
+        };
+        assert_eq!(one_each.callers(), 4, "at least one caller a connection");
+        assert_eq!(one_each.activation_rank(3), 3);
     }
 }

@@ -94,11 +94,7 @@ impl Scenario {
             (None, None, true) => Some(DEFAULT_DURATION),
             (duration, _, true) => duration,
         };
-        let seed = self.seed.unwrap_or_else(|| {
-            SystemTime::now()
-                .duration_since(SystemTime::UNIX_EPOCH)
-                .map_or(0, |d| d.as_nanos() as u64)
-        });
+        let seed = self.seed.unwrap_or_else(draw_seed);
         // A staged closed model starts from `concurrency` when given, else
         // from the first stage's own value; a constant one keeps exactly its
         // concurrency busy, however its callers divide over connections.
@@ -283,4 +279,20 @@ fn recorded(
         answer,
         rules: rules.clone(),
     }))
+}
+
+/// A seed for a run that names none: from the clock, so runs differ.
+fn draw_seed() -> u64 {
+    SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
+}
+
+impl Scenario {
+    /// Fixes the seed (the file's or the flag's, else one drawn now) and
+    /// returns it: every run made from this scenario, each target's or
+    /// each sweep step's, then sends the same calls.
+    pub fn pin_seed(&mut self) -> u64 {
+        *self.seed.get_or_insert_with(draw_seed)
+    }
 }

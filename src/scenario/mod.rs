@@ -432,9 +432,19 @@ pub fn parse_size(text: &str) -> Result<usize, String> {
 }
 
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    humantime::parse_duration(text.trim())
-        .map_err(|e| format!("`{text}` is not a duration ({e}); write e.g. \"30s\", \"500ms\" or \"2m\""))
+    let duration = humantime::parse_duration(text.trim())
+        .map_err(|e| format!("`{text}` is not a duration ({e}); write e.g. \"30s\", \"500ms\" or \"2m\""))?;
+    // Far past any run, and far from where a clock reading plus it overflows.
+    if duration > MAX_DURATION {
+        return Err(format!(
+            "`{text}` is longer than any run volley makes: at most 365 days"
+        ));
+    }
+    Ok(duration)
 }
+
+/// The longest duration a scenario or a flag may give.
+pub const MAX_DURATION: Duration = Duration::from_secs(365 * 24 * 3600);
 
 /// Replaces every `${NAME}` with the variable's value; `$${` stays a literal `${`.
 pub fn interpolate(value: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<String, String> {

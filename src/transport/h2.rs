@@ -9,7 +9,7 @@ use std::rc::Rc;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::client::conn::http2::{self, SendRequest};
-use hyper::header::{HeaderMap, HeaderName, HeaderValue, ACCEPT, CONTENT_TYPE};
+use hyper::header::{HeaderMap, HeaderName, HeaderValue, CONTENT_TYPE};
 use hyper::{Method, Request, Uri};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 
@@ -39,12 +39,8 @@ impl H2Connection {
             let _ = driver.await;
         });
         let mut headers = HeaderMap::new();
-        headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-        headers.insert(
-            ACCEPT,
-            HeaderValue::from_static("application/json, text/event-stream"),
-        );
-        for (name, value) in target.headers() {
+        let wanted = super::headers::request_headers(target.headers(), super::headers::Request::Post);
+        for (name, value) in wanted {
             if let (Ok(name), Ok(mut value)) = (
                 HeaderName::from_bytes(name.as_bytes()),
                 HeaderValue::from_str(value),

@@ -85,12 +85,11 @@ impl HttpTarget {
             .filter(|p| !p.is_empty())
             .unwrap_or("/");
         let authority = uri.authority().map(|a| a.as_str()).unwrap_or(host);
-        let mut head = format!(
-            "POST {path} HTTP/1.1\r\nHost: {authority}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nUser-Agent: volley/{}\r\n",
-            env!("CARGO_PKG_VERSION")
-        );
+        let mut head = format!("POST {path} HTTP/1.1\r\nHost: {authority}\r\n");
         for (name, value) in extra {
             super::header_for_target(name, value)?;
+        }
+        for (name, value) in super::headers::request_headers(extra, super::headers::Request::Post) {
             head.push_str(&format!("{name}: {value}\r\n"));
         }
         let alpn = if options.http2 { ALPN_H2 } else { ALPN_HTTP1 };

@@ -4,10 +4,13 @@
 //! child's stdio) multiplex many calls, told apart by id.
 
 mod h2;
+mod headers;
 mod http;
 pub mod sse;
 mod stream;
 pub mod tls;
+
+pub use headers::check_header;
 
 use std::io;
 use std::rc::Rc;
@@ -84,38 +87,6 @@ pub enum TargetError {
     Tls { url: String, reason: String },
     #[error("cannot resolve {url}: {reason}")]
     Resolve { url: String, reason: io::Error },
-}
-
-/// A header volley can send: a valid name (an RFC 9110 token) that is not
-/// one volley writes itself, and a value without control characters.
-///
-/// The one rule for headers, from a file, a flag or a caller of the
-/// transport; its message names the header, never its value.
-pub fn check_header(name: &str, value: &str) -> Result<(), String> {
-    let token = |c: char| c.is_ascii_alphanumeric() || "!#$%&'*+-.^_`|~".contains(c);
-    if name.is_empty() || !name.chars().all(token) {
-        return Err(format!(
-            "`{name}` is not a valid header name (letters, digits and !#$%&'*+-.^_`|~ only, no spaces)"
-        ));
-    }
-    const OWN: [&str; 5] = [
-        "content-length",
-        "transfer-encoding",
-        "host",
-        "connection",
-        "upgrade",
-    ];
-    if OWN.iter().any(|own| name.eq_ignore_ascii_case(own)) {
-        return Err(format!(
-            "`{name}` is set by volley itself (from the target and each body); a second one would break every request"
-        ));
-    }
-    if value.chars().any(|c| c.is_control() && c != '\t') {
-        return Err(format!(
-            "the value of `{name}` holds a control character (not shown)"
-        ));
-    }
-    Ok(())
 }
 
 /// `check_header` for a target: a bad header is named, its value never shown.

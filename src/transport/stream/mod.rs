@@ -187,7 +187,11 @@ impl StreamTarget {
             .as_str()
             .into_client_request()
             .map_err(|e| self.connect_error(std::io::Error::other(e)))?;
-        for (name, value) in &self.headers.0 {
+        let wanted = crate::transport::headers::request_headers(
+            &self.headers.0,
+            crate::transport::headers::Request::Upgrade,
+        );
+        for (name, value) in wanted {
             // Checked when the scenario was read; a bad one is skipped, never shown.
             if let (Ok(name), Ok(value)) = (
                 hyper::header::HeaderName::from_bytes(name.as_bytes()),
