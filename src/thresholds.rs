@@ -355,9 +355,11 @@ fn parse_limit(metric: Metric, value: &str) -> Result<Limit, String> {
         )),
         Metric::ErrorRate => match unit {
             "%" => percent(number),
-            "" if number <= 1.0 => Ok(Limit::Fraction(number)),
+            // `error_rate < 1` reads as 1% to many and passes every run as a
+            // fraction: a bare share of 1 or more is refused as ambiguous.
+            "" if number < 1.0 => Ok(Limit::Fraction(number)),
             "" => Err(format!(
-                "error_rate is a fraction from 0 to 1 or a percent: did you mean `{number}%`?"
+                "error_rate `{number}` is ambiguous: a bare number is a fraction below 1 (`0.01`); for a percent write `{number}%`"
             )),
             _ => Err(format!("`{unit}` is not a unit here: error_rate is a percent, as in `0.1%`, or a fraction, as in `0.001`")),
         },
@@ -1047,7 +1049,9 @@ mod tests {
             ("calls > 10%", "`calls` counts calls"),
             ("errors < 2.5", "a count is a whole number"),
             ("errors < 5ms", "`ms` is not a unit here"),
-            ("error_rate < 5", "did you mean `5%`?"),
+            ("error_rate < 5", "for a percent write `5%`"),
+            ("error_rate < 1", "`1` is ambiguous | for a percent write `1%`"),
+            ("eth_call.error_rate <= 1.0", "is ambiguous"),
             ("error_rate < 1ms", "error_rate is a percent"),
             ("ok > 101%", "more than all the calls"),
             ("stage[0].p99 < 1s", "numbered from 1"),

@@ -167,7 +167,8 @@ fn a_chunk_size_near_2_to_the_64_is_counted_as_io_and_the_run_goes_on() {
         ),
     );
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(output.status.code(), Some(0), "stderr: {stderr}");
+    // The run goes on to its end; no call succeeded, so it fails (exit 2).
+    assert_eq!(output.status.code(), Some(2), "stderr: {stderr}");
     let summary = &summary["summary"];
     assert_eq!(summary["panicked_connections"], 0, "{stderr}");
     assert_eq!(summary["total"]["calls"], 20);
@@ -383,9 +384,10 @@ fn calls_that_failed_on_the_wire_get_no_advice_about_calls_left_waiting() {
         "wire-failures",
         &format!("target = \"http://{addr}\"\ntimeout = \"60s\"\n[load]\nconcurrency = 1\nrequests = 6\n[[calls]]\nmethod = \"m\"\n"),
     );
+    // No call succeeded: the run fails (exit 2), and says why.
     assert_eq!(
         output.status.code(),
-        Some(0),
+        Some(2),
         "{}",
         String::from_utf8_lossy(&output.stderr)
     );

@@ -80,7 +80,10 @@ pub fn command(args: RunArgs) -> anyhow::Result<ExitCode> {
     }
     // Thresholds are a CI gate: figures that cannot be trusted pass none.
     let require_valid = args.require_valid || !scenario.thresholds.is_empty();
-    let failed_check = !report.thresholds_passed() || (require_valid && !report.summary.verdict.valid);
+    // A run where no call succeeded fails, whatever else held.
+    let failed_check = !report.thresholds_passed()
+        || (require_valid && !report.summary.verdict.valid)
+        || crate::stats::none_succeeded(&report.summary).is_some();
     if signal == 0 && failed_check {
         return Ok(ExitCode::from(EXIT_FAILED_CHECK));
     }

@@ -57,6 +57,10 @@ pub fn render_table(report: &RunReport) -> String {
             let _ = writeln!(out, "  {threshold}");
         }
     }
+    // Last, where a reader looks: a valid measurement of nothing but failures.
+    if let Some(none) = crate::stats::none_succeeded(summary) {
+        let _ = writeln!(out, "FAILED: {none}");
+    }
     out
 }
 

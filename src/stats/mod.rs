@@ -20,7 +20,10 @@ pub use summary::{
     RunSummary, ScheduleSummary, SecondRow, SetupSummary, StageSummary, SubscriptionSummary, LATE_THRESHOLD,
 };
 pub use usage::{ServerUsage, UsageSample, Watched};
-pub use verdict::{unanswered, weigh_answers, ClientCpu, Evidence, Unanswered, Verdict, SATURATED_SHARE};
+pub use verdict::{
+    none_succeeded, unanswered, weigh_answers, ClientCpu, Evidence, NoneSucceeded, Unanswered, Verdict,
+    SATURATED_SHARE,
+};
 
 use std::time::Duration;
 

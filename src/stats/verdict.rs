@@ -187,6 +187,91 @@ pub fn weigh_answers(summary: &mut RunSummary) {
     }
 }
 
+/// A run in which no call succeeded: its calls, the cause most of them
+/// ended in, and what to look at. Not a verdict on the measurement (that
+/// may be valid) but on the run: CI must not pass it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct NoneSucceeded {
+    pub calls: u64,
+    /// The dominant cause, as reports name it: `http_status 404`,
+    /// `rpc_error -32601`, `connect`, ...
+    pub cause: String,
+    pub count: u64,
+    pub hint: &'static str,
+}
+
+impl fmt::Display for NoneSucceeded {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "no call succeeded: {} of {} calls ended in {}. {}",
+            self.count, self.calls, self.cause, self.hint
+        )
+    }
+}
+
+/// Whether every call of the run failed (an expected error counts as a
+/// success: the scenario asked for it), and why, by the commonest cause.
+pub fn none_succeeded(summary: &RunSummary) -> Option<NoneSucceeded> {
+    let total = &summary.total;
+    if total.calls == 0 || total.ok > 0 {
+        return None;
+    }
+    let (outcome, count) = total.outcomes.iter().max_by_key(|(_, n)| **n)?;
+    let most = |counts: Vec<(String, u64)>| counts.into_iter().max_by_key(|(_, n)| *n);
+    let (cause, count, hint) = match *outcome {
+        "http_status" => {
+            let statuses = total
+                .http_statuses
+                .iter()
+                .filter(|(s, _)| !(200..300).contains(*s));
+            let (status, n) = most(statuses.map(|(s, n)| (s.to_string(), *n)).collect())?;
+            let hint = match status.as_str() {
+                "404" => "Is the target's path right? The server has nothing at it.",
+                "401" | "403" => "Does the endpoint need a header (-H 'Authorization: ...')?",
+                "405" => "Does this URL take POST? It may not be the JSON-RPC endpoint.",
+                "429" => "The server is rate-limiting: lower the rate or ask for a higher limit.",
+                _ => "The server refused every request: see the examples above.",
+            };
+            (format!("http_status {status}"), n, hint)
+        }
+        "rpc_error" => {
+            let codes = total.rpc_error_codes.iter().map(|(c, n)| (c.to_string(), *n));
+            let (code, n) = most(codes.collect())?;
+            let hint = match code.as_str() {
+                "-32601" => "Is the method name right? The server has no such method.",
+                "-32602" => "Are the params right for this method?",
+                "-32700" | "-32600" => "The server could not read the requests: is this a JSON-RPC endpoint?",
+                _ => "The server answered every call with an error: see the examples above.",
+            };
+            (format!("rpc_error {code}"), n, hint)
+        }
+        "connect" => (outcome.to_string(), *count, "Is the server up at that address?"),
+        "timeout" => (
+            outcome.to_string(),
+            *count,
+            "Is --timeout long enough for this server?",
+        ),
+        "invalid_json" | "protocol" => (
+            outcome.to_string(),
+            *count,
+            "The answers are not JSON-RPC: is the target a JSON-RPC endpoint?",
+        ),
+        "assertion" => (
+            outcome.to_string(),
+            *count,
+            "Every answer broke the scenario's `expect`: is the expectation right?",
+        ),
+        _ => (outcome.to_string(), *count, "See the examples above."),
+    };
+    Some(NoneSucceeded {
+        calls: total.calls,
+        cause,
+        count,
+        hint,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -407,6 +407,12 @@ impl MuxConnection {
         self.reader_panicked.get()
     }
 
+    /// Marks the connection closed, keeping the first reason given.
+    fn close_because(&self, reason: String) {
+        self.closed.set(true);
+        self.closed_because.borrow_mut().get_or_insert(reason);
+    }
+
     /// Why the connection closed, in words, for the calls that fail on it.
     fn closed_because(&self) -> String {
         self.closed_because
@@ -460,12 +466,17 @@ impl MuxConnection {
             connection: self,
             first_id,
         });
-        if let Err(e) = self.writer.lock().await.send(&body).await {
+        let mut writer = self.writer.lock().await;
+        // A write cut off (its call timed out while the socket was full)
+        // leaves part of a message on the wire, and the next would be
+        // appended to it: the connection is closed instead.
+        let torn = TornWrite(self);
+        let sent = writer.send(&body).await;
+        std::mem::forget(torn);
+        drop(writer);
+        if let Err(e) = sent {
             let reason = format!("sending the request: {e}");
-            self.closed.set(true);
-            self.closed_because
-                .borrow_mut()
-                .get_or_insert_with(|| reason.clone());
+            self.close_because(reason.clone());
             return Err(TransportError::Io(reason));
         }
         match answer {
@@ -513,6 +524,19 @@ impl MuxConnection {
                 self.closed_because()
             ))),
         }
+    }
+}
+
+/// Closes its connection when dropped: armed for the length of a write,
+/// and forgotten once the write is whole.
+struct TornWrite<'a>(&'a MuxConnection);
+
+impl Drop for TornWrite<'_> {
+    fn drop(&mut self) {
+        self.0.close_because(
+            "a request's write was cut off part way (its call timed out while the connection would take no more): the connection was closed, so no later message is appended to it"
+                .into(),
+        );
     }
 }
 
@@ -871,6 +895,38 @@ mod tests {
                 assert!(in_flight.await.is_err(), "never delivered");
                 let error = connection.closed_because();
                 assert!(error.contains("larger than the limit of 1024"), "{error}");
+            })
+            .await;
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_write_cut_off_by_its_timeout_closes_the_connection() {
+        let local = tokio::task::LocalSet::new();
+        local
+            .run_until(async {
+                // The peer reads nothing: 64 bytes fit, the rest waits.
+                let (ours, mut theirs) = tokio::io::duplex(64);
+                let (reader, writer) = tokio::io::split(ours);
+                let connection = MuxConnection::over(reader, writer, false, 1 << 20);
+                let body = Bytes::from(format!(
+                    r#"{{"jsonrpc":"2.0","id":1,"method":"m","params":["{}"]}}"#,
+                    "x".repeat(500)
+                ));
+                let cut = tokio::time::timeout(Duration::from_secs(1), connection.exchange(body, 1, 1)).await;
+                assert!(cut.is_err(), "the call timed out in its write");
+                assert!(connection.is_closed());
+                assert!(connection.closed_because().contains("cut off part way"));
+                let next = connection
+                    .exchange(Bytes::from_static(br#"{"id":2}"#), 2, 1)
+                    .await;
+                assert!(next.unwrap_err().to_string().contains("cut off part way"));
+                // What reached the peer is the first call's start, and nothing after it.
+                let mut got = vec![0; 200];
+                let n = tokio::io::AsyncReadExt::read(&mut theirs, &mut got)
+                    .await
+                    .unwrap();
+                assert_eq!(n, 64);
+                assert!(got[..n].starts_with(br#"{"jsonrpc":"2.0","id":1"#));
             })
             .await;
     }

@@ -1,0 +1,98 @@
+//! A run in which no call succeeded ends saying so plainly, with the cause
+//! most calls ended in and what to look at, and exits 2: a wrong path or a
+//! method name typo is a valid measurement of nothing but failures, and CI
+//! must not pass it. An error the scenario expects is a success.
+
+mod common;
+
+use common::bin::{run_guarded, serve, temp_dir, text};
+
+/// The table's last line: just above where the results went.
+fn last_line(stdout: &str) -> &str {
+    let mut lines = stdout.lines().rev().filter(|l| !l.trim().is_empty());
+    assert!(
+        lines.next().is_some_and(|l| l.starts_with("results: ")),
+        "{stdout}"
+    );
+    lines.next().unwrap_or("")
+}
+
+#[test]
+fn a_method_name_typo_fails_the_run_and_asks_about_the_name() {
+    let (mut server, url) = serve(&[]);
+    let out = temp_dir("typo");
+    let output = run_guarded(
+        &[
+            "run",
+            "--target",
+            &url,
+            "--method",
+            "eth_chainIdd",
+            "-n",
+            "50",
+            "-c",
+            "2",
+            "--quiet",
+        ],
+        &out,
+    );
+    server.kill().unwrap();
+    let stdout = text(&output.stdout);
+    assert_eq!(output.status.code(), Some(2), "{stdout}{}", text(&output.stderr));
+    assert_eq!(
+        last_line(&stdout),
+        "FAILED: no call succeeded: 50 of 50 calls ended in rpc_error -32601. Is the method name right? The server has no such method."
+    );
+    assert!(
+        stdout.contains("verdict: valid"),
+        "the measurement itself held: {stdout}"
+    );
+}
+
+#[test]
+fn a_wrong_path_fails_the_run_and_asks_about_the_path() {
+    let addr = common::crafted_server(|_| (404, "<html><body>Not Found</body></html>".into()));
+    let out = temp_dir("wrong-path");
+    let url = format!("http://{addr}/no-such-path");
+    let output = run_guarded(
+        &[
+            "run",
+            "--target",
+            &url,
+            "--method",
+            "eth_chainId",
+            "-n",
+            "40",
+            "-c",
+            "2",
+            "--quiet",
+        ],
+        &out,
+    );
+    let stdout = text(&output.stdout);
+    assert_eq!(output.status.code(), Some(2), "{stdout}{}", text(&output.stderr));
+    assert_eq!(
+        last_line(&stdout),
+        "FAILED: no call succeeded: 40 of 40 calls ended in http_status 404. Is the target's path right? The server has nothing at it."
+    );
+}
+
+#[test]
+fn errors_the_scenario_expects_are_successes() {
+    let (mut server, url) = serve(&[]);
+    let dir = temp_dir("expected-errors");
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("negative.toml");
+    std::fs::write(
+        &path,
+        format!(
+            "target = \"{url}\"\n[load]\nconcurrency = 2\nrequests = 30\n[[calls]]\nmethod = \"no_such_method\"\nexpect = {{ error = [-32601] }}\n"
+        ),
+    )
+    .unwrap();
+    let output = run_guarded(&["run", path.to_str().unwrap(), "--quiet"], &dir.join("out"));
+    server.kill().unwrap();
+    let stdout = text(&output.stdout);
+    assert_eq!(output.status.code(), Some(0), "{stdout}{}", text(&output.stderr));
+    assert!(!stdout.contains("no call succeeded"), "{stdout}");
+}
