@@ -200,13 +200,18 @@ pub struct ReportArgs {
 
 #[derive(Args, Debug, Clone)]
 pub struct CompareArgs {
-    /// The result directory to compare against (e.g. results/baseline).
-    pub baseline: PathBuf,
-    /// The result directory of the run under test.
-    pub current: PathBuf,
-    /// How far each metric may move the wrong way (default p50=10%,p99=10%,rps=5%,error_rate=0.1pp).
-    #[arg(long, value_name = "LIMITS", default_value = "")]
-    pub max_regression: crate::compare::Tolerances,
+    /// The baseline runs (each a result directory, or a directory of them), then the run under
+    /// test, last: BASELINE... CURRENT.
+    #[arg(required = true, num_args = 2.., value_name = "RUN")]
+    pub runs: Vec<PathBuf>,
+    /// How far each metric may move the wrong way, as a share plus an optional floor (default
+    /// p50=25%+0.5ms,p99=50%+2ms,rps=10%,error_rate=0.1pp); the metrics named replace theirs.
+    #[arg(long, value_name = "LIMITS")]
+    pub max_regression: Option<crate::compare::Tolerances>,
+    /// Exit 0 when the result is inconclusive (a change past its limit that the runs are too few
+    /// or too short to tell from chance); it exits 2 otherwise.
+    #[arg(long)]
+    pub allow_inconclusive: bool,
     /// Also write the comparison as GitHub-flavoured Markdown here (and append it to
     /// $GITHUB_STEP_SUMMARY when that is set).
     #[arg(long, value_name = "FILE")]

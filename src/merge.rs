@@ -17,7 +17,7 @@ use crate::report::{LoadMeta, RunMeta, RunReport};
 use crate::results::ResultDir;
 use crate::stats::{
     self, BatchSummary, ClientCpu, Evidence, LatencyLog, LatencySummary, MethodSummary, OutcomeKind,
-    Recorded, Recorder, RunSummary, ScheduleSummary, SecondRow, SetupSummary, StageSummary,
+    Recorded, Recorder, RunSummary, Sample, ScheduleSummary, SecondRow, SetupSummary, StageSummary,
     SubscriptionSummary, Verdict,
 };
 
@@ -277,6 +277,7 @@ fn summarize(shards: &[ShardRun]) -> RunSummary {
         total: merged_total,
         timeseries,
         latency_log,
+        samples: samples_lined_up(shards, &offsets),
         requests: total.requests,
         http_statuses: total.statuses.iter().copied().collect(),
         extra_batch_entries: total.extra_entries,
@@ -373,6 +374,46 @@ fn seconds_lined_up(shards: &[ShardRun], offsets: &[u32]) -> (Vec<SecondRow>, La
     }
     log.intervals.sort_by_key(|i| i.second);
     (rows.into_values().collect(), log)
+}
+
+/// Each wall-clock quarter second's samples, every shard's added: calls
+/// and errors exactly; p50 and p99 as the shards' own, weighted by their
+/// calls (a sample keeps no histogram to add). A shard without samples
+/// adds none.
+fn samples_lined_up(shards: &[ShardRun], offsets: &[u32]) -> Vec<Sample> {
+    // (tick, method) → the sample so far, and the calls behind its quantiles.
+    let mut lined: BTreeMap<(u32, String), (Sample, u64)> = BTreeMap::new();
+    for (shard, offset) in shards.iter().zip(offsets) {
+        let shift = offset.saturating_mul(stats::SAMPLES_PER_SECOND);
+        for sample in shard.results.samples.iter().flatten() {
+            let tick = sample.tick.saturating_add(shift);
+            let (into, weighed) = lined.entry((tick, sample.method.clone())).or_insert_with(|| {
+                (
+                    Sample {
+                        tick,
+                        calls: 0,
+                        errors: 0,
+                        p50_ms: None,
+                        p99_ms: None,
+                        ..sample.clone()
+                    },
+                    0,
+                )
+            });
+            into.length_s = into.length_s.max(sample.length_s);
+            into.calls = into.calls.saturating_add(sample.calls);
+            into.errors = into.errors.saturating_add(sample.errors);
+            if let (Some(p50), Some(p99)) = (sample.p50_ms, sample.p99_ms) {
+                let (w, n) = (*weighed as f64, sample.calls.max(1) as f64);
+                let mean =
+                    |so_far: Option<f64>, value: f64| Some((so_far.unwrap_or(0.0) * w + value * n) / (w + n));
+                into.p50_ms = mean(into.p50_ms, p50);
+                into.p99_ms = mean(into.p99_ms, p99);
+                *weighed += sample.calls.max(1);
+            }
+        }
+    }
+    lined.into_values().map(|(sample, _)| sample).collect()
 }
 
 /// Adds one shard's row of `timeseries` (from its summary.json) into the

@@ -16,6 +16,9 @@ pub struct ResultDir {
     /// Per tag (method or TOTAL): each second's latency histogram, its
     /// length and its start (seconds into the measured run).
     pub seconds: BTreeMap<String, Vec<(Histogram<u64>, f64, f64)>>,
+    /// `samples.csv`, read back through the type that wrote it; `None`
+    /// for a directory without one (an older volley's).
+    pub samples: Option<Vec<crate::stats::Sample>>,
 }
 
 impl ResultDir {
@@ -73,7 +76,12 @@ impl ResultDir {
                 .or_default()
                 .push((histogram, length, start));
         }
-        Ok(ResultDir { summary, seconds })
+        let samples = read_samples(dir)?;
+        Ok(ResultDir {
+            summary,
+            seconds,
+            samples,
+        })
     }
 
     /// Each tag's latencies, over the whole run and second by second.
@@ -86,4 +94,19 @@ impl ResultDir {
         }
         latencies
     }
+}
+
+/// `samples.csv` as its rows, `None` when the file is not there; a row
+/// that does not read is an error naming the file and the row.
+fn read_samples(dir: &Path) -> anyhow::Result<Option<Vec<crate::stats::Sample>>> {
+    let path = dir.join("samples.csv");
+    let Ok(file) = std::fs::File::open(&path) else {
+        return Ok(None);
+    };
+    let mut reader = csv::Reader::from_reader(file);
+    let rows = reader
+        .deserialize()
+        .enumerate()
+        .map(|(i, row)| row.with_context(|| format!("{}: row {} does not read", path.display(), i + 2)));
+    Ok(Some(rows.collect::<anyhow::Result<_>>()?))
 }

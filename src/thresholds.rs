@@ -730,6 +730,7 @@ mod tests {
             total: MethodSummary::new("TOTAL", &run.total(), SECONDS),
             timeseries: Vec::new(),
             latency_log: LatencyLog::default(),
+            samples: Vec::new(),
             recorded: Default::default(),
             server: Vec::new(),
             requests: run.calls(),

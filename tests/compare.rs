@@ -20,21 +20,13 @@ fn dir(name: &str) -> PathBuf {
     dir
 }
 
-/// A run of 10 measured seconds: enough seconds a side for the rank test,
-/// even when a loaded machine blurs a few of them (7 gave p 0.013 once at
-/// a load of 16 on 2 cores).
-fn start_run(url: &str, connections: &str, out: &Path) -> Child {
+/// A fixed-rate run of `seconds`: the rate is the scenario's, so two runs
+/// of one server differ only in latency, and by the machine's noise.
+fn start_run(url: &str, seconds: &str, out: &Path) -> Child {
     volley()
-        .args([
-            "run",
-            "--target",
-            url,
-            "--method",
-            "eth_chainId",
-            "-c",
-            connections,
-        ])
-        .args(["-d", "10s", "--warmup", "500ms", "--no-tui", "-q", "--out"])
+        .args(["run", "--target", url, "--method", "eth_chainId"])
+        .args(["--rate", "100", "--connections", "32", "-d", seconds])
+        .args(["--no-tui", "-q", "--out"])
         .arg(out)
         .stdout(Stdio::null())
         .spawn()
@@ -42,75 +34,109 @@ fn start_run(url: &str, connections: &str, out: &Path) -> Child {
 }
 
 fn compare(baseline: &Path, current: &Path) -> Output {
+    compare_all(&[baseline], current, &[])
+}
+
+fn compare_all(baselines: &[&Path], current: &Path, flags: &[&str]) -> Output {
     volley()
         .arg("compare")
-        .arg(baseline)
+        .args(baselines)
         .arg(current)
+        .args(flags)
         .output()
         .unwrap()
 }
 
+fn row<'t>(table: &'t str, start: &str) -> &'t str {
+    table
+        .lines()
+        .find(|l| l.starts_with(start))
+        .unwrap_or_else(|| panic!("no {start:?} in {table}"))
+}
+
 #[test]
-fn a_slower_server_regresses_a_faster_one_improves_and_one_server_compares_clean() {
-    // Holds far apart, so that no second of the fast server, however busy
-    // the machine, is as slow as the slow one's floor: the rank test then
-    // sees every second apart, which 10 seconds a side put far below its 1%.
-    let (fast_server, fast) = serve("1ms");
-    let (slow_server, slow) = serve("20ms");
-    let (steady_server, steady) = serve("20ms");
-    let dirs = ["fast", "slow", "steady-1", "steady-2", "slow-short"].map(dir);
-    let short = volley()
-        .args([
-            "run",
-            "--target",
-            &slow,
-            "--method",
-            "eth_chainId",
-            "-c",
-            "4",
-            "-d",
-            "3s",
-        ])
-        .args(["--no-tui", "-q", "--out"])
-        .arg(&dirs[4])
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
+fn three_second_runs_tell_a_slower_server_from_one_server_run_twice() {
+    // Holds far apart, so that no quarter second of the fast server, however
+    // busy the machine, is as slow as the slow one's floor; and long enough
+    // that one server run twice stays within the default limits on a busy
+    // machine (p50 25% + 0.5 ms, p99 50% + 2 ms).
+    let (fast_server, fast) = serve("20ms");
+    let (slow_server, slow) = serve("100ms");
+    let dirs = ["fast-1", "fast-2", "fast-3", "slow", "fast-short", "slow-short"].map(dir);
     let runs = [
-        start_run(&fast, "4", &dirs[0]),
-        start_run(&slow, "4", &dirs[1]),
-        start_run(&steady, "2", &dirs[2]),
-        start_run(&steady, "2", &dirs[3]),
-        short,
+        start_run(&fast, "3s", &dirs[0]),
+        start_run(&fast, "3s", &dirs[1]),
+        start_run(&fast, "3s", &dirs[2]),
+        start_run(&slow, "3s", &dirs[3]),
+        start_run(&fast, "1s", &dirs[4]),
+        start_run(&slow, "1s", &dirs[5]),
     ];
     for mut run in runs {
         assert!(run.wait().unwrap().success());
     }
-    for mut server in [fast_server, slow_server, steady_server] {
+    for mut server in [fast_server, slow_server] {
         let _ = server.kill();
         let _ = server.wait();
     }
-    let regression = compare(&dirs[0], &dirs[1]);
+    // 12 quarter-second samples a side, wholly apart: p well under 1%.
+    let regression = compare(&dirs[0], &dirs[3]);
     let table = String::from_utf8_lossy(&regression.stdout);
     assert_eq!(regression.status.code(), Some(2), "{table}");
-    let p50 = table
-        .lines()
-        .find(|l| l.starts_with("eth_chainId              p50"))
-        .unwrap_or_else(|| panic!("{table}"));
-    assert!(p50.ends_with("REGRESSION"), "{p50}");
-    let improvement = compare(&dirs[1], &dirs[0]);
+    assert!(
+        row(&table, "eth_chainId              p50").ends_with("REGRESSION"),
+        "{table}"
+    );
+    assert!(table.contains("result: REGRESSION"), "{table}");
+    let improvement = compare(&dirs[3], &dirs[0]);
     let table = String::from_utf8_lossy(&improvement.stdout);
     assert_eq!(improvement.status.code(), Some(0), "{table}");
     assert!(
         table.contains("improved") && !table.contains("REGRESSION"),
         "{table}"
     );
+    // One server, run twice: within the limits, whatever the samples say.
+    let same = compare(&dirs[0], &dirs[1]);
+    let table = String::from_utf8_lossy(&same.stdout);
+    assert_eq!(same.status.code(), Some(0), "{table}");
+    assert!(table.contains("result: no regression"), "{table}");
+    // Two baselines, and a directory of runs as a baseline.
+    let two = compare_all(&[&dirs[0], &dirs[1]], &dirs[2], &[]);
+    let table = String::from_utf8_lossy(&two.stdout);
+    assert_eq!(two.status.code(), Some(0), "{table}");
+    assert!(table.contains("note: 2 baseline runs"), "{table}");
+    let kept = dir("kept-baselines");
+    std::fs::create_dir_all(&kept).unwrap();
+    for (i, run) in dirs[..2].iter().enumerate() {
+        std::fs::rename(run, kept.join(format!("run-{i}"))).unwrap();
+    }
+    let from_dir = compare_all(&[&kept], &dirs[3], &[]);
+    let table = String::from_utf8_lossy(&from_dir.stdout);
+    assert_eq!(from_dir.status.code(), Some(2), "{table}");
+    assert!(
+        table.contains("note: 2 baseline runs") && table.contains("result: REGRESSION"),
+        "{table}"
+    );
+    // 4 samples a side can never reach p < 1%: past its limit, the change
+    // is inconclusive, exit 2 unless allowed, with what would settle it.
+    let short = compare(&dirs[4], &dirs[5]);
+    let table = String::from_utf8_lossy(&short.stdout);
+    assert_eq!(short.status.code(), Some(2), "{table}");
+    assert!(
+        row(&table, "eth_chainId              p50").ends_with("inconclusive"),
+        "{table}"
+    );
+    assert!(
+        table.contains("result: INCONCLUSIVE") && table.contains("runs of at least 2 s each"),
+        "{table}"
+    );
+    let allowed = compare_all(&[&dirs[4]], &dirs[5], &["--allow-inconclusive"]);
+    assert_eq!(allowed.status.code(), Some(0));
     // The overlay page: both runs' spectra on one plot per method.
     let page = dir("overlay.html");
     let output = volley()
         .arg("compare")
-        .arg(&dirs[0])
-        .arg(&dirs[1])
+        .arg(&dirs[2])
+        .arg(&dirs[3])
         .arg("--html")
         .arg(&page)
         .output()
@@ -123,28 +149,56 @@ fn a_slower_server_regresses_a_faster_one_improves_and_one_server_compares_clean
     );
     assert!(html.contains("<title>baseline</title>") && html.contains("<title>current</title>"));
     assert!(html.contains("result: REGRESSION"));
-    // A table, its regressions marked.
     assert!(
         html.contains("<tr class=\"fail\"><td>eth_chainId</td><td>p50</td>"),
         "{html}"
     );
     std::fs::remove_file(&page).unwrap();
-    // One side too short to tell: a 20x slower server is still only noise,
-    // however long the other side ran.
-    let short = compare(&dirs[0], &dirs[4]);
-    let table = String::from_utf8_lossy(&short.stdout);
-    assert_eq!(short.status.code(), Some(0), "{table}");
-    assert!(table.contains("note: a run of 3 s is too short"), "{table}");
-    assert!(
-        !table.contains("REGRESSION") && table.contains("noise"),
-        "{table}"
-    );
-    let same = compare(&dirs[2], &dirs[3]);
-    let table = String::from_utf8_lossy(&same.stdout);
-    assert_eq!(same.status.code(), Some(0), "{table}");
-    assert!(table.contains("result: no regression"), "{table}");
-    for dir in &dirs {
+    std::fs::remove_dir_all(&kept).unwrap();
+    for dir in &dirs[2..] {
         std::fs::remove_dir_all(dir).unwrap();
+    }
+}
+
+#[test]
+fn a_renamed_or_missing_figure_is_refused_naming_the_file_and_the_field() {
+    let (mut server, url) = serve("1ms");
+    let run = dir("renamed-source");
+    assert!(start_run(&url, "1s", &run).wait().unwrap().success());
+    let _ = server.kill();
+    let _ = server.wait();
+    let renamed = dir("renamed");
+    std::fs::create_dir_all(&renamed).unwrap();
+    for file in ["summary.json", "latency.hlog", "samples.csv"] {
+        std::fs::copy(run.join(file), renamed.join(file)).unwrap();
+    }
+    let text = std::fs::read_to_string(renamed.join("summary.json")).unwrap();
+    std::fs::write(
+        renamed.join("summary.json"),
+        text.replace("\"calls_per_s\"", "\"calls_per_sec\""),
+    )
+    .unwrap();
+    for (base, cur) in [(&run, &renamed), (&renamed, &run)] {
+        let output = compare(base, cur);
+        assert_eq!(
+            output.status.code(),
+            Some(1),
+            "an error, never a comparison with zeros"
+        );
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(
+            stderr.contains(&format!("{}", renamed.join("summary.json").display()))
+                && stderr.contains("calls_per_s` is missing"),
+            "{stderr}"
+        );
+    }
+    std::fs::remove_file(renamed.join("samples.csv")).unwrap();
+    std::fs::copy(run.join("summary.json"), renamed.join("summary.json")).unwrap();
+    let output = compare(&run, &renamed);
+    assert_eq!(output.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("no samples.csv"));
+    for d in [run, renamed] {
+        std::fs::remove_dir_all(d).unwrap();
     }
 }
 
@@ -196,7 +250,7 @@ fn a_run_of_a_server_that_answered_nothing_cannot_pass_a_comparison() {
         "{table}"
     );
     assert!(
-        table.contains("note: a run of 1 s is too short to tell a change from noise"),
+        table.contains("quarter-second samples is too short to tell a change from chance"),
         "{table}"
     );
     // The same in the formats CI reads.

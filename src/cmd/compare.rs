@@ -9,11 +9,14 @@ use crate::cli::CompareArgs;
 use crate::compare::{compare, html_page, junit, markdown, render};
 use crate::results::ResultDir as Run;
 
-/// `volley compare`: prints the table; exit 2 on a regression.
+/// `volley compare`: prints the table; exit 2 on a regression, on runs
+/// that cannot be compared, or on an inconclusive result (unless allowed).
 pub fn command(args: CompareArgs) -> anyhow::Result<ExitCode> {
-    let comparison = compare(&args.baseline, &args.current, &args.max_regression)?;
+    let (current, baselines) = args.runs.split_last().expect("clap asks for two runs at least");
+    let tolerances = args.max_regression.clone().unwrap_or_default();
+    let comparison = compare(baselines, current, &tolerances)?;
     // The table first: a file that cannot be written must not hide the verdict.
-    let table = render(&comparison, &args.baseline, &args.current);
+    let table = render(&comparison, baselines, current);
     crate::output::print(&table);
     crate::output::write_ci_files(
         args.summary_md.as_deref(),
@@ -22,9 +25,15 @@ pub fn command(args: CompareArgs) -> anyhow::Result<ExitCode> {
         || junit(&comparison),
     )?;
     if let Some(path) = &args.html {
-        let (base, cur) = (Run::read(&args.baseline)?, Run::read(&args.current)?);
+        // The spectra are the first baseline's against the current run's.
+        let first = crate::compare::expand(baselines)?;
+        let (base, cur) = (Run::read(&first[0])?, Run::read(current)?);
         let page = html_page(&comparison, &base, &cur);
         std::fs::write(path, page).with_context(|| format!("--html {}", path.display()))?;
     }
-    Ok(ExitCode::from(if comparison.failed() { 2 } else { 0 }))
+    Ok(ExitCode::from(if comparison.failed(args.allow_inconclusive) {
+        2
+    } else {
+        0
+    }))
 }

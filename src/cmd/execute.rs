@@ -315,6 +315,12 @@ fn run_warnings(summary: &RunSummary, capacity: Capacity, timeout: Duration) -> 
         Some(silence) => warnings.push(format!("{silence}")),
         None => {}
     }
+    let judged = f64::from(crate::compare::JUDGED_SECONDS);
+    if summary.total.calls > 0 && summary.measured_seconds < judged {
+        warnings.push(format!(
+            "a measured run of {run_shown} is too short for `volley compare` to tell a change from chance: measure at least {judged} s"
+        ));
+    }
     if let Some(schedule) = summary.schedule.as_ref().filter(|s| s.behind) {
         warnings.push(format!(
             "{}: {} left more than {} ms late (start delay p99 {:.1} ms) and {} never sent; the latency figures include this wait",

@@ -6,7 +6,8 @@ use std::time::Duration;
 
 use super::worker::{Chunk, TICKS_PER_SECOND};
 use crate::stats::{
-    latency_buckets, LatencyLog, MethodSummary, Recorder, ScheduleSummary, SecondRow, Snapshot,
+    latency_buckets, LatencyLog, MethodSummary, Quarter, Recorder, Sample, ScheduleSummary, SecondRow,
+    Snapshot, TOTAL_TAG,
 };
 
 /// Buckets in the latency histogram of a snapshot.
@@ -23,6 +24,12 @@ pub(super) struct Gatherer {
     /// The last second of a timed run closes with the run, however the
     /// final hand-overs race the deadline.
     last_second: Option<u32>,
+    /// Quarter seconds not complete yet: per method, then the total.
+    quarters: BTreeMap<u32, Vec<Quarter>>,
+    /// The last quarter of a timed run, as `last_second`.
+    last_tick: Option<u32>,
+    /// Each method's figures (and the total's) per quarter second.
+    pub samples: Vec<Sample>,
     pub stage_totals: Vec<Recorder>,
     pub total: Recorder,
     /// Requests sent by the threads that finished.
@@ -44,6 +51,10 @@ impl Gatherer {
             finished: vec![false; threads],
             in_flight: vec![0; threads],
             last_second: duration.map(|d| (d.as_secs_f64().ceil() as u32).max(1) - 1),
+            quarters: BTreeMap::new(),
+            last_tick: duration
+                .map(|d| ((d.as_secs_f64() * f64::from(TICKS_PER_SECOND)).ceil() as u32).max(1) - 1),
+            samples: Vec::new(),
             stage_totals: vec![Recorder::new(methods.len()); stages],
             total: Recorder::new(methods.len()),
             sent: 0,
@@ -83,6 +94,7 @@ impl Gatherer {
             .stages
             .iter()
             .for_each(|(_, recorder)| window.merge(recorder));
+        self.add_quarter(&chunk);
         self.reported[chunk.thread] = Some(chunk.tick);
         self.in_flight[chunk.thread] = chunk.in_flight;
         if let Some(sent) = chunk.last {
@@ -92,6 +104,9 @@ impl Gatherer {
         }
         while let Some((second, window)) = self.pop_complete() {
             self.close(second, window, Duration::from_secs(1));
+        }
+        while let Some((tick, quarter)) = self.pop_complete_quarter() {
+            self.close_quarter(tick, &quarter, 1.0 / f64::from(TICKS_PER_SECOND));
         }
         let round = self.round();
         if round > self.published_tick {
@@ -129,6 +144,45 @@ impl Gatherer {
         self.windows.remove(&second).map(|window| (second, window))
     }
 
+    /// Adds a hand-over to its quarter second's figures.
+    fn add_quarter(&mut self, chunk: &Chunk) {
+        let tick = self.last_tick.map_or(chunk.tick, |last| chunk.tick.min(last));
+        let methods = self.methods.len();
+        let quarter = self
+            .quarters
+            .entry(tick)
+            .or_insert_with(|| vec![Quarter::default(); methods + 1]);
+        let recorders = std::iter::once(&chunk.recorder).chain(chunk.stages.iter().map(|(_, r)| r));
+        for recorder in recorders {
+            for (i, stats) in recorder.methods.iter().enumerate() {
+                quarter[i].add(stats);
+                quarter[methods].add(stats);
+            }
+        }
+    }
+
+    /// The earliest quarter every thread has handed over, as `pop_complete`
+    /// does for seconds.
+    fn pop_complete_quarter(&mut self) -> Option<(u32, Vec<Quarter>)> {
+        let (&tick, _) = self.quarters.first_key_value()?;
+        if self.last_tick.is_some_and(|last| tick >= last) || self.finished.iter().all(|f| *f) {
+            return None;
+        }
+        let complete = (self.reported.iter().zip(&self.finished))
+            .all(|(reported, done)| *done || reported.is_some_and(|t| t >= tick));
+        if !complete {
+            return None;
+        }
+        self.quarters.remove(&tick).map(|quarter| (tick, quarter))
+    }
+
+    fn close_quarter(&mut self, tick: u32, quarter: &[Quarter], length_s: f64) {
+        let names = self.methods.iter().map(String::as_str).chain([TOTAL_TAG]);
+        for (figures, name) in quarter.iter().zip(names) {
+            self.samples.push(figures.sample(tick, name, length_s));
+        }
+    }
+
     fn close(&mut self, second: u32, window: Recorder, length: Duration) {
         self.latency_log.add(second, length, &self.methods, &window);
         let row = SecondRow::new(second, &window, length);
@@ -140,6 +194,13 @@ impl Gatherer {
     /// Closes the seconds still open once every thread is done; `measured`
     /// is the measured length of the run.
     pub fn finish(&mut self, measured: Duration) {
+        let quarter = 1.0 / f64::from(TICKS_PER_SECOND);
+        for (tick, figures) in std::mem::take(&mut self.quarters) {
+            let covered = (measured.as_secs_f64() - f64::from(tick) * quarter).clamp(0.0, quarter);
+            if covered > 0.0 {
+                self.close_quarter(tick, &figures, covered);
+            }
+        }
         for (second, window) in std::mem::take(&mut self.windows) {
             let covered = measured
                 .saturating_sub(Duration::from_secs(second as u64))

@@ -298,6 +298,7 @@ fn summarize(
         partial: ended.partial,
         timeseries: std::mem::take(&mut gatherer.timeseries),
         latency_log: std::mem::take(&mut gatherer.latency_log),
+        samples: std::mem::take(&mut gatherer.samples),
         recorded: Default::default(),
     };
     summary.recorded = Recorded {

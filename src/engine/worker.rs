@@ -136,7 +136,7 @@ impl RunState {
 
 /// Hand-overs a second: often enough for a live view, rare enough to cost
 /// nothing.
-pub(super) const TICKS_PER_SECOND: u32 = 4;
+pub(super) const TICKS_PER_SECOND: u32 = crate::stats::SAMPLES_PER_SECOND;
 
 /// One thread's figures for one tick of the run.
 pub(super) struct Chunk {

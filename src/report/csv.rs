@@ -72,6 +72,23 @@ fn ms(value: f64) -> String {
     format!("{value:.3}")
 }
 
+/// `samples.csv`: each method's figures (and the total's) per quarter
+/// second, a row each, written and read back as `stats::Sample`.
+pub fn samples(report: &RunReport) -> Vec<u8> {
+    let mut out = csv::Writer::from_writer(Vec::new());
+    for sample in &report.summary.samples {
+        out.serialize(sample).expect("writing to memory");
+    }
+    if report.summary.samples.is_empty() {
+        // The header alone: a run with no calls has no samples.
+        out.write_record([
+            "tick", "method", "length_s", "calls", "errors", "p50_ms", "p99_ms",
+        ])
+        .expect("writing to memory");
+    }
+    out.into_inner().expect("writing to memory")
+}
+
 pub fn timeseries(report: &RunReport) -> Vec<u8> {
     let mut out = csv::Writer::from_writer(Vec::new());
     out.write_record([

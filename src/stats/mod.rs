@@ -4,6 +4,7 @@
 mod examples;
 mod latency_log;
 mod outcome;
+mod sample;
 mod saved;
 mod snapshot;
 mod summary;
@@ -13,6 +14,7 @@ mod verdict;
 pub use examples::{Cause, ErrorExample, EXAMPLES_PER_OUTCOME, EXAMPLE_ANSWER_BYTES};
 pub use latency_log::{tag_for, Interval, LatencyLog, TOTAL_TAG};
 pub use outcome::{Outcome, OutcomeKind, ProtocolKind};
+pub use sample::{Quarter, Sample, SAMPLES_PER_SECOND};
 pub use saved::{SavedMethod, SavedRecorder};
 pub use snapshot::{latency_buckets, Snapshot};
 pub use summary::{

@@ -408,6 +408,9 @@ pub struct RunSummary {
     /// Each second's latency histograms, for `latency.hlog`.
     #[serde(skip)]
     pub latency_log: super::LatencyLog,
+    /// Each quarter second's figures, for `samples.csv` (what `compare` tests).
+    #[serde(skip)]
+    pub samples: Vec<super::Sample>,
     /// Everything counted, whole, for a shard's record (a merge adds these).
     #[serde(skip)]
     pub recorded: Recorded,

@@ -1,0 +1,217 @@
+//! The comparison as people and CI read it: the table, Markdown for a
+//! step summary, JUnit, and an HTML page with both runs' spectra.
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use super::{limits, Comparison, Metric, Row, Run, Verdict};
+
+/// The verdict line every format ends with.
+pub(super) fn result_line(comparison: &Comparison) -> String {
+    if !comparison.invalid.is_empty() {
+        return format!("result: CANNOT COMPARE: {}", comparison.invalid.join("; "));
+    }
+    if comparison.regressed() {
+        return "result: REGRESSION (a change past its limit that the runs' samples say is not chance)"
+            .into();
+    }
+    if comparison.inconclusive() {
+        let past = comparison
+            .rows
+            .iter()
+            .filter(|r| r.verdict == Verdict::Inconclusive)
+            .count();
+        return format!(
+            "result: INCONCLUSIVE: {past} change{} past {} limit{} that the samples cannot tell from chance; what would settle it: {}",
+            if past == 1 { "" } else { "s" },
+            if past == 1 { "its" } else { "their" },
+            if past == 1 { "" } else { "s" },
+            comparison.what_would_settle_it()
+        );
+    }
+    "result: no regression".into()
+}
+
+/// A row's figure with its unit: ms, calls/s, or an error rate in percent.
+fn figure(r: &Row, value: f64) -> String {
+    match r.metric {
+        Metric::ErrorRate => format!("{:.2}%", value * 100.0),
+        Metric::Rps => format!("{value:.1}/s"),
+        _ => format!("{value:.3} ms"),
+    }
+}
+
+/// How a row's change and limit read: percent, or points for error rates.
+/// A change that rounds to nothing reads as `+0.0%`, never `-0.0%`.
+fn change_and_limit(r: &Row) -> (String, String) {
+    let change = if (r.change * 1e4).round() == 0.0 {
+        0.0
+    } else {
+        r.change
+    };
+    let limit = limits::shown(r.metric, &r.limit);
+    match r.metric {
+        Metric::ErrorRate => (format!("{:+.2}pp", change * 100.0), limit),
+        _ => (format!("{:+.1}%", change * 100.0), limit),
+    }
+}
+
+/// `--html`: the table, coloured by verdict, and the spectra overlaid.
+pub fn html_page(comparison: &Comparison, base: &Run, cur: &Run) -> String {
+    use crate::report::html::{compare_page, CompareRow};
+    let rows: Vec<CompareRow> = comparison
+        .rows
+        .iter()
+        .map(|r| {
+            let (change, limit) = change_and_limit(r);
+            let p = r.p_value.map_or("-".to_string(), |p| format!("{p:.3}"));
+            CompareRow {
+                cells: vec![
+                    r.method.clone(),
+                    r.metric.name().to_string(),
+                    figure(r, r.baseline),
+                    figure(r, r.current),
+                    change,
+                    limit,
+                    p,
+                    r.verdict.name().to_string(),
+                ],
+                verdict: r.verdict.name().to_string(),
+            }
+        })
+        .collect();
+    let mut lines: Vec<String> = comparison.notes.iter().map(|n| format!("note: {n}")).collect();
+    lines.push(result_line(comparison));
+    let head = [
+        "method", "metric", "baseline", "current", "change", "limit", "p", "verdict",
+    ];
+    compare_page(
+        &head,
+        &rows,
+        &lines,
+        &base.latencies().spectra,
+        &cur.latencies().spectra,
+    )
+}
+
+/// The comparison as GitHub-flavoured Markdown.
+pub fn markdown(comparison: &Comparison) -> String {
+    use crate::report::cell;
+    let mut out = String::new();
+    let mark = if comparison.failed(false) { "❌" } else { "✅" };
+    let _ = writeln!(out, "### volley compare {mark}\n");
+    out.push_str("| method | metric | baseline | current | change | limit | p | verdict |\n");
+    out.push_str("|---|---|---:|---:|---:|---:|---:|---|\n");
+    for r in &comparison.rows {
+        let (change, limit) = change_and_limit(r);
+        let p = r.p_value.map_or("-".to_string(), |p| format!("{p:.3}"));
+        let _ = writeln!(
+            out,
+            "| `{}` | {} | {} | {} | {change} | {limit} | {p} | {} |",
+            cell(&r.method),
+            r.metric.name(),
+            figure(r, r.baseline),
+            figure(r, r.current),
+            r.verdict.name()
+        );
+    }
+    for note in &comparison.notes {
+        let _ = writeln!(out, "\n> note: {}", cell(note));
+    }
+    let _ = writeln!(out, "\n**{}**", cell(&result_line(comparison)));
+    out
+}
+
+/// JUnit XML: each metric of each method a test case; a regression (or a
+/// run that cannot be compared) a failure.
+pub fn junit(comparison: &Comparison) -> String {
+    use crate::report::xml;
+    let mut cases = Vec::new();
+    for r in &comparison.rows {
+        let (change, limit) = change_and_limit(r);
+        let failure = matches!(r.verdict, Verdict::Regression | Verdict::Inconclusive).then(|| {
+            format!(
+                "{} {} {} → {} ({change}, limit {limit})",
+                r.verdict.name(),
+                r.metric.name(),
+                figure(r, r.baseline),
+                figure(r, r.current)
+            )
+        });
+        cases.push((format!("{} {}", r.method, r.metric.name()), failure));
+    }
+    if !comparison.invalid.is_empty() {
+        cases.push((
+            "the runs can be compared".into(),
+            Some(comparison.invalid.join("; ")),
+        ));
+    }
+    let failures = cases.iter().filter(|(_, f)| f.is_some()).count();
+    let mut out = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
+    let _ = writeln!(
+        out,
+        "<testsuites name=\"volley compare\" tests=\"{}\" failures=\"{failures}\" errors=\"0\">",
+        cases.len()
+    );
+    let _ = writeln!(
+        out,
+        "  <testsuite name=\"compare\" tests=\"{}\" failures=\"{failures}\" errors=\"0\" skipped=\"0\">",
+        cases.len()
+    );
+    for (name, failure) in &cases {
+        let _ = write!(
+            out,
+            "    <testcase name=\"{}\" classname=\"volley.compare\"",
+            xml(name)
+        );
+        match failure {
+            None => out.push_str("/>\n"),
+            Some(message) => {
+                let _ = writeln!(
+                    out,
+                    ">\n      <failure message=\"{0}\" type=\"regression\">{0}</failure>\n    </testcase>",
+                    xml(message)
+                );
+            }
+        }
+    }
+    out.push_str("  </testsuite>\n</testsuites>\n");
+    out
+}
+
+pub fn render(comparison: &Comparison, baselines: &[std::path::PathBuf], current: &Path) -> String {
+    let mut out = String::new();
+    let shown: Vec<String> = baselines.iter().map(|b| b.display().to_string()).collect();
+    let _ = writeln!(
+        out,
+        "baseline {} · current {}\n",
+        shown.join(", "),
+        current.display()
+    );
+    let _ = writeln!(
+        out,
+        "{:<24} {:<10} {:>14} {:>14} {:>9} {:>12} {:>8}  verdict",
+        "method", "metric", "baseline", "current", "change", "limit", "p"
+    );
+    for r in &comparison.rows {
+        let (change, limit) = change_and_limit(r);
+        let p = r.p_value.map_or("-".to_string(), |p| format!("{p:.3}"));
+        let _ = writeln!(
+            out,
+            "{:<24} {:<10} {:>14} {:>14} {:>9} {:>12} {:>8}  {}",
+            r.method,
+            r.metric.name(),
+            figure(r, r.baseline),
+            figure(r, r.current),
+            change,
+            limit,
+            p,
+            r.verdict.name()
+        );
+    }
+    for note in &comparison.notes {
+        let _ = writeln!(out, "note: {note}");
+    }
+    let _ = writeln!(out, "\n{}", result_line(comparison));
+    out
+}
