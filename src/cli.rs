@@ -113,6 +113,10 @@ pub struct SweepArgs {
     /// method's own (eth_call.p99<50ms) applies to it; the others also to each method, for its knee.
     #[arg(long, default_value = "p99<100ms,error_rate<0.1%")]
     pub slo: String,
+    /// Judge each step by the SLO alone: a rate not kept (requests sent late or never) is said
+    /// in the step's reason, but fails nothing.
+    #[arg(long)]
+    pub slo_only: bool,
     /// The first rate tried, requests/s.
     #[arg(long, default_value_t = 100.0)]
     pub from: f64,

@@ -21,10 +21,17 @@ fn check_target(sweep: &Value, dir: &std::path::Path, stdout: &str) {
     assert!(!steps.is_empty());
     let mut search = Search::new(50.0, 0.25, 800.0);
     for step in steps {
-        assert_eq!(step["rate"].as_f64(), search.next(), "{sweep:#}");
+        // The rate, and why it was run (the search's next, a retry, a repeat).
+        let asked = search.next().expect("the search asked for this step");
+        assert_eq!(step["rate"].as_f64(), Some(asked.rate), "{sweep:#}");
+        let purpose = serde_json::to_value(asked.purpose).unwrap();
+        assert_eq!(step["purpose"], purpose, "{sweep:#}");
         let verdict = step["verdict"].as_str().unwrap();
         assert!(["pass", "fail", "invalid"].contains(&verdict));
-        search.record(step["rate"].as_f64().unwrap(), verdict == "pass");
+        // A failed step says why in words.
+        let reason = step["reason"].as_str().unwrap();
+        assert!(verdict == "pass" || !reason.is_empty(), "{step:#}");
+        search.record(asked.rate, verdict == "pass");
     }
     if sweep["stopped"].is_null() {
         assert_eq!(search.next(), None, "the search had ended");
@@ -99,7 +106,7 @@ fn a_sweep_runs_the_steps_its_search_asks_for_and_writes_them() {
     let csv = std::fs::read_to_string(out.join("sweep.csv")).unwrap();
     assert_eq!(csv.lines().count(), steps + 1);
     assert!(csv.starts_with(
-        "target,step,target_rate,achieved_rate,p50_ms,p90_ms,p99_ms,error_rate,verdict,broken\n"
+        "target,step,target_rate,achieved_rate,p50_ms,p90_ms,p99_ms,error_rate,verdict,broken,reason\n"
     ));
     let svg = std::fs::read_to_string(out.join("sweep.svg")).unwrap();
     assert!(svg.starts_with("<svg") && svg.contains("p99") && svg.trim_end().ends_with("</svg>"));
@@ -140,6 +147,75 @@ fn several_targets_are_swept_in_turn_each_in_its_directory() {
         2,
         "steps numbered per target: {numbers:?}"
     );
+}
+
+/// One sweep of a single rate, 50/s, over one connection to `url`.
+fn sweep_at_50(url: &str, extra: &[&str], name: &str) -> (Option<i32>, Value, csv::StringRecord) {
+    let out = temp_dir(name);
+    let child = volley()
+        .args(["sweep", "--target", url, "--method", "eth_chainId"])
+        .args([
+            "--slo",
+            "p99<10s,error_rate<1%",
+            "--from",
+            "50",
+            "--max-rate",
+            "50",
+        ])
+        .args(["--connections", "1", "--step", "300ms", "--step-warmup", "100ms"])
+        .args(extra)
+        .arg("--out")
+        .arg(&out)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let output = wait_or_kill(child, Duration::from_secs(60));
+    let summary: Value = serde_json::from_slice(&std::fs::read(out.join("summary.json")).unwrap()).unwrap();
+    let mut rows = csv::Reader::from_path(out.join("sweep.csv")).unwrap();
+    let first = rows.records().next().unwrap().unwrap();
+    (output.status.code(), summary, first)
+}
+
+#[test]
+fn a_rate_not_kept_fails_its_step_with_the_reason_unless_the_slo_alone_judges() {
+    // One connection to a server that holds each call 50 ms carries 20
+    // calls/s: at 50/s every connection is busy and requests leave late,
+    // while p99 stays far within 10 s.
+    let (mut server, url) = serve(&["--latency", "50ms"]);
+    let (code, summary, row) = sweep_at_50(&url, &[], "sweep-late");
+    let (slo_code, slo_summary, slo_row) = sweep_at_50(&url, &["--slo-only"], "sweep-slo-only");
+    server.kill().unwrap();
+    let remedy = ": every connection busy, add --connections";
+    let step = &summary["targets"][0]["steps"][0];
+    assert_eq!(code, Some(2), "{summary:#}");
+    assert_eq!(step["verdict"], "fail", "{summary:#}");
+    assert_eq!(step["broken"][0], "rate not kept");
+    let reason = step["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("% of requests sent over 10 ms") && reason.ends_with(remedy),
+        "{reason}"
+    );
+    assert_eq!((&row[8], &row[10]), ("fail", reason), "the CSV row says why");
+    // With --slo-only the same step passes, its reason still said; the
+    // rate found is run once more before it is reported.
+    let steps = slo_summary["targets"][0]["steps"].as_array().unwrap();
+    assert_eq!(slo_code, Some(0), "{slo_summary:#}");
+    let purposes: Vec<&str> = steps.iter().map(|s| s["purpose"].as_str().unwrap()).collect();
+    assert_eq!(purposes, ["search", "repeat"], "{slo_summary:#}");
+    for step in steps {
+        assert_eq!(
+            (step["verdict"].as_str(), step["rate_kept"].as_bool()),
+            (Some("pass"), Some(false))
+        );
+        let reason = step["reason"].as_str().unwrap();
+        assert!(
+            reason.starts_with("not judged (--slo-only): ") && reason.ends_with(remedy),
+            "{reason}"
+        );
+    }
+    assert_eq!((&slo_row[8], &slo_row[9]), ("pass", ""));
+    assert!(slo_row[10].ends_with(remedy), "{slo_row:?}");
 }
 
 #[test]

@@ -3,6 +3,7 @@
 //! summary written, the table printed.
 
 use std::collections::BTreeMap;
+use std::path::Path;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
@@ -18,7 +19,7 @@ use crate::engine::Control;
 use crate::output::ResultDir;
 use crate::report;
 use crate::scenario::{Overrides, Scenario};
-use crate::sweep::{self, Found, Search, Step};
+use crate::sweep::{self, Capacity, Found, Judging, Next, Purpose, Search, Step};
 use crate::thresholds::Threshold;
 
 /// One target's sweep.
@@ -131,52 +132,16 @@ pub fn command(mut args: SweepArgs) -> anyhow::Result<ExitCode> {
 
 impl Sweeper<'_> {
     /// The search against one target, each step's files under `dir`.
-    fn sweep(&self, target: Option<&str>, dir: &std::path::Path) -> anyhow::Result<TargetSweep> {
-        let (args, slo) = (self.args, self.slo);
+    fn sweep(&self, target: Option<&str>, dir: &Path) -> anyhow::Result<TargetSweep> {
+        let args = self.args;
         let mut search = Search::new(args.from, args.precision, args.max_rate);
         let mut steps: Vec<Step> = Vec::new();
         let mut methods = Vec::new();
         let mut stopped = None;
-        while let Some(rate) = search.next() {
-            let scenario = step_scenario(args, slo, rate, target)?;
-            crate::note!(
-                "{} step {}: {rate:.0} requests/s for {}",
-                scenario.target,
-                steps.len() + 1,
-                humantime::format_duration(args.step)
-            );
-            // A server that clearly broke ends its step early: past a second
-            // of measured time, most calls so far failed.
-            let step_cancel = self.cancel.child_token();
-            let mut broke = false;
-            let run = self.runtime.block_on(execute(
-                &scenario,
-                args.scenario.as_deref(),
-                step_cancel.clone(),
-                Arc::new(Control::new()),
-                |snapshot| {
-                    let measured = snapshot.elapsed.saturating_sub(snapshot.warmup);
-                    if !broke && measured >= Duration::from_secs(1) && sweep::broke_so_far(&snapshot.total) {
-                        broke = true;
-                        step_cancel.cancel();
-                    }
-                },
-            ));
-            let report = run.context("a step could not run")?;
-            report::write_files(&dir.join(format!("step-{:02}", steps.len() + 1)), &report)?;
-            let mut step = Step::judge(&report.meta.target, rate, &report.summary, slo);
-            if broke {
-                step.verdict = "fail";
-                step.broken.push("stopped early: most calls failed".into());
-            }
-            crate::note!(
-                "  {} · achieved {:.1}/s · p99 {:.3} ms · errors {:.2}%",
-                step.verdict,
-                step.achieved,
-                step.p99_ms,
-                step.error_rate * 100.0
-            );
-            methods = report.summary.methods.iter().map(|m| m.method.clone()).collect();
+        while let Some(next) = search.next() {
+            let rate = next.rate;
+            let (step, names) = self.step(target, next, dir, steps.len() + 1)?;
+            methods = names;
             stopped = match (self.cancel.is_cancelled(), step.verdict) {
                 (true, _) => Some("stopped by a signal: the search is unfinished".to_string()),
                 (_, "invalid") => Some(format!(
@@ -200,6 +165,77 @@ impl Sweeper<'_> {
             steps,
             stopped,
         })
+    }
+
+    /// Step `number`: a run at the rate asked for, its files written to
+    /// `step-NN/` under `dir` (a retry and a repeat each have their own),
+    /// judged; with the run's methods.
+    fn step(
+        &self,
+        target: Option<&str>,
+        next: Next,
+        dir: &Path,
+        number: usize,
+    ) -> anyhow::Result<(Step, Vec<String>)> {
+        let (args, rate) = (self.args, next.rate);
+        let scenario = step_scenario(args, self.slo, rate, target)?;
+        let why = match next.purpose {
+            Purpose::Search => "",
+            Purpose::Retry => " (a retry: a higher rate held)",
+            Purpose::Repeat => " (a repeat of the rate found)",
+        };
+        crate::note!(
+            "{} step {number}: {rate:.0} requests/s for {}{why}",
+            scenario.target,
+            humantime::format_duration(args.step)
+        );
+        let plan = scenario.compile().plan;
+        let capacity = Capacity {
+            connections: plan.connections,
+            callers: plan.callers(),
+        };
+        // A server that clearly broke ends its step early: past a second
+        // of measured time, most calls so far failed.
+        let step_cancel = self.cancel.child_token();
+        let mut broke = false;
+        let run = self.runtime.block_on(execute(
+            &scenario,
+            args.scenario.as_deref(),
+            step_cancel.clone(),
+            Arc::new(Control::new()),
+            |snapshot| {
+                let measured = snapshot.elapsed.saturating_sub(snapshot.warmup);
+                if !broke && measured >= Duration::from_secs(1) && sweep::broke_so_far(&snapshot.total) {
+                    broke = true;
+                    step_cancel.cancel();
+                }
+            },
+        ));
+        let report = run.context("a step could not run")?;
+        report::write_files(&dir.join(format!("step-{number:02}")), &report)?;
+        let judging = Judging {
+            slo: self.slo,
+            slo_only: args.slo_only,
+            capacity,
+        };
+        let mut step = Step::judge(&report.meta.target, rate, &report.summary, &judging);
+        step.purpose = next.purpose;
+        if broke {
+            step.stopped_early();
+        }
+        crate::note!(
+            "  {} · achieved {:.1}/s · p99 {:.3} ms · errors {:.2}%{}",
+            step.verdict,
+            step.achieved,
+            step.p99_ms,
+            step.error_rate * 100.0,
+            match step.reason.is_empty() {
+                true => String::new(),
+                false => format!(" · {}", step.reason),
+            }
+        );
+        let methods = report.summary.methods.iter().map(|m| m.method.clone()).collect();
+        Ok((step, methods))
     }
 }
 
