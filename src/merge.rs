@@ -295,6 +295,11 @@ fn summarize(shards: &[ShardRun]) -> RunSummary {
         in_flight_at_end: shards.iter().map(|s| s.record.in_flight_at_end).sum(),
         panicked_connections: panicked,
         measured_seconds: seconds,
+        // Shards run on their own clocks: the longest pause of any.
+        paused_seconds: (shards.iter())
+            .filter_map(|s| s.results.summary["summary"]["paused_seconds"].as_f64())
+            .fold(0.0, f64::max),
+        steered_to: None,
         client_cpu: cpu,
         verdict,
         partial,

@@ -749,6 +749,8 @@ mod tests {
             in_flight_at_end: 0,
             panicked_connections: 0,
             measured_seconds: SECONDS,
+            paused_seconds: 0.0,
+            steered_to: None,
             client_cpu: ClientCpu::default(),
             verdict: Verdict {
                 valid: true,

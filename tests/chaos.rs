@@ -240,3 +240,37 @@ fn a_listener_that_goes_away_and_returns_is_a_gap_not_a_crash() {
         "the outage shows as a gap in the time series: {rows:?}"
     );
 }
+
+/// The server goes away a second into an open-model run: the calls due
+/// then fail to connect, the schedule slips while the callers back off,
+/// and the warning names the outage, never the generator.
+#[test]
+fn a_server_outage_is_blamed_on_the_server_not_the_generator() {
+    let server = serve::spawn(ServeConfig {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        threads: 1,
+        ..ServeConfig::default()
+    })
+    .unwrap();
+    let text = format!(
+        "target = \"{}\"\ntimeout = \"1s\"\n[load]\nrate = 200\nconnections = 8\nduration = \"3s\"\n[[calls]]\nmethod = \"eth_chainId\"\n",
+        server.url()
+    );
+    let (report, _) = common::run_steered(&text, move |control| {
+        while control.target_now() == 0.0 {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        // An action, not a timing assertion: the server stops a second in.
+        std::thread::sleep(std::time::Duration::from_secs(1));
+        server.stop();
+    });
+    let outcomes = common::outcomes(&report);
+    assert!(outcomes.get("connect").copied().unwrap_or(0) > 0, "{outcomes:?}");
+    let warnings = report.meta.warnings.join("\n");
+    assert!(report.summary.schedule.as_ref().unwrap().behind, "{warnings}");
+    assert!(
+        warnings.contains("the server could not be reached for part of the run"),
+        "{warnings}"
+    );
+    assert!(!warnings.contains("generator fell behind"), "{warnings}");
+}

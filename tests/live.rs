@@ -55,6 +55,13 @@ fn raising_the_rate_takes_effect_without_a_burst() {
     assert_eq!(steps.len(), 5, "{steps:?}");
     assert_eq!(steps.last(), Some(&"target set to 322 requests/s"));
     assert_eq!(snapshots.last().unwrap().target, 322.0);
+    // The end figures name the target in force at the end.
+    assert_eq!(report.summary.steered_to, Some(322.0));
+    let table = volley::report::render_table(&report);
+    assert!(
+        table.contains("open model, 322 requests/s (steered from 200)"),
+        "{table}"
+    );
     assert!(
         snapshots.len() >= 10,
         "about four snapshots a second, got {}",
@@ -123,6 +130,21 @@ fn a_pause_sends_nothing_and_owes_nothing() {
         "{calls} calls for {due} due (paused {paused}..{resumed} s): {rows:?}"
     );
     common::assert_timed_from_the_intended_send(&report);
+    // The pause is no measured time: the rate is over the 3 s less it.
+    let summary = &report.summary;
+    assert!(
+        (summary.paused_seconds - (resumed - paused)).abs() < 1e-9,
+        "{}",
+        summary.paused_seconds
+    );
+    assert!((summary.measured_seconds + summary.paused_seconds - 3.0).abs() < 1e-9);
+    assert!((summary.total.rps - calls / summary.measured_seconds).abs() < 1e-6);
+    let table = volley::report::render_table(&report);
+    let shown = format!(
+        "{:.2} s measured ({:.2} s paused, left out)",
+        summary.measured_seconds, summary.paused_seconds
+    );
+    assert!(table.contains(&shown), "{table}");
 }
 
 #[test]

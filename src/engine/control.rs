@@ -36,6 +36,9 @@ pub struct Control {
     /// What the run is, set when it starts.
     run: OnceLock<RunInfo>,
     events: Mutex<Vec<ControlEvent>>,
+    /// Each pause as (from, to) in seconds from the start; `to` is
+    /// infinite while it lasts. Paused time is no measured time.
+    pauses: Mutex<Vec<(f64, f64)>>,
 }
 
 /// What steering needs to know of the run.
@@ -62,6 +65,7 @@ impl Default for Control {
             override_count: AtomicUsize::new(0),
             run: OnceLock::new(),
             events: Mutex::new(Vec::new()),
+            pauses: Mutex::new(Vec::new()),
         }
     }
 }
@@ -111,6 +115,20 @@ impl Control {
         self.set_target(target, run.claimed.load(Ordering::Acquire), run.open, unit);
     }
 
+    /// Seconds paused between `from` and `to` (seconds from the start).
+    pub fn paused_within(&self, from: f64, to: f64) -> f64 {
+        let pauses = self.pauses.lock().unwrap_or_else(|p| p.into_inner());
+        (pauses.iter())
+            .map(|(start, end)| (end.min(to) - start.max(from)).max(0.0))
+            .sum()
+    }
+
+    /// The target set by hand that is in force, if it was ever set: what
+    /// the run ended at, rather than what it was planned at.
+    pub fn steered_to(&self) -> Option<f64> {
+        self.manual_target()
+    }
+
     pub fn is_paused(&self) -> bool {
         self.paused.load(Ordering::Acquire)
     }
@@ -143,7 +161,10 @@ impl Control {
     }
 
     fn log(&self, what: String) {
-        let at_s = self.seconds();
+        self.log_at(self.seconds(), what);
+    }
+
+    fn log_at(&self, at_s: f64, what: String) {
         self.events
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -163,7 +184,16 @@ impl Control {
         if !paused {
             self.resumed.notify_waiters();
         }
-        self.log(if paused { "paused".into() } else { "resumed".into() });
+        let now = self.seconds();
+        let mut pauses = self.pauses.lock().unwrap_or_else(|p| p.into_inner());
+        match (paused, pauses.last_mut()) {
+            (true, _) => pauses.push((now, f64::INFINITY)),
+            (false, Some(last)) => last.1 = now,
+            (false, None) => {}
+        }
+        drop(pauses);
+        // The event and the pause at one reading of the clock.
+        self.log_at(now, if paused { "paused".into() } else { "resumed".into() });
     }
 
     /// Sets a manual target: a rate (open model, rescheduling from now) or
@@ -414,5 +444,24 @@ mod tests {
         let after = claim(&schedule, start, 50);
         assert!((earliest..=latest).contains(&after[0]), "{} s", after[0]);
         assert_spaced(&after, after[0], 110.0);
+    }
+
+    #[test]
+    fn paused_time_is_counted_within_any_window() {
+        let (control, _, _) = open_run(100.0, Duration::from_secs(1), Duration::from_secs(60));
+        control.toggle_pause();
+        control.toggle_pause();
+        let recorded = control.pauses.lock().unwrap().clone();
+        assert_eq!(recorded.len(), 1);
+        assert!(
+            recorded[0].1.is_finite() && recorded[0].1 >= recorded[0].0,
+            "{recorded:?}"
+        );
+        // Two pauses, the second still going.
+        *control.pauses.lock().unwrap() = vec![(2.0, 5.0), (8.0, f64::INFINITY)];
+        assert_eq!(control.paused_within(0.0, 10.0), 5.0);
+        assert_eq!(control.paused_within(3.0, 9.0), 3.0);
+        assert_eq!(control.paused_within(6.0, 7.5), 0.0);
+        assert_eq!(control.paused_within(4.0, 4.5), 0.5);
     }
 }

@@ -127,9 +127,13 @@ pub async fn run(
     let measured = stopped_at.saturating_duration_since(shared.measure_start);
     gatherer.finish(measured);
     observe(&snapshot_now(&mut gatherer, true));
+    // Paused time is no measured time: rates are over the time the load ran.
+    let warmup_s = shared.plan.warmup.as_secs_f64();
+    let paused = control.paused_within(warmup_s, warmup_s + measured.as_secs_f64());
     let ended = Ended {
         stopped_at,
         measured,
+        paused,
         cpu: client_cpu(&shared, end - start, threads),
         partial: cancel.is_cancelled(),
     };
@@ -238,6 +242,8 @@ fn start_threads(
 struct Ended {
     stopped_at: Instant,
     measured: std::time::Duration,
+    /// Seconds of `measured` the run was paused.
+    paused: f64,
     cpu: ClientCpu,
     partial: bool,
 }
@@ -249,7 +255,8 @@ fn summarize(
     stage_bounds: &[(f64, f64)],
     ended: Ended,
 ) -> RunSummary {
-    let seconds = ended.measured.as_secs_f64();
+    let wall = ended.measured.as_secs_f64();
+    let seconds = (wall - ended.paused).max(0.0);
     let total = &gatherer.total;
     let due = shared.schedule.due_before(ended.stopped_at);
     let schedule = matches!(shared.plan.pacing, Pacing::Open { .. })
@@ -257,10 +264,12 @@ fn summarize(
     let verdict = Verdict::of(&Evidence {
         schedule: schedule.as_ref(),
         requests: total.start_delay.len(),
-        rate: match shared.plan.pacing {
-            Pacing::Open { rate } if shared.plan.stages.is_empty() => Some(rate),
-            _ => None,
-        },
+        // The target in force at the end, when it was steered.
+        rate: shared.plan.constant_rate().map(|rate| {
+            (shared.control.steered_to())
+                .filter(|_| shared.plan.is_open())
+                .unwrap_or(rate)
+        }),
         measured_seconds: seconds,
         cpu: &ended.cpu,
         partial: ended.partial,
@@ -287,12 +296,14 @@ fn summarize(
         schedule,
         batches: BatchSummary::new(total),
         setup: (!shared.setup.is_empty()).then(|| SetupSummary::of(total)),
-        stages: StageSummary::each(&gatherer.stage_totals, stage_bounds, seconds),
+        stages: StageSummary::each(&gatherer.stage_totals, stage_bounds, wall),
         events: shared.control.events(),
         server: Vec::new(),
         in_flight_at_end: shared.in_flight_at_end.load(Ordering::Relaxed),
         panicked_connections: shared.panicked.load(Ordering::Relaxed),
         measured_seconds: seconds,
+        paused_seconds: ended.paused,
+        steered_to: shared.control.steered_to(),
         client_cpu: ended.cpu,
         verdict,
         partial: ended.partial,

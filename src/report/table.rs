@@ -92,10 +92,24 @@ fn headline(out: &mut String, report: &RunReport) {
         String::new()
     };
     // A staged load has no one rate: its stages say what ran.
-    let rate = match load.rate.filter(|_| load.stages == 0) {
-        Some(rate) => format!(", {} {}/s", short_number(rate), noun_for(rate == 1.0, "request")),
-        None if load.recorded_pace => ", at the recorded pace".to_string(),
-        None => String::new(),
+    let rate = match (load.rate.filter(|_| load.stages == 0), summary.steered_to) {
+        // The target in force at the end names the run; where it began, beside.
+        (Some(rate), Some(to)) if load.model == "open" => format!(
+            ", {} {}/s (steered from {})",
+            short_number(to),
+            noun_for(to == 1.0, "request"),
+            short_number(rate)
+        ),
+        (Some(rate), _) => format!(", {} {}/s", short_number(rate), noun_for(rate == 1.0, "request")),
+        (None, Some(to)) if load.model == "closed" => {
+            format!(", steered to {} in flight", count(to as u64, "call"))
+        }
+        (None, _) if load.recorded_pace => ", at the recorded pace".to_string(),
+        (None, _) => String::new(),
+    };
+    let paused = match summary.paused_seconds > 0.0 {
+        true => format!(" ({:.2} s paused, left out)", summary.paused_seconds),
+        false => String::new(),
     };
     let shard = load
         .shard
@@ -103,7 +117,7 @@ fn headline(out: &mut String, report: &RunReport) {
         .map_or(String::new(), |s| format!(" · shard {s}"));
     let _ = writeln!(
         out,
-        "\n{} · {} ({}) · {} model{rate}{staged}, {} · {:.2} s measured{shard}{}",
+        "\n{} · {} ({}) · {} model{rate}{staged}, {} · {:.2} s measured{paused}{shard}{}",
         meta.scenario,
         meta.target,
         meta.transport_shown(),

@@ -445,7 +445,13 @@ pub struct RunSummary {
     pub in_flight_at_end: u64,
     /// Connection tasks that panicked (a bug); their calls so far are counted.
     pub panicked_connections: u64,
+    /// Measured seconds the load ran: paused time is left out.
     pub measured_seconds: f64,
+    /// Seconds of the measured run spent paused (left out of every rate).
+    pub paused_seconds: f64,
+    /// The target (requests/s, or calls in flight) set by hand that was
+    /// in force at the end; `None` when the run was never steered.
+    pub steered_to: Option<f64>,
     /// volley's own CPU use over the run.
     pub client_cpu: super::ClientCpu,
     /// Whether the figures measure the server alone, and if not, why.

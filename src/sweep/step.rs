@@ -320,6 +320,8 @@ pub(super) mod tests {
             in_flight_at_end: 4,
             panicked_connections: 0,
             measured_seconds: 1.0,
+            paused_seconds: 0.0,
+            steered_to: None,
             client_cpu: ClientCpu::default(),
             verdict: Verdict {
                 valid: true,
