@@ -278,6 +278,17 @@ fn summarize(shards: &[ShardRun]) -> RunSummary {
         timeseries,
         latency_log,
         samples: samples_lined_up(shards, &offsets),
+        connections: stats::ConnectSummary::of(
+            &total.connects,
+            shards
+                .iter()
+                .map(|s| {
+                    s.results.summary["meta"]["load"]["connections"]
+                        .as_u64()
+                        .unwrap_or(0)
+                })
+                .sum(),
+        ),
         requests: total.requests,
         http_statuses: total.statuses.iter().copied().collect(),
         extra_batch_entries: total.extra_entries,

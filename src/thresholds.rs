@@ -733,6 +733,7 @@ mod tests {
             samples: Vec::new(),
             recorded: Default::default(),
             server: Vec::new(),
+            connections: crate::stats::ConnectSummary::of(&crate::stats::Connects::default(), 1),
             requests: run.calls(),
             http_statuses: Default::default(),
             extra_batch_entries: 0,

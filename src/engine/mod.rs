@@ -57,9 +57,8 @@ pub async fn run(
     mut observe: impl FnMut(&Snapshot),
 ) -> RunSummary {
     let stop = cancel.child_token();
-    let start = Instant::now();
+    let launched = Instant::now();
     let plan = &spec.plan;
-    let deadline = plan.duration.map(|d| start + plan.warmup + d);
     let threads = plan.threads_used();
     let mut gatherer = Gatherer::new(
         spec.mix.methods.clone(),
@@ -75,13 +74,34 @@ pub async fn run(
         ..Snapshot::default()
     };
     let stage_bounds = plan.stage_bounds();
-    let watching = watch_servers(&spec, start + plan.warmup);
-    let server_now = Arc::clone(&watching.now);
-    let shared = Arc::new(RunState::new(spec, start, stop.clone(), control.clone()));
+    // The children there before the run (the reachability check's) are not
+    // the run's: noted before the connections open theirs.
+    let children = match &spec.target {
+        Target::Stream(target) if target.is_command() => Some(observe::Children::from_now(target.clone())),
+        _ => None,
+    };
+    let shared = Arc::new(RunState::new(spec, stop.clone(), control.clone()));
+    let (handles, mut chunks, mut ready) = start_threads(&shared, threads);
+    // Connections first, then the clock: every connection opens, with its
+    // setup, before the schedule's first request is due.
+    let mut connected = 0;
+    while connected < threads {
+        tokio::select! {
+            one = ready.recv() => match one {
+                Some(()) => connected += 1,
+                None => break,
+            },
+            _ = stop.cancelled() => break,
+        }
+    }
+    let start = Instant::now();
+    shared.begin(start);
+    let deadline = shared.plan.duration.map(|d| start + shared.plan.warmup + d);
     if let Some(deadline) = deadline {
         stop_at(deadline, stop.clone());
     }
-    let (handles, mut chunks) = start_threads(&shared, threads);
+    let watching = watch_servers(&shared.observe, children, start + shared.plan.warmup);
+    let server_now = Arc::clone(&watching.now);
 
     let snapshot_now = |gatherer: &mut Gatherer, finished: bool| {
         let elapsed = start.elapsed();
@@ -124,7 +144,7 @@ pub async fn run(
     }
 
     let stopped_at = deadline.map_or(end, |d| end.min(d));
-    let measured = stopped_at.saturating_duration_since(shared.measure_start);
+    let measured = stopped_at.saturating_duration_since(shared.clock().measure_start);
     gatherer.finish(measured);
     observe(&snapshot_now(&mut gatherer, true));
     // Paused time is no measured time: rates are over the time the load ran.
@@ -134,7 +154,7 @@ pub async fn run(
         stopped_at,
         measured,
         paused,
-        cpu: client_cpu(&shared, end - start, threads),
+        cpu: client_cpu(&shared, end - launched, threads),
         partial: cancel.is_cancelled(),
     };
     let mut summary = summarize(&shared, &mut gatherer, &stage_bounds, ended);
@@ -157,8 +177,8 @@ impl Watching {
     }
 }
 
-fn watch_servers(spec: &RunSpec, measure_start: Instant) -> Watching {
-    let watched = (spec.observe.iter())
+fn watch_servers(observe: &[u32], children: Option<observe::Children>, measure_start: Instant) -> Watching {
+    let watched = (observe.iter())
         .map(|&pid| crate::stats::Watched {
             pid,
             label: format!("pid {pid}"),
@@ -166,14 +186,10 @@ fn watch_servers(spec: &RunSpec, measure_start: Instant) -> Watching {
             gone: false,
         })
         .collect();
-    let children = match &spec.target {
-        Target::Stream(target) if target.is_command() => Some(observe::Children::from_now(target.clone())),
-        _ => None,
-    };
     let stop = CancellationToken::new();
     let now = Arc::default();
     // Nothing to watch: the task ends at once, reading nothing.
-    let task = match (&children, spec.observe.is_empty()) {
+    let task = match (&children, observe.is_empty()) {
         (None, true) => tokio::spawn(async { Vec::new() }),
         _ => tokio::spawn(observe::watch(
             watched,
@@ -214,28 +230,41 @@ fn stop_at(deadline: Instant, stop: CancellationToken) {
     });
 }
 
-/// The engine threads, each with its share of the connections (every
-/// `threads`-th one), and the channel their figures come back on.
-fn start_threads(
-    shared: &Arc<RunState>,
-    threads: usize,
-) -> (
+/// What `start_threads` gives back: the threads, the channel their
+/// figures come back on, and the one each says it has connected on.
+type Started = (
     Vec<std::thread::JoinHandle<()>>,
     mpsc::UnboundedReceiver<worker::Chunk>,
-) {
+    mpsc::UnboundedReceiver<()>,
+);
+
+/// The engine threads, each with its share of the connections (every
+/// `threads`-th one).
+fn start_threads(shared: &Arc<RunState>, threads: usize) -> Started {
     let (chunks_tx, chunks) = mpsc::unbounded_channel();
+    let (ready_tx, ready) = mpsc::unbounded_channel();
     let connections = shared.plan.connections;
     let handles = (0..threads)
         .map(|thread| {
             let mine: Vec<usize> = (thread..connections).step_by(threads).collect();
-            let (shared, chunks_tx) = (shared.clone(), chunks_tx.clone());
+            let (shared, chunks_tx, ready_tx) = (shared.clone(), chunks_tx.clone(), ready_tx.clone());
             std::thread::Builder::new()
                 .name(format!("volley-engine-{thread}"))
-                .spawn(move || worker::thread_main(shared, thread, mine, chunks_tx))
+                .spawn(move || {
+                    worker::thread_main(
+                        shared,
+                        worker::Channels {
+                            chunks: chunks_tx,
+                            ready: ready_tx,
+                        },
+                        thread,
+                        mine,
+                    )
+                })
                 .expect("spawning an engine thread")
         })
         .collect();
-    (handles, chunks)
+    (handles, chunks, ready)
 }
 
 /// How the run ended: when, how much of it was measured, what it cost.
@@ -258,7 +287,7 @@ fn summarize(
     let wall = ended.measured.as_secs_f64();
     let seconds = (wall - ended.paused).max(0.0);
     let total = &gatherer.total;
-    let due = shared.schedule.due_before(ended.stopped_at);
+    let due = shared.clock().schedule.due_before(ended.stopped_at);
     let schedule = matches!(shared.plan.pacing, Pacing::Open { .. })
         .then(|| ScheduleSummary::of(&total.start_delay, due.saturating_sub(gatherer.sent), due));
     let verdict = Verdict::of(&Evidence {
@@ -278,6 +307,7 @@ fn summarize(
     let mut summary = RunSummary {
         methods: MethodSummary::each(&shared.mix.methods, total, seconds),
         total: MethodSummary::new("TOTAL", &total.total(), seconds),
+        connections: crate::stats::ConnectSummary::of(&total.connects, shared.plan.connections as u64),
         requests: total.requests,
         http_statuses: total.statuses.iter().copied().collect(),
         extra_batch_entries: total.extra_entries,

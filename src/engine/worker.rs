@@ -8,7 +8,7 @@
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use rand::rngs::SmallRng;
@@ -27,6 +27,25 @@ use crate::stats::Outcome;
 use crate::stats::{micros, ChildShutdown, Recorder};
 use crate::transport::{ChildEnd, Connection, Target};
 
+/// The run's times, from the moment the connections are all open: the
+/// schedule counts from there.
+pub(super) struct Clock {
+    pub start: Instant,
+    /// Calls whose intended time is before this are warmup, not recorded.
+    pub measure_start: Instant,
+    /// Where each stage ends: a call is recorded in the stage of its
+    /// intended send time, whenever its answer comes.
+    pub stage_ends: Vec<Instant>,
+    pub schedule: Schedule,
+}
+
+/// How a thread talks to the engine: its figures, and its word that its
+/// connections are open.
+pub(super) struct Channels {
+    pub chunks: UnboundedSender<Chunk>,
+    pub ready: UnboundedSender<()>,
+}
+
 /// What every thread and connection shares for the whole run.
 pub(super) struct RunState {
     pub plan: LoadPlan,
@@ -35,17 +54,16 @@ pub(super) struct RunState {
     pub setup: Vec<SetupCall>,
     pub polls: Vec<Poll>,
     pub capture: Option<Arc<super::Capture>>,
-    pub schedule: Schedule,
+    /// Server processes watched (`--observe-pid`).
+    pub observe: Vec<u32>,
     /// Calls in flight over time (closed model with stages).
     pub concurrency: Option<Profile>,
     pub control: Arc<Control>,
-    pub start: Instant,
     pub cancel: CancellationToken,
-    /// Calls whose intended time is before this are warmup, not recorded.
-    pub measure_start: Instant,
-    /// Where each stage ends: a call is recorded in the stage of its
-    /// intended send time, whenever its answer comes.
-    pub stage_ends: Vec<Instant>,
+    /// The run's clock, set once every connection has opened.
+    clock: OnceLock<Clock>,
+    /// Wakes the threads when the clock is set.
+    begun: tokio::sync::Notify,
     next_id_block: AtomicU64,
     pub in_flight_at_end: AtomicU64,
     /// Connection tasks that panicked.
@@ -57,7 +75,7 @@ pub(super) struct RunState {
 }
 
 impl RunState {
-    pub fn new(spec: RunSpec, start: Instant, cancel: CancellationToken, control: Arc<Control>) -> Self {
+    pub fn new(spec: RunSpec, cancel: CancellationToken, control: Arc<Control>) -> Self {
         let RunSpec {
             plan,
             mix,
@@ -65,7 +83,7 @@ impl RunState {
             setup,
             polls,
             capture,
-            observe: _,
+            observe,
         } = spec;
         let callers = plan.callers();
         // A shard's ids are a block of their own: no two shards send one.
@@ -79,28 +97,11 @@ impl RunState {
             }
             _ => None,
         };
-        let schedule = Schedule::new(&plan, start, control.clone());
-        control.started(RunInfo {
-            start,
-            claimed: schedule.claimed.clone(),
-            profile: match plan.pacing {
-                Pacing::Open { rate } => plan.profile(rate),
-                Pacing::Closed => concurrency
-                    .clone()
-                    .unwrap_or_else(|| plan.profile(plan.initial_concurrency as f64)),
-            },
-            open: plan.is_open(),
-            // The target is the whole run's; each shard has its own callers.
-            callers: callers.saturating_mul(plan.shard.count as usize),
-        });
-        let measure_start = start + plan.warmup;
         RunState {
-            schedule,
             control,
-            measure_start,
-            stage_ends: (plan.stage_bounds().iter())
-                .map(|(_, end)| measure_start + Duration::from_secs_f64(*end))
-                .collect(),
+            observe,
+            clock: OnceLock::new(),
+            begun: tokio::sync::Notify::new(),
             concurrency,
             plan,
             mix,
@@ -108,7 +109,6 @@ impl RunState {
             setup,
             polls,
             capture,
-            start,
             cancel,
             next_id_block: AtomicU64::new(first_id),
             in_flight_at_end: AtomicU64::new(0),
@@ -118,13 +118,61 @@ impl RunState {
         }
     }
 
+    /// Starts the run's clock at `start`: the schedule, the stages and the
+    /// steering count from here. Once; the threads wait for it.
+    pub fn begin(&self, start: Instant) {
+        let plan = &self.plan;
+        let measure_start = start + plan.warmup;
+        let schedule = Schedule::new(plan, start, self.control.clone());
+        self.control.started(RunInfo {
+            start,
+            claimed: schedule.claimed.clone(),
+            profile: match plan.pacing {
+                Pacing::Open { rate } => plan.profile(rate),
+                Pacing::Closed => (self.concurrency.clone())
+                    .unwrap_or_else(|| plan.profile(plan.initial_concurrency as f64)),
+            },
+            open: plan.is_open(),
+            // The target is the whole run's; each shard has its own callers.
+            callers: plan.callers().saturating_mul(plan.shard.count as usize),
+        });
+        let stage_ends = (plan.stage_bounds().iter())
+            .map(|(_, end)| measure_start + Duration::from_secs_f64(*end))
+            .collect();
+        let _ = self.clock.set(Clock {
+            start,
+            measure_start,
+            stage_ends,
+            schedule,
+        });
+        self.begun.notify_waiters();
+    }
+
+    /// The run's clock: set before any call of the load is made.
+    pub fn clock(&self) -> &Clock {
+        self.clock
+            .get()
+            .expect("the clock is set before any call is made")
+    }
+
+    /// Waits until `begin` has set the clock.
+    async fn begun(&self) {
+        loop {
+            let woken = self.begun.notified();
+            if self.clock.get().is_some() {
+                return;
+            }
+            woken.await;
+        }
+    }
+
     /// In a staged closed model, whether connection `index` should be
     /// calling now, and if not, how long to wait before looking again.
     fn idle_for(&self, index: usize) -> Option<Duration> {
         let active = match (self.control.manual_target(), &self.concurrency) {
             (Some(_), _) if self.plan.is_open() => return None,
             (Some(manual), _) => manual,
-            (None, Some(profile)) => profile.value_at(self.start.elapsed().as_secs_f64()),
+            (None, Some(profile)) => profile.value_at(self.clock().start.elapsed().as_secs_f64()),
             (None, None) => return None,
         };
         // The run-wide callers are striped over the shards, as requests are,
@@ -172,11 +220,11 @@ impl ThreadState {
     /// Where a call due at `intended` is recorded: its stage's recorder in a
     /// staged run, else the thread's.
     fn recorder_for(&self, shared: &RunState, intended: Instant) -> std::cell::RefMut<'_, Recorder> {
-        if shared.stage_ends.is_empty() {
+        if shared.clock().stage_ends.is_empty() {
             return self.recorder.borrow_mut();
         }
-        let stage = shared.stage_ends.partition_point(|end| *end <= intended);
-        let last = shared.stage_ends.len() - 1;
+        let stage = shared.clock().stage_ends.partition_point(|end| *end <= intended);
+        let last = shared.clock().stage_ends.len() - 1;
         std::cell::RefMut::map(self.stages.borrow_mut(), |stages| &mut stages[stage.min(last)])
     }
 
@@ -203,12 +251,7 @@ impl ThreadState {
     }
 }
 
-pub(super) fn thread_main(
-    shared: Arc<RunState>,
-    thread: usize,
-    connections: Vec<usize>,
-    chunks: UnboundedSender<Chunk>,
-) {
+pub(super) fn thread_main(shared: Arc<RunState>, channels: Channels, thread: usize, connections: Vec<usize>) {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -219,7 +262,7 @@ pub(super) fn thread_main(
             recorder: RefCell::new(Recorder::new(shared.mix.methods.len())),
             stages: RefCell::new(vec![
                 Recorder::new(shared.mix.methods.len());
-                shared.stage_ends.len()
+                shared.plan.stages.len()
             ]),
             ids: Cell::new((0, 0)),
             sent: Cell::new(0),
@@ -230,6 +273,20 @@ pub(super) fn thread_main(
             .iter()
             .map(|_| Rc::new(ConnectionSlot::default()))
             .collect();
+        let Channels { chunks, ready } = channels;
+        // Connections first, then the clock, which the engine sets once
+        // every thread has said its connections are open.
+        connect_all(&shared, &local, &slots).await;
+        let _ = ready.send(());
+        tokio::select! {
+            _ = shared.begun() => {}
+            _ = local.cancel.cancelled() => {}
+        }
+        if shared.clock.get().is_none() {
+            // Stopped before the run began: nothing was measured.
+            shut_down(&shared, &slots).await;
+            return;
+        }
         let tasks = start_callers(&shared, &local, &connections, &slots);
         let polls: Vec<_> = if thread == 0 {
             (0..shared.polls.len())
@@ -260,6 +317,30 @@ pub(super) fn thread_main(
         // After the last figures: the children's shutdown is no part of the run.
         shut_down(&shared, &slots).await;
     });
+}
+
+/// Openings a thread makes at once before the run: enough that 10,000
+/// connections open in seconds, few enough that a server's accept queue
+/// and the handshakes' CPU are not flooded.
+const OPENING_AT_ONCE: usize = 64;
+
+/// Opens every connection of the thread, with its setup calls, before the
+/// schedule begins; a connection that does not open is left for its first
+/// call, which tries again and counts the failure.
+async fn connect_all(shared: &Arc<RunState>, local: &Rc<ThreadState>, slots: &[Rc<ConnectionSlot>]) {
+    let bound = tokio::sync::Semaphore::new(OPENING_AT_ONCE);
+    let openings = slots.iter().map(|slot| async {
+        let Ok(_permit) = bound.acquire().await else {
+            return;
+        };
+        if let Ok(connection) = slot.open(shared, local).await {
+            slot.checkin(connection);
+        }
+    });
+    tokio::select! {
+        _ = futures_util::future::join_all(openings) => {}
+        _ = local.cancel.cancelled() => {}
+    }
 }
 
 /// The thread's callers: `per_connection` on each of its connections.
@@ -295,7 +376,7 @@ fn start_hand_over(
     let methods = shared.mix.methods.len();
     let every = Duration::from_secs(1) / TICKS_PER_SECOND;
     tokio::task::spawn_local(async move {
-        let mut ticks = tokio::time::interval_at((shared.measure_start + every).into(), every);
+        let mut ticks = tokio::time::interval_at((shared.clock().measure_start + every).into(), every);
         loop {
             ticks.tick().await;
             let recorder = local.recorder.replace(Recorder::new(methods));
@@ -333,7 +414,7 @@ async fn wait_for_callers(shared: &RunState, local: &ThreadState, tasks: Vec<tok
             shared.in_flight_at_end.fetch_add(local.in_flight.get(), Ordering::Relaxed);
         }
     }
-    if shared.schedule.ends_at_deadline() {
+    if shared.clock().schedule.ends_at_deadline() {
         // Callers with nothing left to claim keep their connections open
         // (subscriptions still count) until the run's end.
         local.cancel.cancelled().await;
@@ -424,7 +505,7 @@ impl ConnectionSlot {
 
     /// Opens the slot's connection and sends its setup calls, while the
     /// slot's other callers wait; returns the caller's handle on it.
-    async fn open(&self, shared: &RunState, local: &Rc<ThreadState>) -> Result<Connection, OpenFailure> {
+    async fn open(&self, shared: &Arc<RunState>, local: &Rc<ThreadState>) -> Result<Connection, OpenFailure> {
         self.opening.set(true);
         let opened = open_and_set_up(shared, local).await;
         self.opening.set(false);
@@ -505,19 +586,9 @@ async fn connection_loop(
         backoff: BACKOFF_MIN,
         reopen_after_failure: false,
     };
-    if caller.open_model && index.is_multiple_of(caller.shared.plan.callers_per_connection()) {
-        // The open model has a fixed number of connections: all open at the
-        // start, as oha's and wrk's do, so none waits for the first call it
-        // happens to be given (seconds, at a low rate over many callers)
-        // and every subscription counts from the start. A failure here is
-        // left to the first call, which retries and counts it.
-        if let Ok(connection) = caller.slot.open(&caller.shared, &caller.local).await {
-            caller.slot.checkin(connection);
-        }
-    }
     while let Some(claim) = caller.next_due(index).await {
         if !caller.call(claim).await {
-            caller.shared.schedule.finish();
+            caller.shared.clock().schedule.finish();
             break;
         }
     }
@@ -534,7 +605,7 @@ impl Caller {
             }
             // An idle caller never claims, so it must learn here that the
             // others took the last request.
-            if shared.schedule.is_finished() {
+            if shared.clock().schedule.is_finished() {
                 return None;
             }
             if let Some(wait) = shared.idle_for(index) {
@@ -542,7 +613,7 @@ impl Caller {
                 continue;
             }
             let connection = shared.plan.connection_of(index);
-            let claim = shared.schedule.claim_for(connection)?;
+            let claim = shared.clock().schedule.claim_for(connection)?;
             if !self.open_model {
                 return Some(claim);
             }
@@ -558,7 +629,7 @@ impl Caller {
                 return Some(claim);
             }
             // Paused before it was due: the schedule restarts on resume.
-            shared.schedule.withdraw();
+            shared.clock().schedule.withdraw();
         }
     }
 
@@ -580,7 +651,7 @@ impl Caller {
         let body = shared
             .mix
             .write(&mut self.builder, &self.planned, batch, first_id, &mut rng);
-        let measured = intended >= shared.measure_start;
+        let measured = intended >= shared.clock().measure_start;
         let mut in_hand = match self.connection().await {
             Ok(in_hand) => in_hand,
             Err(failure) => {
@@ -812,7 +883,7 @@ impl Caller {
 /// Keeps the subscription a setup call opened: its notifications are
 /// counted, with the gaps between them, while the run is measured.
 fn subscribe(
-    shared: &RunState,
+    shared: &Arc<RunState>,
     local: &Rc<ThreadState>,
     connection: &Connection,
     answer: &[u8],
@@ -823,12 +894,15 @@ fn subscribe(
     let mux = connection
         .multiplexed()
         .ok_or("subscriptions need a connection the server can write to at will")?;
-    let (weak, measure_start) = (Rc::downgrade(local), shared.measure_start);
+    // Subscriptions open before the clock is set: the measured part's start
+    // is read when a notification comes.
+    let (weak, run) = (Rc::downgrade(local), shared.clone());
     mux.watch(&result, move || {
         let mut last: Vec<Option<Instant>> = Vec::new();
         Box::new(move |index| {
             let now = Instant::now();
-            let Some(local) = weak.upgrade().filter(|_| now >= measure_start) else {
+            let measured = (run.clock.get()).is_some_and(|clock| now >= clock.measure_start);
+            let Some(local) = weak.upgrade().filter(|_| measured) else {
                 return;
             };
             if last.len() <= index {
@@ -854,13 +928,29 @@ struct OpenFailure {
 
 /// Opens a connection and sends the scenario's setup calls on it. Setup
 /// calls stay out of the load's figures; a failure is counted and kept.
-async fn open_and_set_up(shared: &RunState, local: &Rc<ThreadState>) -> Result<Connection, OpenFailure> {
-    let mut connection = Connection::open(&shared.target, shared.plan.timeout)
-        .await
-        .map_err(|error| OpenFailure {
-            outcome: Outcome::Connect,
-            reason: error.to_string(),
-        })?;
+async fn open_and_set_up(shared: &Arc<RunState>, local: &Rc<ThreadState>) -> Result<Connection, OpenFailure> {
+    let began = Instant::now();
+    let opened = Connection::open(&shared.target, shared.plan.timeout).await;
+    // Before the clock is set, the connect phase; after, a reopening.
+    let before = shared.clock.get().is_none();
+    let mut connection = match opened {
+        Ok(connection) => {
+            local
+                .recorder
+                .borrow_mut()
+                .connects
+                .opened(began.elapsed(), before);
+            connection
+        }
+        Err(error) => {
+            let reason = error.to_string();
+            local.recorder.borrow_mut().connects.failed(&reason);
+            return Err(OpenFailure {
+                outcome: Outcome::Connect,
+                reason,
+            });
+        }
+    };
     for setup in &shared.setup {
         let id = (!setup.notification).then(|| local.take_ids(shared, 1));
         let within = shared.plan.timeout;

@@ -89,6 +89,35 @@ pub fn samples(report: &RunReport) -> Vec<u8> {
     out.into_inner().expect("writing to memory")
 }
 
+/// `connections.csv`: one row, how the run's connections opened.
+pub fn connections(report: &RunReport) -> Vec<u8> {
+    let c = &report.summary.connections;
+    let mut out = csv::Writer::from_writer(Vec::new());
+    out.write_record([
+        "planned",
+        "opened",
+        "reopened",
+        "failed",
+        "connect_p50_ms",
+        "connect_p99_ms",
+        "connect_max_ms",
+        "error",
+    ])
+    .expect("writing to memory");
+    out.write_record([
+        c.planned.to_string(),
+        c.opened.to_string(),
+        c.reopened.to_string(),
+        c.failed.to_string(),
+        ms(c.time.p50_ms),
+        ms(c.time.p99_ms),
+        ms(c.time.max_ms),
+        c.error.clone().unwrap_or_default(),
+    ])
+    .expect("writing to memory");
+    out.into_inner().expect("writing to memory")
+}
+
 pub fn timeseries(report: &RunReport) -> Vec<u8> {
     let mut out = csv::Writer::from_writer(Vec::new());
     out.write_record([

@@ -147,16 +147,17 @@ pub enum ReportError {
     Write { path: PathBuf, source: std::io::Error },
 }
 
-/// Writes `summary.csv`, `timeseries.csv`, `samples.csv`, `latency.hlog`, the two
+/// Writes `summary.csv`, `timeseries.csv`, `samples.csv`, `connections.csv`, `latency.hlog`, the two
 /// github-action-benchmark files, `report.html`, a shard's `shard.json` and, last, `summary.json`
 /// into `dir`,
 /// returning the paths written.
 pub fn write_files(dir: &Path, report: &RunReport) -> Result<Vec<PathBuf>, ReportError> {
     type Render = fn(&RunReport) -> Vec<u8>;
-    let files: [(&str, Render); 8] = [
+    let files: [(&str, Render); 9] = [
         ("summary.csv", csv::summary),
         ("timeseries.csv", csv::timeseries),
         ("samples.csv", csv::samples),
+        ("connections.csv", csv::connections),
         ("latency.hlog", hlog::render),
         ("benchmark-latency.json", ci::benchmark_latency),
         ("benchmark-rate.json", ci::benchmark_rate),

@@ -8,7 +8,7 @@ use super::RunReport;
 use crate::stats::{ClientCpu, SavedRecorder};
 
 /// The version of this file's layout: a merge reads only its own.
-pub const FORMAT: u32 = 1;
+pub const FORMAT: u32 = 2;
 
 #[derive(Serialize, Deserialize, Debug, Clone)]
 pub struct ShardRecord {

@@ -224,6 +224,26 @@ fn one_line(text: &str) -> String {
 }
 
 /// Requests sent, HTTP statuses, and how the schedule was kept.
+/// How the connections opened: before the schedule, then during the run.
+fn connections_line(c: &crate::stats::ConnectSummary) -> String {
+    let mut line = format!(
+        "connections: {} of {} opened before the schedule began (connect time p50 {:.3} ms, p99 {:.3} ms, max {:.3} ms)",
+        c.opened, c.planned, c.time.p50_ms, c.time.p99_ms, c.time.max_ms
+    );
+    if c.reopened > 0 {
+        let _ = write!(line, " · {} reopened during the run", c.reopened);
+    }
+    if c.failed > 0 {
+        let _ = write!(
+            line,
+            " · {} failed to open: {}",
+            c.failed,
+            c.error.as_deref().unwrap_or("no reason given")
+        );
+    }
+    line
+}
+
 fn requests(out: &mut String, summary: &RunSummary) {
     // Only HTTP has statuses.
     if !summary.http_statuses.is_empty() {
@@ -249,6 +269,7 @@ fn requests(out: &mut String, summary: &RunSummary) {
             schedule.unsent
         );
     }
+    let _ = writeln!(out, "{}", connections_line(&summary.connections));
     if let Some(batches) = &summary.batches {
         let sizes: Vec<String> = batches
             .sizes

@@ -52,7 +52,26 @@ fn bind_tcp(flag: &str, addr: SocketAddr) -> io::Result<std::net::TcpListener> {
     let failed = |e: io::Error| cannot_listen(flag, addr, &e, e.kind());
     let listener = std::net::TcpListener::bind(addr).map_err(failed)?;
     listener.set_nonblocking(true).map_err(failed)?;
+    raise_backlog(&listener);
     Ok(listener)
+}
+
+/// Connections a listener queues before it accepts them.
+const BACKLOG: libc::c_int = 4096;
+
+/// std listens with a backlog of 128: thousands of clients connecting at
+/// once then wait out a SYN retransmit (a second) for a place in the queue.
+/// Listening again raises it (the kernel caps it at `somaxconn`); should it
+/// fail, the listener keeps the backlog it had.
+fn raise_backlog(listener: &std::net::TcpListener) {
+    #[cfg(unix)]
+    {
+        use std::os::fd::AsRawFd;
+        // SAFETY: listen(2) on a socket this listener owns, already listening.
+        let _ = unsafe { libc::listen(listener.as_raw_fd(), BACKLOG) };
+    }
+    #[cfg(not(unix))]
+    let _ = (listener, BACKLOG);
 }
 
 #[cfg(unix)]

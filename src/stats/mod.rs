@@ -1,6 +1,7 @@
 //! Recording what happened: per-thread recorders handed over once a second,
 //! merged into run totals and per-second rows.
 
+mod connects;
 mod examples;
 mod latency_log;
 mod outcome;
@@ -11,6 +12,7 @@ mod summary;
 mod usage;
 mod verdict;
 
+pub use connects::{ConnectSummary, Connects};
 pub use examples::{Cause, ErrorExample, EXAMPLES_PER_OUTCOME, EXAMPLE_ANSWER_BYTES};
 pub use latency_log::{tag_for, Interval, LatencyLog, TOTAL_TAG};
 pub use outcome::{Outcome, OutcomeKind, ProtocolKind};
@@ -206,6 +208,8 @@ pub struct Recorder {
     pub subscriptions: u64,
     pub notifications: u64,
     pub notification_gaps: Histogram<u64>,
+    /// How connections opened.
+    pub connects: Connects,
 }
 
 impl Recorder {
@@ -228,6 +232,7 @@ impl Recorder {
             subscriptions: 0,
             notifications: 0,
             notification_gaps: new_histogram(),
+            connects: Connects::default(),
         }
     }
 
@@ -280,6 +285,7 @@ impl Recorder {
         self.subscriptions += other.subscriptions;
         self.notifications += other.notifications;
         merge_histogram(&mut self.notification_gaps, &other.notification_gaps);
+        self.connects.merge(&other.connects);
         self.children_exited += other.children_exited;
         if self.child_exit.is_none() {
             self.child_exit.clone_from(&other.child_exit);

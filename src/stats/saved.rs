@@ -49,6 +49,11 @@ pub struct SavedRecorder {
     pub subscriptions: u64,
     pub notifications: u64,
     pub notification_gaps: String,
+    pub connect_time: String,
+    pub connections_opened: u64,
+    pub connections_reopened: u64,
+    pub connections_failed: u64,
+    pub connect_error: Option<String>,
 }
 
 impl SavedRecorder {
@@ -70,6 +75,11 @@ impl SavedRecorder {
             subscriptions: recorder.subscriptions,
             notifications: recorder.notifications,
             notification_gaps: encode(&recorder.notification_gaps),
+            connect_time: encode(&recorder.connects.time),
+            connections_opened: recorder.connects.opened,
+            connections_reopened: recorder.connects.reopened,
+            connections_failed: recorder.connects.failed,
+            connect_error: recorder.connects.error.clone(),
         }
     }
 
@@ -96,6 +106,13 @@ impl SavedRecorder {
         recorder.subscriptions = self.subscriptions;
         recorder.notifications = self.notifications;
         recorder.notification_gaps = decode(&self.notification_gaps, "notification_gaps")?;
+        recorder.connects = super::Connects {
+            time: decode(&self.connect_time, "connect_time")?,
+            opened: self.connections_opened,
+            reopened: self.connections_reopened,
+            failed: self.connections_failed,
+            error: self.connect_error.clone(),
+        };
         Ok(recorder)
     }
 }
@@ -203,6 +220,9 @@ mod tests {
         (recorder.subscriptions, recorder.notifications) = (5, 6);
         recorder.notification_gaps.record(77).unwrap();
         recorder.note_child_exit("exit status: 1".into());
+        recorder.connects.opened(ms * 2, true);
+        recorder.connects.opened(ms, false);
+        recorder.connects.failed("refused");
         let text = serde_json::to_string(&SavedRecorder::of(&recorder)).unwrap();
         let back = serde_json::from_str::<SavedRecorder>(&text)
             .unwrap()
@@ -221,6 +241,9 @@ mod tests {
             back.methods[0].latency.highest_equivalent(900_000)
         );
         assert_eq!((back.start_delay.len(), back.batch_sizes.max()), (1, 4));
+        let c = &back.connects;
+        assert_eq!((c.opened, c.reopened, c.failed, c.time.len()), (1, 1, 1, 2));
+        assert_eq!(c.error.as_deref(), Some("refused"));
         assert_eq!(
             (back.child_exit.as_deref(), back.children_exited),
             (Some("exit status: 1"), 1)

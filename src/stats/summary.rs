@@ -414,6 +414,8 @@ pub struct RunSummary {
     /// Everything counted, whole, for a shard's record (a merge adds these).
     #[serde(skip)]
     pub recorded: Recorded,
+    /// How the connections opened, before the schedule and during it.
+    pub connections: super::ConnectSummary,
     pub requests: u64,
     pub http_statuses: BTreeMap<u16, u64>,
     pub extra_batch_entries: u64,

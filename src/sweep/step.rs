@@ -304,6 +304,7 @@ pub(super) mod tests {
                 due: calls,
             },
             server: Vec::new(),
+            connections: crate::stats::ConnectSummary::of(&crate::stats::Connects::default(), 1),
             requests: calls,
             http_statuses: Default::default(),
             extra_batch_entries: 0,
