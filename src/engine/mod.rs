@@ -3,12 +3,14 @@
 //! callback, takes steering through a `Control`, and returns the summary.
 
 mod call;
+mod caller;
 mod capture;
 mod control;
 mod gather;
 mod observe;
 mod poll;
 mod schedule;
+mod slot;
 mod worker;
 
 pub use capture::{Capture, Captured};

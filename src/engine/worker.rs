@@ -1,4 +1,5 @@
-//! Engine threads and the one loop every connection runs.
+//! Engine threads: the run's shared state and clock, and what each thread
+//! does (open its connections, start its callers, hand its figures over).
 //!
 //! Each engine thread runs a single-threaded runtime with its share of the
 //! connections. Connection tasks on a thread share that thread's recorder
@@ -11,21 +12,17 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
-use rand::rngs::SmallRng;
-use rand::SeedableRng;
 use tokio::sync::mpsc::UnboundedSender;
-use tokio::time::{sleep, sleep_until};
 use tokio_util::sync::CancellationToken;
 
-use super::call::{self, call_once};
+use super::caller::connection_loop;
 use super::control::{Control, RunInfo};
-use super::schedule::{Claim, Schedule};
+use super::schedule::Schedule;
+use super::slot::{connect_all, shut_down, ConnectionSlot};
 use super::RunSpec;
-use crate::plan::{LoadPlan, Mix, Pacing, Planned, Poll, Profile, RequestBuilder, SetupCall};
-use crate::rpc::Judge;
-use crate::stats::Outcome;
-use crate::stats::{micros, ChildShutdown, Recorder};
-use crate::transport::{ChildEnd, Connection, Target};
+use crate::plan::{LoadPlan, Mix, Pacing, Poll, Profile, SetupCall};
+use crate::stats::{ChildShutdown, Recorder};
+use crate::transport::Target;
 
 /// The run's times, from the moment the connections are all open: the
 /// schedule counts from there.
@@ -148,6 +145,11 @@ impl RunState {
         self.begun.notify_waiters();
     }
 
+    /// The run's clock, once `begin` has set it.
+    pub fn clock_if_begun(&self) -> Option<&Clock> {
+        self.clock.get()
+    }
+
     /// The run's clock: set before any call of the load is made.
     pub fn clock(&self) -> &Clock {
         self.clock
@@ -168,7 +170,7 @@ impl RunState {
 
     /// In a staged closed model, whether connection `index` should be
     /// calling now, and if not, how long to wait before looking again.
-    fn idle_for(&self, index: usize) -> Option<Duration> {
+    pub(super) fn idle_for(&self, index: usize) -> Option<Duration> {
         let active = match (self.control.manual_target(), &self.concurrency) {
             (Some(_), _) if self.plan.is_open() => return None,
             (Some(manual), _) => manual,
@@ -202,16 +204,16 @@ pub(super) struct Chunk {
 }
 
 /// What the connection tasks of one thread share.
-struct ThreadState {
-    recorder: RefCell<Recorder>,
+pub(super) struct ThreadState {
+    pub recorder: RefCell<Recorder>,
     /// A staged run's calls, per stage (empty without stages).
     stages: RefCell<Vec<Recorder>>,
     /// Unused ids of the block this thread holds: `next..end`.
     ids: Cell<(u64, u64)>,
-    sent: Cell<u64>,
-    in_flight: Cell<u64>,
+    pub sent: Cell<u64>,
+    pub in_flight: Cell<u64>,
     /// The run's token, seen through a child of this thread's own.
-    cancel: CancellationToken,
+    pub cancel: CancellationToken,
 }
 
 const ID_BLOCK: u64 = 4096;
@@ -219,7 +221,11 @@ const ID_BLOCK: u64 = 4096;
 impl ThreadState {
     /// Where a call due at `intended` is recorded: its stage's recorder in a
     /// staged run, else the thread's.
-    fn recorder_for(&self, shared: &RunState, intended: Instant) -> std::cell::RefMut<'_, Recorder> {
+    pub(super) fn recorder_for(
+        &self,
+        shared: &RunState,
+        intended: Instant,
+    ) -> std::cell::RefMut<'_, Recorder> {
         if shared.clock().stage_ends.is_empty() {
             return self.recorder.borrow_mut();
         }
@@ -239,7 +245,7 @@ impl ThreadState {
 
     /// `n` consecutive ids, unique in the run: threads take blocks from a
     /// shared counter, so ids cost no atomic operation per call.
-    fn take_ids(&self, shared: &RunState, n: u64) -> u64 {
+    pub(super) fn take_ids(&self, shared: &RunState, n: u64) -> u64 {
         let (mut next, mut end) = self.ids.get();
         if end - next < n {
             let block = ID_BLOCK.max(n);
@@ -317,30 +323,6 @@ pub(super) fn thread_main(shared: Arc<RunState>, channels: Channels, thread: usi
         // After the last figures: the children's shutdown is no part of the run.
         shut_down(&shared, &slots).await;
     });
-}
-
-/// Openings a thread makes at once before the run: enough that 10,000
-/// connections open in seconds, few enough that a server's accept queue
-/// and the handshakes' CPU are not flooded.
-const OPENING_AT_ONCE: usize = 64;
-
-/// Opens every connection of the thread, with its setup calls, before the
-/// schedule begins; a connection that does not open is left for its first
-/// call, which tries again and counts the failure.
-async fn connect_all(shared: &Arc<RunState>, local: &Rc<ThreadState>, slots: &[Rc<ConnectionSlot>]) {
-    let bound = tokio::sync::Semaphore::new(OPENING_AT_ONCE);
-    let openings = slots.iter().map(|slot| async {
-        let Ok(_permit) = bound.acquire().await else {
-            return;
-        };
-        if let Ok(connection) = slot.open(shared, local).await {
-            slot.checkin(connection);
-        }
-    });
-    tokio::select! {
-        _ = futures_util::future::join_all(openings) => {}
-        _ = local.cancel.cancelled() => {}
-    }
 }
 
 /// The thread's callers: `per_connection` on each of its connections.
@@ -421,23 +403,6 @@ async fn wait_for_callers(shared: &RunState, local: &ThreadState, tasks: Vec<tok
     }
 }
 
-/// Closes the thread's connections, shutting stdio children down as their
-/// protocol says, and tallies how each ended.
-async fn shut_down(shared: &RunState, slots: &[Rc<ConnectionSlot>]) {
-    let connections = slots
-        .iter()
-        .filter_map(|slot| slot.connection.borrow_mut().take());
-    let ends = futures_util::future::join_all(connections.map(Connection::shut_down)).await;
-    let mut tally = shared.child_ends.lock().unwrap_or_else(|p| p.into_inner());
-    for end in ends.into_iter().flatten() {
-        match end {
-            ChildEnd::Clean => tally.clean += 1,
-            ChildEnd::Failed => tally.failed += 1,
-            ChildEnd::Killed => tally.killed += 1,
-        }
-    }
-}
-
 /// The CPU time this thread has used, in µs: what tells a busy generator
 /// from a waiting one, whatever else shares the process (the built-in
 /// server does).
@@ -451,537 +416,4 @@ fn thread_cpu_micros() -> u64 {
         return 0;
     }
     (time.tv_sec as u64).saturating_mul(1_000_000) + time.tv_nsec as u64 / 1000
-}
-
-/// Reconnection waits grow from 10 ms to 1 s so a dead server is not hammered.
-const BACKOFF_MIN: Duration = Duration::from_millis(10);
-const BACKOFF_MAX: Duration = Duration::from_secs(1);
-/// The resolution of tokio's timer.
-const TIMER_TICK: Duration = Duration::from_millis(1);
-
-/// A connection and the callers planned on it: one caller for HTTP/1.1,
-/// several for a multiplexed transport, which share it.
-#[derive(Default)]
-struct ConnectionSlot {
-    connection: RefCell<Option<Connection>>,
-    /// A caller is opening the connection; the others wait for it, so the
-    /// slot never holds more than one.
-    opening: Cell<bool>,
-    /// Wakes the callers waiting for it when the opening ends, either way.
-    opened: tokio::sync::Notify,
-}
-
-impl ConnectionSlot {
-    /// Takes out the slot's connection if it has closed, so it can be
-    /// accounted for (a panicked reader, a child's exit).
-    fn take_closed(&self) -> Option<Connection> {
-        let mut held = self.connection.borrow_mut();
-        if held.as_ref().is_some_and(Connection::is_closed) {
-            held.take()
-        } else {
-            None
-        }
-    }
-
-    /// A live connection to use now, if the slot holds one: a shared handle
-    /// on a multiplexed one, or the connection itself (taken out) otherwise.
-    fn checkout(&self) -> Option<Connection> {
-        let mut held = self.connection.borrow_mut();
-        if held.as_ref().is_some_and(Connection::is_closed) {
-            *held = None;
-        }
-        match held.as_ref()?.share() {
-            Some(shared) => Some(shared),
-            None => held.take(),
-        }
-    }
-
-    /// Puts back a connection taken out whole; a shared one never left.
-    fn checkin(&self, connection: Connection) {
-        if connection.share().is_none() && !connection.is_closed() {
-            *self.connection.borrow_mut() = Some(connection);
-        }
-    }
-
-    /// Opens the slot's connection and sends its setup calls, while the
-    /// slot's other callers wait; returns the caller's handle on it.
-    async fn open(&self, shared: &Arc<RunState>, local: &Rc<ThreadState>) -> Result<Connection, OpenFailure> {
-        self.opening.set(true);
-        let opened = open_and_set_up(shared, local).await;
-        self.opening.set(false);
-        self.opened.notify_waiters();
-        opened.map(|connection| self.install(connection))
-    }
-
-    /// Keeps a newly opened connection, returning the caller's handle on it.
-    fn install(&self, connection: Connection) -> Connection {
-        match connection.share() {
-            Some(shared) => {
-                *self.connection.borrow_mut() = Some(connection);
-                shared
-            }
-            None => connection,
-        }
-    }
-
-    /// Messages on the slot's connection that answered nothing.
-    fn unsolicited(&self) -> u64 {
-        match self.connection.borrow().as_ref() {
-            Some(Connection::Stream(mux)) => mux.unsolicited(),
-            _ => 0,
-        }
-    }
-}
-
-/// One caller: a task that claims the run's requests one at a time and
-/// sends each over its slot's connection, opening it when needed.
-struct Caller {
-    shared: Arc<RunState>,
-    local: Rc<ThreadState>,
-    slot: Rc<ConnectionSlot>,
-    builder: RequestBuilder,
-    judge: Judge,
-    planned: Vec<Planned>,
-    backoff: Duration,
-    /// The last connection opened failed its first call: it opened but never
-    /// worked (an HTTP/1.1 server met with --http2 closes each one), so the
-    /// next opening waits the backoff too rather than spin.
-    reopen_after_failure: bool,
-    open_model: bool,
-    /// Only HTTP answers have a status worth counting.
-    http: bool,
-}
-
-/// A connection in the caller's hand, and what it took to get it.
-struct InHand {
-    connection: Connection,
-    /// The call waited for setup calls (its own or another caller's).
-    waited_for_setup: bool,
-    /// This caller opened it for this call.
-    opened_now: bool,
-}
-
-/// When a request left and was answered, against when it was due.
-struct Timing {
-    intended: Instant,
-    sent: Instant,
-    answered: Instant,
-}
-
-async fn connection_loop(
-    shared: Arc<RunState>,
-    local: Rc<ThreadState>,
-    index: usize,
-    slot: Rc<ConnectionSlot>,
-) {
-    let mut caller = Caller {
-        open_model: shared.plan.is_open(),
-        http: matches!(shared.target, Target::Http(_)),
-        judge: Judge::new(shared.mix.version()),
-        shared,
-        local,
-        slot,
-        builder: RequestBuilder::default(),
-        planned: Vec::new(),
-        backoff: BACKOFF_MIN,
-        reopen_after_failure: false,
-    };
-    while let Some(claim) = caller.next_due(index).await {
-        if !caller.call(claim).await {
-            caller.shared.clock().schedule.finish();
-            break;
-        }
-    }
-}
-
-impl Caller {
-    /// Waits for the caller's next request to be due (through pauses, idle
-    /// stages and the open model's schedule); `None` once the run has none.
-    async fn next_due(&self, index: usize) -> Option<Claim> {
-        let shared = &self.shared;
-        loop {
-            if shared.control.is_paused() {
-                shared.control.wait_resumed().await;
-            }
-            // An idle caller never claims, so it must learn here that the
-            // others took the last request.
-            if shared.clock().schedule.is_finished() {
-                return None;
-            }
-            if let Some(wait) = shared.idle_for(index) {
-                sleep(wait).await;
-                continue;
-            }
-            let connection = shared.plan.connection_of(index);
-            let claim = shared.clock().schedule.claim_for(connection)?;
-            if !self.open_model {
-                return Some(claim);
-            }
-            // tokio's timer rounds a deadline up to its next millisecond tick,
-            // so waiting for the intended time itself leaves about a
-            // millisecond late on average: more than a fast server's whole
-            // answer. Waiting for one tick less, the call leaves within a
-            // fraction of a millisecond either side of its time; one that
-            // leaves early is timed from when it left.
-            let wake = claim.intended.checked_sub(TIMER_TICK).unwrap_or(claim.intended);
-            sleep_until(wake.into()).await;
-            if !shared.control.is_paused() {
-                return Some(claim);
-            }
-            // Paused before it was due: the schedule restarts on resume.
-            shared.clock().schedule.withdraw();
-        }
-    }
-
-    /// Sends the next request of the mix, due at `intended`, and records
-    /// what became of it; `false` when the mix has nothing left to send.
-    async fn call(&mut self, claim: Claim) -> bool {
-        let shared = &self.shared;
-        let intended = claim.intended;
-        // Reseeded per request: request N is the same on every run with
-        // the seed, whichever connection sends it (SplitMix64's constant
-        // spreads consecutive numbers over the seed space).
-        let mut rng =
-            SmallRng::seed_from_u64(shared.plan.seed ^ claim.seq.wrapping_mul(0x9E37_79B9_7F4A_7C15));
-        let Some(batch) = shared.mix.next_request(claim.seq, &mut rng, &mut self.planned) else {
-            return false;
-        };
-        let calls = self.planned.iter().filter(|p| !p.notification).count() as u64;
-        let first_id = self.local.take_ids(shared, calls);
-        let body = shared
-            .mix
-            .write(&mut self.builder, &self.planned, batch, first_id, &mut rng);
-        let measured = intended >= shared.clock().measure_start;
-        let mut in_hand = match self.connection().await {
-            Ok(in_hand) => in_hand,
-            Err(failure) => {
-                self.count_unopened(measured.then_some(intended), &failure);
-                sleep(self.backoff).await;
-                self.backoff = (self.backoff * 2).min(BACKOFF_MAX);
-                return true;
-            }
-        };
-        let local = &self.local;
-        let sent = Instant::now();
-        local.sent.set(local.sent.get() + 1);
-        let calls_sent = self.builder.entries().len() as u64;
-        local.in_flight.set(local.in_flight.get() + calls_sent);
-        let within = self.shared.plan.timeout;
-        // The sample kept to compare targets: a copy of the request (shared
-        // bytes) only for the requests it holds, warmup ones too (a warmup
-        // by time ends at another request on each target).
-        let keep = (self.shared.capture.as_ref())
-            .filter(|c| c.wants(claim.seq))
-            .map(|_| body.clone());
-        let result = call::exchange(&mut in_hand.connection, body, first_id, calls, within).await;
-        if let (Some(request), Some(capture)) = (keep, &self.shared.capture) {
-            capture.keep(super::Captured {
-                seq: claim.seq,
-                batch,
-                entries: self.builder.entries().to_vec(),
-                request,
-                answer: match &result {
-                    Ok(Ok(reply)) => Some(reply.body.clone()),
-                    _ => None,
-                },
-            });
-        }
-        local.in_flight.set(local.in_flight.get() - calls_sent);
-        let answered = Instant::now();
-        let failure = call::failure(&result);
-        match failure {
-            None => {
-                self.backoff = BACKOFF_MIN;
-                self.reopen_after_failure = false;
-            }
-            Some(Outcome::Io | Outcome::Connect) if in_hand.opened_now => self.reopen_after_failure = true,
-            Some(_) => {}
-        }
-        // After a failure or a timeout, a connection carrying one call at a
-        // time is in an unknown state: it is dropped, not put back. A
-        // multiplexed one stays for its other calls unless it closed.
-        if failure.is_none() {
-            self.slot.checkin(in_hand.connection);
-        }
-        if measured {
-            let timing = Timing {
-                intended,
-                sent,
-                answered,
-            };
-            self.record(batch, &result, failure, &timing, in_hand.waited_for_setup);
-        }
-        true
-    }
-
-    /// The slot's connection, waiting for a caller that is opening it, or
-    /// opening it (after the backoff when the last one failed at once).
-    async fn connection(&mut self) -> Result<InHand, OpenFailure> {
-        let (shared, local, slot) = (&self.shared, &self.local, &self.slot);
-        let mut waited_for_setup = false;
-        loop {
-            if let Some(closed) = slot.take_closed() {
-                // A reader that panicked closed its connection (its calls
-                // failed as `io`); the panic is still a bug to report.
-                if closed.multiplexed().is_some_and(|mux| mux.reader_panicked()) {
-                    shared.panicked.fetch_add(1, Ordering::Relaxed);
-                }
-                if let Some(exit) = closed.child_exit().await {
-                    local.recorder.borrow_mut().note_child_exit(exit);
-                }
-            }
-            if let Some(connection) = slot.checkout() {
-                return Ok(InHand {
-                    connection,
-                    waited_for_setup,
-                    opened_now: false,
-                });
-            }
-            if slot.opening.get() {
-                // Another caller is opening the shared connection: wait for it.
-                waited_for_setup = !shared.setup.is_empty();
-                slot.opened.notified().await;
-                continue;
-            }
-            if self.reopen_after_failure {
-                sleep(self.backoff).await;
-                self.backoff = (self.backoff * 2).min(BACKOFF_MAX);
-            }
-            let connection = slot.open(shared, local).await?;
-            return Ok(InHand {
-                connection,
-                waited_for_setup: !shared.setup.is_empty(),
-                opened_now: true,
-            });
-        }
-    }
-
-    /// A request that found no connection: each of its calls fails with the
-    /// opening's outcome, and its reason is kept as an example.
-    fn count_unopened(&self, measured: Option<Instant>, failure: &OpenFailure) {
-        let local = &self.local;
-        local.sent.set(local.sent.get() + 1);
-        let Some(intended) = measured else {
-            return;
-        };
-        let mut recorder = local.recorder_for(&self.shared, intended);
-        let entries = self.builder.entries();
-        let cause = crate::stats::Cause::Transport(&failure.reason);
-        let methods = &self.shared.mix.methods;
-        Judge::fail_all(entries, failure.outcome, |i, outcome, _| {
-            let method = entries[i].method as usize;
-            let stats = &mut recorder.methods[method];
-            stats.record(outcome, Duration::ZERO, Duration::ZERO, 0);
-            stats.keep_example::<&str>(&methods[method], outcome, cause, None, &[]);
-        });
-    }
-
-    /// Records what a measured request as a whole tells (its start delay,
-    /// batch, unsolicited messages) and returns its latency and service time.
-    fn record_request(
-        &self,
-        recorder: &mut Recorder,
-        batch: bool,
-        result: &call::Exchanged,
-        timing: &Timing,
-        waited_for_setup: bool,
-    ) -> (Duration, Duration) {
-        // Setup calls (a protocol's handshake) are outside the figures: in
-        // the closed model, a call that waited for them is timed from its
-        // send. In the open model its schedule stands, and the wait shows.
-        let latency = if waited_for_setup && !self.open_model {
-            timing.answered - timing.sent
-        } else {
-            timing.answered - timing.intended.min(timing.sent)
-        };
-        recorder.requests += 1;
-        if self.open_model {
-            recorder
-                .start_delay
-                .record(micros(timing.sent - timing.intended))
-                .ok();
-        }
-        if batch {
-            recorder.record_batch(self.planned.len(), latency);
-        }
-        if let Ok(Ok(reply)) = result {
-            recorder.unsolicited += reply.others;
-        }
-        (latency, timing.answered - timing.sent)
-    }
-
-    /// Records a measured request: its latency, and each call's outcome as
-    /// the judge finds it in the answer (or the failure's, for all).
-    fn record(
-        &mut self,
-        batch: bool,
-        result: &call::Exchanged,
-        failure: Option<Outcome>,
-        timing: &Timing,
-        waited_for_setup: bool,
-    ) {
-        let (shared, mix) = (&*self.shared, &self.shared.mix);
-        let mut recorder = self.local.recorder_for(shared, timing.intended);
-        let (latency, service) = self.record_request(&mut recorder, batch, result, timing, waited_for_setup);
-        let entries = self.builder.entries();
-        let mut failed: Option<(usize, Outcome)> = None;
-        let methods = &mut recorder.methods;
-        let cause = call::cause(result, shared.plan.timeout);
-        let mut record = |i: usize, outcome: Outcome, answer: &[u8]| {
-            let entry = entries[i];
-            let stats = &mut methods[entry.method as usize];
-            stats.record(outcome, latency, service, answer.len());
-            if outcome == Outcome::Ok {
-                return;
-            }
-            if failed.is_none() {
-                failed = Some((i, outcome));
-            }
-            let expected = mix.expectations[entry.call as usize].as_ref();
-            stats.keep_example(
-                &mix.methods[entry.method as usize],
-                outcome,
-                cause,
-                expected,
-                answer,
-            );
-            if let (Outcome::Assertion, Some(expected)) = (outcome, expected) {
-                stats.add_example(expected, answer);
-            }
-        };
-        let answered = match (result, failure) {
-            (Ok(Ok(reply)), _) => {
-                let verdict = self.judge.judge(
-                    reply.status,
-                    &reply.body,
-                    entries,
-                    batch,
-                    &mix.expectations,
-                    &mut record,
-                );
-                Some((reply.status, verdict, &reply.body))
-            }
-            (_, Some(outcome)) => {
-                Judge::fail_all(entries, outcome, &mut record);
-                None
-            }
-            (_, None) => unreachable!("a failed result always has an outcome"),
-        };
-        if let Some((i, outcome)) = failed {
-            let answer = answered.as_ref().map_or(&[][..], |(_, _, body)| &body[..]);
-            recorder.note_error(&mix.methods[entries[i].method as usize], outcome, answer);
-        }
-        if let Some((status, verdict, _)) = answered {
-            recorder.extra_entries += verdict.extra_entries as u64;
-            if self.http {
-                recorder.record_status(status);
-            }
-        }
-    }
-}
-
-/// Keeps the subscription a setup call opened: its notifications are
-/// counted, with the gaps between them, while the run is measured.
-fn subscribe(
-    shared: &Arc<RunState>,
-    local: &Rc<ThreadState>,
-    connection: &Connection,
-    answer: &[u8],
-) -> Result<(), String> {
-    let result = crate::rpc::wire::Message::parse(answer)
-        .and_then(|m| m.result.map(|r| r.trim_matches('"').to_string()))
-        .ok_or("its answer has no subscription id")?;
-    let mux = connection
-        .multiplexed()
-        .ok_or("subscriptions need a connection the server can write to at will")?;
-    // Subscriptions open before the clock is set: the measured part's start
-    // is read when a notification comes.
-    let (weak, run) = (Rc::downgrade(local), shared.clone());
-    mux.watch(&result, move || {
-        let mut last: Vec<Option<Instant>> = Vec::new();
-        Box::new(move |index| {
-            let now = Instant::now();
-            let measured = (run.clock.get()).is_some_and(|clock| now >= clock.measure_start);
-            let Some(local) = weak.upgrade().filter(|_| measured) else {
-                return;
-            };
-            if last.len() <= index {
-                last.resize(index + 1, None);
-            }
-            let mut recorder = local.recorder.borrow_mut();
-            recorder.notifications += 1;
-            if let Some(previous) = last[index].replace(now) {
-                recorder.notification_gaps.record(micros(now - previous)).ok();
-            }
-        })
-    });
-    local.recorder.borrow_mut().subscriptions += 1;
-    Ok(())
-}
-
-/// Why a connection could not be opened (or set up), in the transport's
-/// own words, for the examples a report keeps.
-struct OpenFailure {
-    outcome: Outcome,
-    reason: String,
-}
-
-/// Opens a connection and sends the scenario's setup calls on it. Setup
-/// calls stay out of the load's figures; a failure is counted and kept.
-async fn open_and_set_up(shared: &Arc<RunState>, local: &Rc<ThreadState>) -> Result<Connection, OpenFailure> {
-    let began = Instant::now();
-    let opened = Connection::open(&shared.target, shared.plan.timeout).await;
-    // Before the clock is set, the connect phase; after, a reopening.
-    let before = shared.clock.get().is_none();
-    let mut connection = match opened {
-        Ok(connection) => {
-            local
-                .recorder
-                .borrow_mut()
-                .connects
-                .opened(began.elapsed(), before);
-            connection
-        }
-        Err(error) => {
-            let reason = error.to_string();
-            local.recorder.borrow_mut().connects.failed(&reason);
-            return Err(OpenFailure {
-                outcome: Outcome::Connect,
-                reason,
-            });
-        }
-    };
-    for setup in &shared.setup {
-        let id = (!setup.notification).then(|| local.take_ids(shared, 1));
-        let within = shared.plan.timeout;
-        let failure = match call_once(
-            &mut connection,
-            &setup.template(shared.mix.version()),
-            id,
-            within,
-            false,
-        )
-        .await
-        {
-            Ok(reply) if setup.subscribe => subscribe(shared, local, &connection, &reply.body).err(),
-            Ok(_) => None,
-            Err(failure) => Some(failure),
-        };
-        if let Some(failure) = failure {
-            let reason = format!("setup call `{}` failed: {failure}", setup.method);
-            let mut recorder = local.recorder.borrow_mut();
-            recorder.setup_failed += 1;
-            if recorder.setup_error.is_none() {
-                recorder.setup_error = Some(reason.clone());
-            }
-            return Err(OpenFailure {
-                outcome: Outcome::Connect,
-                reason,
-            });
-        }
-    }
-    if !shared.setup.is_empty() {
-        local.recorder.borrow_mut().setup_ok += 1;
-    }
-    Ok(connection)
 }

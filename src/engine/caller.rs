@@ -1,0 +1,374 @@
+//! A caller: the one loop every call of the load goes through. It waits
+//! for its request to be due, takes its slot's connection (opening it when
+//! needed), sends, and records what the judge found.
+
+use std::rc::Rc;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rand::rngs::SmallRng;
+use rand::SeedableRng;
+use tokio::time::{sleep, sleep_until};
+
+use super::call;
+use super::schedule::Claim;
+use super::slot::{ConnectionSlot, OpenFailure};
+use super::worker::{RunState, ThreadState};
+use crate::plan::{Planned, RequestBuilder};
+use crate::rpc::Judge;
+use crate::stats::{micros, Outcome, Recorder};
+use crate::transport::{Connection, Target};
+
+/// Reconnection waits grow from 10 ms to 1 s so a dead server is not hammered.
+const BACKOFF_MIN: Duration = Duration::from_millis(10);
+const BACKOFF_MAX: Duration = Duration::from_secs(1);
+/// The resolution of tokio's timer.
+const TIMER_TICK: Duration = Duration::from_millis(1);
+
+/// One caller: a task that claims the run's requests one at a time and
+/// sends each over its slot's connection, opening it when needed.
+struct Caller {
+    shared: Arc<RunState>,
+    local: Rc<ThreadState>,
+    slot: Rc<ConnectionSlot>,
+    builder: RequestBuilder,
+    judge: Judge,
+    planned: Vec<Planned>,
+    backoff: Duration,
+    /// The last connection opened failed its first call: it opened but never
+    /// worked (an HTTP/1.1 server met with --http2 closes each one), so the
+    /// next opening waits the backoff too rather than spin.
+    reopen_after_failure: bool,
+    open_model: bool,
+    /// Only HTTP answers have a status worth counting.
+    http: bool,
+}
+
+/// A connection in the caller's hand, and what it took to get it.
+struct InHand {
+    connection: Connection,
+    /// The call waited for setup calls (its own or another caller's).
+    waited_for_setup: bool,
+    /// This caller opened it for this call.
+    opened_now: bool,
+}
+
+/// When a request left and was answered, against when it was due.
+struct Timing {
+    intended: Instant,
+    sent: Instant,
+    answered: Instant,
+}
+
+pub(super) async fn connection_loop(
+    shared: Arc<RunState>,
+    local: Rc<ThreadState>,
+    index: usize,
+    slot: Rc<ConnectionSlot>,
+) {
+    let mut caller = Caller {
+        open_model: shared.plan.is_open(),
+        http: matches!(shared.target, Target::Http(_)),
+        judge: Judge::new(shared.mix.version()),
+        shared,
+        local,
+        slot,
+        builder: RequestBuilder::default(),
+        planned: Vec::new(),
+        backoff: BACKOFF_MIN,
+        reopen_after_failure: false,
+    };
+    while let Some(claim) = caller.next_due(index).await {
+        if !caller.call(claim).await {
+            caller.shared.clock().schedule.finish();
+            break;
+        }
+    }
+}
+
+impl Caller {
+    /// Waits for the caller's next request to be due (through pauses, idle
+    /// stages and the open model's schedule); `None` once the run has none.
+    async fn next_due(&self, index: usize) -> Option<Claim> {
+        let shared = &self.shared;
+        loop {
+            if shared.control.is_paused() {
+                shared.control.wait_resumed().await;
+            }
+            // An idle caller never claims, so it must learn here that the
+            // others took the last request.
+            if shared.clock().schedule.is_finished() {
+                return None;
+            }
+            if let Some(wait) = shared.idle_for(index) {
+                sleep(wait).await;
+                continue;
+            }
+            let connection = shared.plan.connection_of(index);
+            let claim = shared.clock().schedule.claim_for(connection)?;
+            if !self.open_model {
+                return Some(claim);
+            }
+            // tokio's timer rounds a deadline up to its next millisecond tick,
+            // so waiting for the intended time itself leaves about a
+            // millisecond late on average: more than a fast server's whole
+            // answer. Waiting for one tick less, the call leaves within a
+            // fraction of a millisecond either side of its time; one that
+            // leaves early is timed from when it left.
+            let wake = claim.intended.checked_sub(TIMER_TICK).unwrap_or(claim.intended);
+            sleep_until(wake.into()).await;
+            if !shared.control.is_paused() {
+                return Some(claim);
+            }
+            // Paused before it was due: the schedule restarts on resume.
+            shared.clock().schedule.withdraw();
+        }
+    }
+
+    /// Sends the next request of the mix, due at `intended`, and records
+    /// what became of it; `false` when the mix has nothing left to send.
+    async fn call(&mut self, claim: Claim) -> bool {
+        let shared = &self.shared;
+        let intended = claim.intended;
+        // Reseeded per request: request N is the same on every run with
+        // the seed, whichever connection sends it (SplitMix64's constant
+        // spreads consecutive numbers over the seed space).
+        let mut rng =
+            SmallRng::seed_from_u64(shared.plan.seed ^ claim.seq.wrapping_mul(0x9E37_79B9_7F4A_7C15));
+        let Some(batch) = shared.mix.next_request(claim.seq, &mut rng, &mut self.planned) else {
+            return false;
+        };
+        let calls = self.planned.iter().filter(|p| !p.notification).count() as u64;
+        let first_id = self.local.take_ids(shared, calls);
+        let body = shared
+            .mix
+            .write(&mut self.builder, &self.planned, batch, first_id, &mut rng);
+        let measured = intended >= shared.clock().measure_start;
+        let mut in_hand = match self.connection().await {
+            Ok(in_hand) => in_hand,
+            Err(failure) => {
+                self.count_unopened(measured.then_some(intended), &failure);
+                sleep(self.backoff).await;
+                self.backoff = (self.backoff * 2).min(BACKOFF_MAX);
+                return true;
+            }
+        };
+        let local = &self.local;
+        let sent = Instant::now();
+        local.sent.set(local.sent.get() + 1);
+        let calls_sent = self.builder.entries().len() as u64;
+        local.in_flight.set(local.in_flight.get() + calls_sent);
+        let within = self.shared.plan.timeout;
+        // The sample kept to compare targets: a copy of the request (shared
+        // bytes) only for the requests it holds, warmup ones too (a warmup
+        // by time ends at another request on each target).
+        let keep = (self.shared.capture.as_ref())
+            .filter(|c| c.wants(claim.seq))
+            .map(|_| body.clone());
+        let result = call::exchange(&mut in_hand.connection, body, first_id, calls, within).await;
+        if let (Some(request), Some(capture)) = (keep, &self.shared.capture) {
+            capture.keep(super::Captured {
+                seq: claim.seq,
+                batch,
+                entries: self.builder.entries().to_vec(),
+                request,
+                answer: match &result {
+                    Ok(Ok(reply)) => Some(reply.body.clone()),
+                    _ => None,
+                },
+            });
+        }
+        local.in_flight.set(local.in_flight.get() - calls_sent);
+        let answered = Instant::now();
+        let failure = call::failure(&result);
+        match failure {
+            None => {
+                self.backoff = BACKOFF_MIN;
+                self.reopen_after_failure = false;
+            }
+            Some(Outcome::Io | Outcome::Connect) if in_hand.opened_now => self.reopen_after_failure = true,
+            Some(_) => {}
+        }
+        // After a failure or a timeout, a connection carrying one call at a
+        // time is in an unknown state: it is dropped, not put back. A
+        // multiplexed one stays for its other calls unless it closed.
+        if failure.is_none() {
+            self.slot.checkin(in_hand.connection);
+        }
+        if measured {
+            let timing = Timing {
+                intended,
+                sent,
+                answered,
+            };
+            self.record(batch, &result, failure, &timing, in_hand.waited_for_setup);
+        }
+        true
+    }
+
+    /// The slot's connection, waiting for a caller that is opening it, or
+    /// opening it (after the backoff when the last one failed at once).
+    async fn connection(&mut self) -> Result<InHand, OpenFailure> {
+        let (shared, local, slot) = (&self.shared, &self.local, &self.slot);
+        let mut waited_for_setup = false;
+        loop {
+            if let Some(closed) = slot.take_closed() {
+                // A reader that panicked closed its connection (its calls
+                // failed as `io`); the panic is still a bug to report.
+                if closed.multiplexed().is_some_and(|mux| mux.reader_panicked()) {
+                    shared.panicked.fetch_add(1, Ordering::Relaxed);
+                }
+                if let Some(exit) = closed.child_exit().await {
+                    local.recorder.borrow_mut().note_child_exit(exit);
+                }
+            }
+            if let Some(connection) = slot.checkout() {
+                return Ok(InHand {
+                    connection,
+                    waited_for_setup,
+                    opened_now: false,
+                });
+            }
+            if slot.opening.get() {
+                // Another caller is opening the shared connection: wait for it.
+                waited_for_setup = !shared.setup.is_empty();
+                slot.opened.notified().await;
+                continue;
+            }
+            if self.reopen_after_failure {
+                sleep(self.backoff).await;
+                self.backoff = (self.backoff * 2).min(BACKOFF_MAX);
+            }
+            let connection = slot.open(shared, local).await?;
+            return Ok(InHand {
+                connection,
+                waited_for_setup: !shared.setup.is_empty(),
+                opened_now: true,
+            });
+        }
+    }
+
+    /// A request that found no connection: each of its calls fails with the
+    /// opening's outcome, and its reason is kept as an example.
+    fn count_unopened(&self, measured: Option<Instant>, failure: &OpenFailure) {
+        let local = &self.local;
+        local.sent.set(local.sent.get() + 1);
+        let Some(intended) = measured else {
+            return;
+        };
+        let mut recorder = local.recorder_for(&self.shared, intended);
+        let entries = self.builder.entries();
+        let cause = crate::stats::Cause::Transport(&failure.reason);
+        let methods = &self.shared.mix.methods;
+        Judge::fail_all(entries, failure.outcome, |i, outcome, _| {
+            let method = entries[i].method as usize;
+            let stats = &mut recorder.methods[method];
+            stats.record(outcome, Duration::ZERO, Duration::ZERO, 0);
+            stats.keep_example::<&str>(&methods[method], outcome, cause, None, &[]);
+        });
+    }
+
+    /// Records what a measured request as a whole tells (its start delay,
+    /// batch, unsolicited messages) and returns its latency and service time.
+    fn record_request(
+        &self,
+        recorder: &mut Recorder,
+        batch: bool,
+        result: &call::Exchanged,
+        timing: &Timing,
+        waited_for_setup: bool,
+    ) -> (Duration, Duration) {
+        // Setup calls (a protocol's handshake) are outside the figures: in
+        // the closed model, a call that waited for them is timed from its
+        // send. In the open model its schedule stands, and the wait shows.
+        let latency = if waited_for_setup && !self.open_model {
+            timing.answered - timing.sent
+        } else {
+            timing.answered - timing.intended.min(timing.sent)
+        };
+        recorder.requests += 1;
+        if self.open_model {
+            recorder
+                .start_delay
+                .record(micros(timing.sent - timing.intended))
+                .ok();
+        }
+        if batch {
+            recorder.record_batch(self.planned.len(), latency);
+        }
+        if let Ok(Ok(reply)) = result {
+            recorder.unsolicited += reply.others;
+        }
+        (latency, timing.answered - timing.sent)
+    }
+
+    /// Records a measured request: its latency, and each call's outcome as
+    /// the judge finds it in the answer (or the failure's, for all).
+    fn record(
+        &mut self,
+        batch: bool,
+        result: &call::Exchanged,
+        failure: Option<Outcome>,
+        timing: &Timing,
+        waited_for_setup: bool,
+    ) {
+        let (shared, mix) = (&*self.shared, &self.shared.mix);
+        let mut recorder = self.local.recorder_for(shared, timing.intended);
+        let (latency, service) = self.record_request(&mut recorder, batch, result, timing, waited_for_setup);
+        let entries = self.builder.entries();
+        let mut failed: Option<(usize, Outcome)> = None;
+        let methods = &mut recorder.methods;
+        let cause = call::cause(result, shared.plan.timeout);
+        let mut record = |i: usize, outcome: Outcome, answer: &[u8]| {
+            let entry = entries[i];
+            let stats = &mut methods[entry.method as usize];
+            stats.record(outcome, latency, service, answer.len());
+            if outcome == Outcome::Ok {
+                return;
+            }
+            if failed.is_none() {
+                failed = Some((i, outcome));
+            }
+            let expected = mix.expectations[entry.call as usize].as_ref();
+            stats.keep_example(
+                &mix.methods[entry.method as usize],
+                outcome,
+                cause,
+                expected,
+                answer,
+            );
+            if let (Outcome::Assertion, Some(expected)) = (outcome, expected) {
+                stats.add_example(expected, answer);
+            }
+        };
+        let answered = match (result, failure) {
+            (Ok(Ok(reply)), _) => {
+                let verdict = self.judge.judge(
+                    reply.status,
+                    &reply.body,
+                    entries,
+                    batch,
+                    &mix.expectations,
+                    &mut record,
+                );
+                Some((reply.status, verdict, &reply.body))
+            }
+            (_, Some(outcome)) => {
+                Judge::fail_all(entries, outcome, &mut record);
+                None
+            }
+            (_, None) => unreachable!("a failed result always has an outcome"),
+        };
+        if let Some((i, outcome)) = failed {
+            let answer = answered.as_ref().map_or(&[][..], |(_, _, body)| &body[..]);
+            recorder.note_error(&mix.methods[entries[i].method as usize], outcome, answer);
+        }
+        if let Some((status, verdict, _)) = answered {
+            recorder.extra_entries += verdict.extra_entries as u64;
+            if self.http {
+                recorder.record_status(status);
+            }
+        }
+    }
+}
