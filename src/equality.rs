@@ -10,7 +10,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::engine::Captured;
-use crate::rpc::same::differences;
+use crate::rpc::same::{differences, method_ignored};
 use crate::scenario::EqualityRule;
 
 /// Examples of mismatches kept per method.
@@ -47,6 +47,9 @@ pub struct MethodEquality {
     pub compared: u64,
     pub mismatched: u64,
     pub mismatch_rate: f64,
+    /// Calls a rule left out whole (`rule = "ignore"` without a pointer):
+    /// neither compared nor counted as not compared.
+    pub ignored: u64,
     pub examples: Vec<Mismatch>,
 }
 
@@ -54,8 +57,12 @@ pub struct MethodEquality {
 pub struct EqualityReport {
     pub compared: u64,
     pub mismatched: u64,
-    /// Sampled calls not compared: a target did not send that request, or
-    /// got no answer to it.
+    /// Calls of methods a rule ignores whole.
+    pub ignored: u64,
+    /// Sampled calls not compared: a target got no answer to it. Requests
+    /// past the last one both targets kept (a warmup by time or a run by
+    /// duration ends at another request on each) are left out of the
+    /// comparison and of this count: the other target never sent them.
     pub not_compared: u64,
     pub methods: Vec<MethodEquality>,
 }
@@ -73,49 +80,23 @@ pub fn compare(targets: &[TargetAnswers], rules: &[EqualityRule]) -> EqualityRep
     let Some((first, others)) = targets.split_first() else {
         return report;
     };
-    let by_seq: Vec<BTreeMap<u64, &Captured>> = others
-        .iter()
-        .map(|t| t.captured.iter().map(|c| (c.seq, c)).collect())
-        .collect();
-    for kept in first.captured {
-        let request: Value = serde_json::from_slice(&kept.request).unwrap_or(Value::Null);
-        for (n, (other, index)) in others.iter().zip(&by_seq).enumerate() {
-            let theirs = index.get(&kept.seq).copied();
-            for (k, entry) in kept.entries.iter().enumerate() {
-                if entry.id.is_none() {
-                    continue;
-                }
-                let call = if kept.batch { &request[k] } else { &request };
-                let method = call["method"].as_str().unwrap_or("?").to_string();
-                let (Some(a), Some(b)) = (answer(kept, k), theirs.and_then(|t| answer(t, k))) else {
-                    report.not_compared += 1;
-                    continue;
-                };
-                let differences = differences(&method, &a, &b, rules);
-                let stats = methods
-                    .entry((method.clone(), n))
-                    .or_insert_with(|| MethodEquality {
-                        method: method.clone(),
-                        target: other.name.to_string(),
-                        ..Default::default()
-                    });
-                stats.compared += 1;
-                report.compared += 1;
-                if differences.is_empty() {
-                    continue;
-                }
-                stats.mismatched += 1;
-                report.mismatched += 1;
-                if stats.examples.len() < EXAMPLES {
-                    let request = serde_json::to_string(call).unwrap_or_default();
-                    stats.examples.push(Mismatch {
-                        method,
-                        target: other.name.to_string(),
-                        differences,
-                        reproduce: reproduce(&request, other),
-                        request,
-                    });
-                }
+    let last_kept = |t: &TargetAnswers| t.captured.iter().map(|c| c.seq).max();
+    for (n, other) in others.iter().enumerate() {
+        let theirs: BTreeMap<u64, &Captured> = other.captured.iter().map(|c| (c.seq, c)).collect();
+        // The requests both sent: up to the first of their last ones.
+        let Some(reach) = last_kept(first).min(last_kept(other)) else {
+            continue;
+        };
+        for kept in first.captured.iter().filter(|c| c.seq <= reach) {
+            let request: Value = serde_json::from_slice(&kept.request).unwrap_or(Value::Null);
+            let pair = Pair {
+                kept,
+                theirs: theirs.get(&kept.seq).copied(),
+                request: &request,
+                other,
+            };
+            for k in 0..kept.entries.len() {
+                pair.tally(k, n, rules, &mut report, &mut methods);
             }
         }
     }
@@ -127,6 +108,82 @@ pub fn compare(targets: &[TargetAnswers], rules: &[EqualityRule]) -> EqualityRep
         })
         .collect();
     report
+}
+
+/// One request kept by the first target, and the other target's copy.
+struct Pair<'a> {
+    kept: &'a Captured,
+    theirs: Option<&'a Captured>,
+    request: &'a Value,
+    other: &'a TargetAnswers<'a>,
+}
+
+impl Pair<'_> {
+    /// Entry `k`'s answers compared (other target number `n`), counted in
+    /// the report and its method's row.
+    fn tally(
+        &self,
+        k: usize,
+        n: usize,
+        rules: &[EqualityRule],
+        report: &mut EqualityReport,
+        methods: &mut BTreeMap<(String, usize), MethodEquality>,
+    ) {
+        if self.kept.entries[k].id.is_none() {
+            return;
+        }
+        let call = if self.kept.batch {
+            &self.request[k]
+        } else {
+            self.request
+        };
+        let method = call["method"].as_str().unwrap_or("?").to_string();
+        if method_ignored(&method, rules) {
+            let stats = methods_row(methods, &method, n, self.other.name);
+            stats.ignored += 1;
+            report.ignored += 1;
+            return;
+        }
+        let (Some(a), Some(b)) = (answer(self.kept, k), self.theirs.and_then(|t| answer(t, k))) else {
+            report.not_compared += 1;
+            return;
+        };
+        let differences = differences(&method, &a, &b, rules);
+        let stats = methods_row(methods, &method, n, self.other.name);
+        stats.compared += 1;
+        report.compared += 1;
+        if differences.is_empty() {
+            return;
+        }
+        stats.mismatched += 1;
+        report.mismatched += 1;
+        if stats.examples.len() < EXAMPLES {
+            let request = serde_json::to_string(call).unwrap_or_default();
+            stats.examples.push(Mismatch {
+                method,
+                target: self.other.name.to_string(),
+                differences,
+                reproduce: reproduce(&request, self.other),
+                request,
+            });
+        }
+    }
+}
+
+/// The row of `method` against other target number `n`, made on first use.
+fn methods_row<'m>(
+    methods: &'m mut BTreeMap<(String, usize), MethodEquality>,
+    method: &str,
+    n: usize,
+    target: &str,
+) -> &'m mut MethodEquality {
+    methods
+        .entry((method.to_string(), n))
+        .or_insert_with(|| MethodEquality {
+            method: method.to_string(),
+            target: target.to_string(),
+            ..Default::default()
+        })
 }
 
 /// The answer to entry `k` of a kept request: the whole answer of a single

@@ -195,7 +195,7 @@ fn run_metrics(text: &mut String, s: &Snapshot) {
     ];
     for (name, help, value) in gauges {
         head(text, name, "gauge", help);
-        let _ = writeln!(text, "{name} {value}");
+        let _ = writeln!(text, "{name} {}", number(value));
     }
     let counters = [
         (
@@ -227,17 +227,67 @@ fn latency(text: &mut String, m: &MethodSummary) {
         let _ = writeln!(
             text,
             "volley_latency_seconds{{method=\"{method}\",quantile=\"{q}\"}} {}",
-            ms / 1000.0
+            number(ms / 1000.0)
         );
     }
     let _ = writeln!(
         text,
         "volley_latency_seconds_sum{{method=\"{method}\"}} {}",
-        l.mean_ms / 1000.0 * m.calls as f64
+        number(l.mean_ms / 1000.0 * m.calls as f64)
     );
     let _ = writeln!(
         text,
         "volley_latency_seconds_count{{method=\"{method}\"}} {}",
         m.calls
     );
+}
+
+/// Significant digits a sample value keeps: the figures are no finer
+/// (latency is kept to 3 digits, times to the nanosecond), and arithmetic
+/// noise such as `0.0007740000000000001` goes.
+const SIGNIFICANT_DIGITS: usize = 9;
+
+/// A float as Prometheus's text format reads it (Go's `ParseFloat`): at
+/// most [`SIGNIFICANT_DIGITS`] significant digits, in the shortest text that
+/// reads back as that rounded value; `NaN`, `+Inf` and `-Inf` as the format
+/// spells them.
+fn number(value: f64) -> String {
+    if value.is_nan() {
+        return "NaN".into();
+    }
+    if value.is_infinite() {
+        return if value > 0.0 { "+Inf" } else { "-Inf" }.into();
+    }
+    let rounded: f64 = format!("{value:.*e}", SIGNIFICANT_DIGITS - 1)
+        .parse()
+        .unwrap_or(value);
+    // Plain decimals where they are short; an exponent where they are not.
+    if rounded == 0.0 || (1e-4..1e15).contains(&rounded.abs()) {
+        format!("{rounded}")
+    } else {
+        format!("{rounded:e}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::number;
+
+    #[test]
+    fn floats_keep_nine_significant_digits_at_most_in_the_shortest_text() {
+        assert_eq!(number(0.774 / 1000.0), "0.000774");
+        assert_eq!(0.774 / 1000.0, 0.0007740000000000001, "the noise rounded away");
+        assert_eq!(number(1.234_567_891_2), "1.23456789");
+        assert_eq!(number(12_345.678_9), "12345.6789");
+        assert_eq!(number(3.0), "3");
+        assert_eq!(number(0.0), "0");
+        assert_eq!(number(2.5e-7), "2.5e-7");
+        assert_eq!(number(1.0e20 / 3.0), "3.33333333e19");
+        assert_eq!(number(f64::NAN), "NaN");
+        assert_eq!(number(f64::INFINITY), "+Inf");
+        assert_eq!(number(f64::NEG_INFINITY), "-Inf");
+        for value in [0.000774, 1.23456789, 2.5e-7, 3.33333333e19] {
+            assert_eq!(number(value).parse::<f64>(), Ok(value), "reads back");
+        }
+    }
 }

@@ -236,7 +236,12 @@ fn write_extras(
         );
     }
     for poll in polls {
-        let _ = writeln!(out, "poll:        `{}` every {:?}", poll.name, poll.every);
+        // Nothing is sent here, so what the poll will answer is unknown.
+        let _ = writeln!(
+            out,
+            "poll:        `{}` every {:?}; its answer must be a number or a hex quantity, which only the run can check (before anything is measured)",
+            poll.name, poll.every
+        );
     }
     for threshold in &scenario.thresholds {
         let _ = writeln!(out, "threshold:   {threshold} (a failure exits 2)");

@@ -239,14 +239,10 @@ fn a_null_result_is_a_valid_result() {
     assert_eq!(outcomes(&report), BTreeMap::from([("ok", REQUESTS)]));
 }
 
-#[test]
-fn a_poll_answered_with_a_wrong_id_is_judged_as_any_call() {
-    // Polls and setup calls go the load's own way: the judge that counts
-    // the load's wrong ids refuses a poll's too, before anything is measured.
-    let addr = common::crafted_server(|req| {
-        let id = req["id"].as_u64().unwrap();
-        (200, ok(&json!(id + 7)).to_string())
-    });
+/// The error that stops a run whose poll (of `eth_blockNumber`, feeding
+/// the load's params) `craft` answers, before anything is measured.
+fn poll_refused(craft: common::Craft) -> String {
+    let addr = common::crafted_server(craft);
     let text = format!(
         "target = \"http://{addr}\"\ntimeout = \"2s\"\n[load]\nrequests = 4\n[poll.head]\nmethod = \"eth_blockNumber\"\nevery = \"1s\"\n[[calls]]\nmethod = \"eth_chainId\"\nparams = [\"${{head}}\"]\n"
     );
@@ -262,11 +258,42 @@ fn a_poll_answered_with_a_wrong_id_is_judged_as_any_call() {
         |_| {},
     ));
     let Err(error) = started else {
-        panic!("the poll's wrong id went unseen: the run started");
+        panic!("the poll's answer went unseen: the run started");
     };
-    let message = error.to_string();
+    error.to_string()
+}
+
+#[test]
+fn a_poll_answered_with_a_wrong_id_is_judged_as_any_call() {
+    // Polls and setup calls go the load's own way: the judge that counts
+    // the load's wrong ids refuses a poll's too, before anything is measured.
+    let message = poll_refused(|req| {
+        let id = req["id"].as_u64().unwrap();
+        (200, ok(&json!(id + 7)).to_string())
+    });
     assert!(
         message.contains("poll `head`: protocol(id_mismatch)"),
         "{message}"
     );
+}
+
+#[test]
+fn a_poll_answered_with_a_large_object_shows_only_its_first_bytes() {
+    fn block() -> Value {
+        json!({ "number": "0x10", "extraData": "ab".repeat(20_000) })
+    }
+    let message = poll_refused(|req| {
+        let answer = json!({"jsonrpc": "2.0", "result": block(), "id": req["id"]});
+        (200, answer.to_string())
+    });
+    let whole = block().to_string();
+    let first = &whole[..volley::stats::EXAMPLE_ANSWER_BYTES];
+    assert!(
+        message.ends_with(&format!(
+            "poll `head`: expected a number or a hex quantity, got {first}… ({} bytes in all)",
+            whole.len()
+        )),
+        "{message}"
+    );
+    assert!(message.len() < 400, "{} bytes: {message}", message.len());
 }

@@ -53,6 +53,17 @@ fn the_demo_runs_and_writes_three_files() {
     assert_eq!(json["meta"]["version"], env!("CARGO_PKG_VERSION"));
     assert!(json["summary"]["total"]["calls"].as_u64().unwrap() > 100);
     assert_eq!(json["summary"]["total"]["errors"], 0);
+    // The notifications have a row of their own: each went alone (a 204,
+    // no body), and every `log` counted is one of them.
+    let rows = json["summary"]["methods"].as_array().unwrap();
+    let calls = |name: &str| {
+        rows.iter()
+            .find(|m| m["method"] == name)
+            .map(|m| m["calls"].clone())
+    };
+    let alone = &json["summary"]["http_statuses"]["204"];
+    assert!(alone.as_u64().unwrap() > 0, "{alone}");
+    assert_eq!(calls("log").as_ref(), Some(alone));
 }
 
 #[test]
@@ -381,6 +392,11 @@ fn every_shipped_scenario_validates() {
             // The plan as a reader checks it: the batch sizes drawn.
             assert!(
                 stdout.contains("batches:     every request a batch of 1..50 drawn from the mix"),
+                "{stdout}"
+            );
+            // What the poll will answer only the run can tell.
+            assert!(
+                stdout.contains("poll:        `head` every 2s; its answer must be a number or a hex quantity, which only the run can check"),
                 "{stdout}"
             );
         }

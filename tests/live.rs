@@ -191,6 +191,16 @@ fn the_metrics_endpoint_serves_counters_that_match_the_summary() {
     });
     assert!(body.starts_with("HTTP/1.1 200"), "{body}");
     assert!(body.contains("content-type: text/plain; version=0.0.4"), "{body}");
+    // Every value as Prometheus reads it, rounded to 9 significant digits
+    // at most: `0.000774`, never `0.0007740000000000001`.
+    let samples = body.lines().skip_while(|l| !l.is_empty()).skip(1);
+    for line in samples.filter(|l| !l.starts_with('#') && !l.is_empty()) {
+        let value = line.rsplit_once(' ').expect("a sample is `name value`").1;
+        assert!(value.parse::<f64>().is_ok(), "{line}");
+        let mantissa = value.split(['e', 'E']).next().unwrap();
+        let digits = mantissa.trim_start_matches(['-', '0', '.']).replace('.', "");
+        assert!(digits.len() <= 9, "over 9 significant digits: {line}");
+    }
     let mut calls = 0;
     for line in body.lines().filter(|l| !l.starts_with('#') && l.contains('{')) {
         let (series, value) = line.rsplit_once(' ').expect("a sample is `name{labels} value`");

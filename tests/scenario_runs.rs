@@ -250,3 +250,149 @@ method = "eth_chainId"
     assert!(stages[0].total.calls > 0 && stages[1].total.calls > 0);
     assert_eq!(report.summary.timeseries.len(), 2);
 }
+
+#[test]
+fn subscriptions_that_bring_nothing_show_no_gap_figures_and_warn() {
+    // A head an hour apart: the run's subscriptions receive nothing.
+    let server = serve::spawn(ServeConfig {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        ws: Some("127.0.0.1:0".parse().unwrap()),
+        heads_every: std::time::Duration::from_secs(3600),
+        threads: 1,
+        ..ServeConfig::default()
+    })
+    .unwrap();
+    let text = format!(
+        "target = \"{}\"\n[load]\nconcurrency = 2\nconnections = 2\nrequests = 40\n[[subscribe]]\nmethod = \"eth_subscribe\"\nparams = [\"newHeads\"]\n[[calls]]\nmethod = \"eth_blockNumber\"\n",
+        server.ws_url().unwrap()
+    );
+    let report = common::run(&common::scenario(&text));
+    let subs = report.summary.subscriptions.as_ref().unwrap();
+    assert_eq!((subs.opened, subs.notifications), (2, 0));
+    assert_eq!(ServerStats::get(&server.stats.subscriptions), 2);
+    assert!(subs.gap.is_none(), "{:?}", subs.gap);
+    let table = volley::report::render_table(&report);
+    assert!(
+        table.contains("subscriptions: 2 opened, no notifications (no gap figures)"),
+        "{table}"
+    );
+    assert!(!table.contains("gap between"), "{table}");
+    let warned = report
+        .meta
+        .warnings
+        .iter()
+        .any(|w| w.starts_with("subscriptions received nothing: 2 subscriptions opened"));
+    assert!(warned, "{:?}", report.meta.warnings);
+}
+
+/// A shipped scenario as a test runs it: 60 requests, no warmup, against
+/// `target` (the lines naming its target or command), loaded from text
+/// (nothing in these files is relative to their directory).
+fn shipped(name: &str, target: &str) -> volley::scenario::Scenario {
+    let path = format!("{}/scenarios/{name}", env!("CARGO_MANIFEST_DIR"));
+    let text = std::fs::read_to_string(path).unwrap();
+    let kept: Vec<&str> = text
+        .lines()
+        .filter(|l| {
+            !["command =", "framing =", "target =", "duration =", "warmup ="]
+                .iter()
+                .any(|k| l.starts_with(k))
+        })
+        .collect();
+    let text = format!("{target}\n{}", kept.join("\n")).replacen("[load]", "[load]\nrequests = 60", 1);
+    common::scenario(&text)
+}
+
+/// Whatever is called, a result of `null`: a server that knows nothing.
+fn null_server() -> String {
+    let addr = common::crafted_server(|req| match req.get("id") {
+        Some(id) => (
+            200,
+            serde_json::json!({"jsonrpc": "2.0", "result": null, "id": id}).to_string(),
+        ),
+        None => (204, String::new()),
+    });
+    format!("target = \"http://{addr}\"")
+}
+
+#[test]
+fn the_shipped_lsp_and_mcp_scenarios_pass_the_stand_in_and_fail_null_answers() {
+    let volley = env!("CARGO_BIN_EXE_volley");
+    let stdio = |framing: &str| {
+        format!("command = [{volley:?}, \"serve\", \"--stdio\", \"--framing\", \"{framing}\"]\nframing = \"{framing}\"")
+    };
+    let http = serve::spawn(ServeConfig {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        threads: 1,
+        mcp: true,
+        ..ServeConfig::default()
+    })
+    .unwrap();
+    let stand_ins = [
+        ("lsp-stdio.toml", stdio("content-length")),
+        ("mcp-stdio.toml", stdio("ndjson")),
+        ("mcp-http.toml", format!("target = \"{}/mcp\"", http.url())),
+    ];
+    for (name, target) in stand_ins {
+        let report = common::run(&shipped(name, &target));
+        assert_eq!(report.summary.requests, 60, "{name}");
+        let outcomes = common::outcomes(&report);
+        assert_eq!(outcomes, [("ok", 60)].into(), "{name}");
+        // Each answer against a null one: every call an `assertion`.
+        let report = common::run(&shipped(name, &null_server()));
+        assert_eq!(
+            report.summary.setup.as_ref().unwrap().connections_failed,
+            0,
+            "{name}"
+        );
+        for method in &report.summary.methods {
+            assert!(method.calls > 0, "{name}: {method:?}");
+            assert_eq!(
+                method.outcome(OutcomeKind::Assertion),
+                method.calls,
+                "{name}: {} passed a null answer",
+                method.method
+            );
+        }
+    }
+}
+
+#[test]
+fn the_shipped_batch_scenario_takes_anvils_chain_id() {
+    // anvil and Hardhat answer 31337; the built-in server 1337.
+    let addr = common::crafted_server(|req| {
+        let answer = |call: &serde_json::Value| {
+            let result = match call["method"].as_str().unwrap() {
+                "eth_chainId" => serde_json::json!("0x7a69"),
+                "eth_getBlockByNumber" => serde_json::json!({ "number": "0x10" }),
+                _ => serde_json::json!("0x20"),
+            };
+            serde_json::json!({"jsonrpc": "2.0", "result": result, "id": call["id"]})
+        };
+        let body = match req.as_array() {
+            Some(batch) => serde_json::Value::Array(batch.iter().map(answer).collect()),
+            None => answer(req),
+        };
+        (200, body.to_string())
+    });
+    let path = format!("{}/scenarios/ethereum-batch.toml", env!("CARGO_MANIFEST_DIR"));
+    let overrides = volley::scenario::Overrides {
+        target: Some(format!("http://{addr}")),
+        rate: Some(200.0),
+        requests: Some(40),
+        warmup: Some(std::time::Duration::ZERO),
+        ..Default::default()
+    };
+    let scenario =
+        volley::scenario::Scenario::with_flags(Some(std::path::Path::new(&path)), &overrides).unwrap();
+    let report = common::run(&scenario);
+    let chain_id = report
+        .summary
+        .methods
+        .iter()
+        .find(|m| m.method == "eth_chainId")
+        .unwrap();
+    assert!(chain_id.calls > 0);
+    assert_eq!(chain_id.ok, chain_id.calls, "{:?}", chain_id.outcomes);
+    assert_eq!(report.summary.total.ok, report.summary.total.calls);
+}

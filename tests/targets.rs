@@ -335,8 +335,11 @@ params = [1, 2]
 method = "echo"
 params = {{ text = "${{int(1, 9)}}", n = 7 }}
 batch = 2
+[[calls]]
+method = "eth_blockNumber"
 [equality]
 sample = "100%"
+rules = [{{ method = "eth_block*", rule = "ignore" }}]
 "#,
             same.addr, differs.addr
         ),
@@ -362,8 +365,21 @@ sample = "100%"
             .unwrap()
             .clone()
     };
-    // Every call compared: the one method that differs differs every time.
-    assert_eq!(equality["compared"], total_calls(&own));
+    // Every call compared but those a rule ignores, which are said to be
+    // ignored: the one method that differs differs every time.
+    let ignored = calls_of("eth_blockNumber");
+    assert!(ignored > 0);
+    assert_eq!(method("eth_blockNumber")["ignored"], ignored);
+    assert_eq!(method("eth_blockNumber")["compared"], 0);
+    assert_eq!(equality["ignored"], ignored);
+    assert_eq!(equality["compared"], total_calls(&own) - ignored);
+    assert_eq!(equality["not_compared"], 0);
+    assert!(
+        stdout.contains(&format!(
+            "eth_blockNumber          differs          {ignored:>7} ignored (a rule without a pointer"
+        )),
+        "{stdout}"
+    );
     assert_eq!(method("add")["compared"], calls_of("add"));
     assert_eq!(method("add")["mismatched"], calls_of("add"));
     assert_eq!(method("add")["mismatch_rate"], 1.0);
@@ -438,6 +454,9 @@ fn a_warmup_by_time_still_leaves_requests_to_compare() {
     // Request N is the same on both, warmup or not: every one both sent is compared, alike.
     assert!(equality["compared"].as_u64().unwrap() >= 200, "{equality:#}");
     assert_eq!(equality["mismatched"], 0);
+    // The faster target's warmup went further: the requests the other never
+    // sent are outside the comparison, not calls left out of it.
+    assert_eq!(equality["not_compared"], 0, "{equality:#}");
 }
 
 #[test]

@@ -179,6 +179,30 @@ fn certificate_errors_say_what_to_do() {
     assert_eq!(ServerStats::get(&setup.server.stats.requests), 0);
 }
 
+#[test]
+fn tls_to_a_plain_server_asks_whether_it_is_the_plain_scheme() {
+    let plain = serve::spawn(ServeConfig {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        ws: Some("127.0.0.1:0".parse().unwrap()),
+        threads: 1,
+        ..ServeConfig::default()
+    })
+    .unwrap();
+    // It answers the ClientHello in HTTP (`HTTP/1.1 400`): no TLS record.
+    let https = plain.url().replacen("http://", "https://", 1);
+    let error = try_run(&scenario_text(&https, "", "")).unwrap_err();
+    assert!(
+        error.contains(
+            "the server's answer to the TLS handshake is not TLS (InvalidContentType): is it http://?"
+        ),
+        "{error}"
+    );
+    let wss = plain.ws_url().unwrap().replacen("ws://", "wss://", 1);
+    let error = try_run(&scenario_text(&wss, "", "")).unwrap_err();
+    assert!(error.contains("is it ws://?"), "{error}");
+    assert_eq!(ServerStats::get(&plain.stats.requests), 0);
+}
+
 fn setup_other_name() -> Setup {
     setup("other-name", &["db.example.test"], false)
 }

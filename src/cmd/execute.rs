@@ -315,6 +315,12 @@ fn run_warnings(summary: &RunSummary, capacity: Capacity, timeout: Duration) -> 
         Some(silence) => warnings.push(format!("{silence}")),
         None => {}
     }
+    if let Some(subs) = summary.subscriptions.as_ref().filter(|s| s.notifications == 0) {
+        warnings.push(format!(
+            "subscriptions received nothing: {} opened, no notification came in the measured {run_shown} (are its params a topic the server sends on, and often enough for the run?)",
+            count(subs.opened, "subscription")
+        ));
+    }
     let judged = f64::from(crate::compare::JUDGED_SECONDS);
     if summary.total.calls > 0 && summary.measured_seconds < judged {
         warnings.push(format!(

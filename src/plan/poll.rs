@@ -9,6 +9,7 @@ use serde_json::Value;
 
 use super::expr::Generated;
 use super::CallTemplate;
+use crate::stats::EXAMPLE_ANSWER_BYTES;
 
 /// A call made every `every` whose result feeds a named value.
 #[derive(Clone, Debug, PartialEq)]
@@ -67,23 +68,74 @@ impl Polled {
     }
 
     /// Stores a polled result: a hex quantity (`"0x1b4"`) or a whole number.
+    /// A refusal shows the result's first bytes only, however large it is.
     pub fn set(&self, index: usize, result: &Value) -> Result<(), String> {
         let (value, quantity) = match result {
             Value::String(s) => match s.strip_prefix("0x") {
                 Some(hex) => (
-                    u64::from_str_radix(hex, 16).map_err(|_| format!("`{s}` is not a hex quantity"))?,
+                    u64::from_str_radix(hex, 16)
+                        .map_err(|_| format!("{} is not a hex quantity", excerpt(result)))?,
                     true,
                 ),
-                None => (s.parse().map_err(|_| format!("`{s}` is not a number"))?, false),
+                None => (
+                    s.parse()
+                        .map_err(|_| format!("{} is not a number", excerpt(result)))?,
+                    false,
+                ),
             },
             Value::Number(n) => (
                 n.as_u64().ok_or_else(|| format!("{n} is not a whole number"))?,
                 false,
             ),
-            other => return Err(format!("expected a number or a hex quantity, got {other}")),
+            other => {
+                return Err(format!(
+                    "expected a number or a hex quantity, got {}",
+                    excerpt(other)
+                ))
+            }
         };
         self.values[index].store(value, Ordering::Relaxed);
         self.quantity[index].store(quantity, Ordering::Relaxed);
         Ok(())
+    }
+}
+
+/// A polled result as an error shows it: whole when short, else its first
+/// bytes (as many as a failed call's example keeps) and its size.
+fn excerpt(result: &Value) -> String {
+    let text = result.to_string();
+    let mut end = text.len().min(EXAMPLE_ANSWER_BYTES);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    if end == text.len() {
+        return text;
+    }
+    format!("{}… ({} bytes in all)", &text[..end], text.len())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_refused_result_is_shown_whole_only_when_short() {
+        let polled = Polled::new(vec!["head".into()]);
+        assert_eq!(
+            polled.set(0, &json!({"number": 1})),
+            Err(r#"expected a number or a hex quantity, got {"number":1}"#.into())
+        );
+        let large = json!({ "é": "x".repeat(10_000) });
+        let error = polled.set(0, &json!(large)).unwrap_err();
+        let size = large.to_string().len();
+        assert!(error.ends_with(&format!("… ({size} bytes in all)")), "{error}");
+        assert!(error.len() < EXAMPLE_ANSWER_BYTES + 100, "{error}");
+        let error = polled
+            .set(0, &json!(format!("0x{}", "z".repeat(500))))
+            .unwrap_err();
+        assert!(error.ends_with(" bytes in all) is not a hex quantity"), "{error}");
+        assert_eq!(polled.set(0, &json!("0x1b4")), Ok(()));
+        assert_eq!(polled.get(0), Generated::Quantity(0x1b4));
     }
 }

@@ -349,6 +349,28 @@ pub fn server_usage_line(usage: &crate::stats::ServerUsage) -> String {
     )
 }
 
+/// The subscriptions opened and what they brought: the gaps between
+/// notifications only where some subscription had two.
+fn subscriptions_line(subs: &crate::stats::SubscriptionSummary) -> String {
+    let opened = format!("subscriptions: {} opened", subs.opened);
+    if subs.notifications == 0 {
+        return format!("{opened}, no notifications (no gap figures)");
+    }
+    let received = format!(
+        "{opened}, {} ({:.1}/s, {:.2}/s each)",
+        count(subs.notifications, "notification"),
+        subs.per_second,
+        subs.per_subscription_per_second
+    );
+    match &subs.gap {
+        Some(gap) => format!(
+            "{received}; gap between notifications p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms",
+            gap.p50_ms, gap.p99_ms, gap.max_ms
+        ),
+        None => format!("{received}; no gap figures (no subscription had two notifications)"),
+    }
+}
+
 /// Children, unsolicited messages, subscriptions and calls left in flight.
 fn extras(out: &mut String, summary: &RunSummary) {
     for usage in &summary.server {
@@ -369,17 +391,7 @@ fn extras(out: &mut String, summary: &RunSummary) {
         );
     }
     if let Some(subs) = &summary.subscriptions {
-        let _ = writeln!(
-            out,
-            "subscriptions: {} opened, {} ({:.1}/s, {:.2}/s each); gap between notifications p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms",
-            subs.opened,
-            count(subs.notifications, "notification"),
-            subs.per_second,
-            subs.per_subscription_per_second,
-            subs.gap.p50_ms,
-            subs.gap.p99_ms,
-            subs.gap.max_ms
-        );
+        let _ = writeln!(out, "{}", subscriptions_line(subs));
     }
     if let Some(ends) = &summary.child_shutdown {
         let _ = writeln!(

@@ -366,15 +366,26 @@ pub fn equality_table(report: &EqualityReport, sample: f64, pinned: Option<&str>
         report.compared,
         report.mismatched
     );
+    if report.ignored > 0 {
+        let _ = write!(out, ", {} ignored by a rule", report.ignored);
+    }
     if report.not_compared > 0 {
         let _ = write!(
             out,
-            ", {} not compared (unsent or unanswered on a target)",
+            ", {} not compared (unanswered on a target)",
             report.not_compared
         );
     }
     out.push('\n');
     for m in &report.methods {
+        if m.compared == 0 && m.ignored > 0 {
+            let _ = writeln!(
+                out,
+                "  {:<24} {:<16} {:>7} ignored (a rule without a pointer: its answers are not compared)",
+                m.method, m.target, m.ignored
+            );
+            continue;
+        }
         let _ = writeln!(
             out,
             "  {:<24} {:<16} {:>7} compared {:>7} differ ({:.2}%)",
@@ -440,10 +451,35 @@ mod tests {
         report.not_compared = 1;
         let line = equality_table(&report, 1.0, None);
         assert!(
-            line.ends_with(
-                "10 calls, 1 answered otherwise, 1 not compared (unsent or unanswered on a target)\n"
-            ),
+            line.ends_with("10 calls, 1 answered otherwise, 1 not compared (unanswered on a target)\n"),
             "{line}"
         );
+    }
+
+    #[test]
+    fn a_method_a_rule_ignores_is_said_to_be_ignored_not_compared() {
+        let report = EqualityReport {
+            compared: 10,
+            ignored: 4,
+            methods: vec![crate::equality::MethodEquality {
+                method: "eth_blockNumber".into(),
+                target: "b".into(),
+                ignored: 4,
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let table = equality_table(&report, 1.0, None);
+        assert!(
+            table.contains("10 calls, 0 answered otherwise, 4 ignored by a rule\n"),
+            "{table}"
+        );
+        assert!(
+            table.contains(
+                "eth_blockNumber          b                      4 ignored (a rule without a pointer"
+            ),
+            "{table}"
+        );
+        assert!(!table.contains("compared       0 differ"), "{table}");
     }
 }

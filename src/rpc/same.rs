@@ -59,16 +59,20 @@ pub fn pointer_matches(pattern: &str, path: &str) -> bool {
     }
 }
 
+/// Whether a rule leaves `method`'s answers out whole: `ignore` without a
+/// pointer.
+pub fn method_ignored(method: &str, rules: &[EqualityRule]) -> bool {
+    rules
+        .iter()
+        .any(|r| r.pointer.is_none() && r.kind == RuleKind::Ignore && glob(&r.method, method))
+}
+
 /// How two answers to the same call differ, in words (empty: alike).
 pub fn differences(method: &str, a: &Value, b: &Value, rules: &[EqualityRule]) -> Vec<String> {
-    let rules: Vec<&EqualityRule> = rules.iter().filter(|r| glob(&r.method, method)).collect();
-    // `ignore` without a pointer: the method's answers are not compared.
-    if rules
-        .iter()
-        .any(|r| r.pointer.is_none() && r.kind == RuleKind::Ignore)
-    {
+    if method_ignored(method, rules) {
         return Vec::new();
     }
+    let rules: Vec<&EqualityRule> = rules.iter().filter(|r| glob(&r.method, method)).collect();
     fn error(v: &Value) -> Option<&Value> {
         v.get("error").filter(|e| !e.is_null())
     }

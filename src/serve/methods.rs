@@ -17,6 +17,9 @@ const MAX_SLEEP: Duration = Duration::from_secs(60);
 pub fn call(method: &str, params: Option<&str>, started: Instant, hold: &mut Duration) -> MethodResult {
     match method {
         "echo" => Ok(params.unwrap_or("null").to_string()),
+        // Takes any params and does nothing: a method to send as a
+        // notification (called, it answers null).
+        "log" => Ok("null".to_string()),
         "add" => add(parse(params)?),
         "sleep" => {
             let ms = first_number(&parse(params)?, "ms").ok_or(INVALID_PARAMS)?;
@@ -285,6 +288,7 @@ mod tests {
     #[test]
     fn methods_answer_as_documented() {
         assert_eq!(run("echo", r#"[1,"a"]"#), Ok(r#"[1,"a"]"#.to_string()));
+        assert_eq!(run("log", r#"{"level":"info"}"#), Ok("null".to_string()));
         assert_eq!(run("add", "[1,2,3]"), Ok("6".to_string()));
         assert_eq!(run("add", r#"{"a":1.5,"b":1}"#), Ok("2.5".to_string()));
         assert_eq!(run("add", r#"["x"]"#), Err(INVALID_PARAMS));

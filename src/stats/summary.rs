@@ -283,8 +283,9 @@ pub struct SubscriptionSummary {
     pub per_second: f64,
     /// And per subscription.
     pub per_subscription_per_second: f64,
-    /// Between consecutive notifications of one subscription.
-    pub gap: LatencySummary,
+    /// Between consecutive notifications of one subscription; `None` (null
+    /// in `summary.json`) when no subscription had two, never zeros.
+    pub gap: Option<LatencySummary>,
 }
 
 impl SubscriptionSummary {
@@ -296,7 +297,8 @@ impl SubscriptionSummary {
             notifications: total.notifications,
             per_second,
             per_subscription_per_second: per_second / total.subscriptions.max(1) as f64,
-            gap: LatencySummary::from_micros(&total.notification_gaps),
+            gap: (!total.notification_gaps.is_empty())
+                .then(|| LatencySummary::from_micros(&total.notification_gaps)),
         }
     }
 }

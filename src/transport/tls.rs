@@ -27,6 +27,9 @@ pub struct ClientTls {
     name: ServerName<'static>,
     /// Whether ALPN must settle on HTTP/2.
     wants_h2: bool,
+    /// The scheme without TLS (`http://`, `ws://`), which a server that
+    /// answers a handshake in plain text is asked about.
+    plain: &'static str,
 }
 
 impl std::fmt::Debug for ClientTls {
@@ -74,6 +77,7 @@ impl ClientTls {
             connector: TlsConnector::from(Arc::new(config)),
             name,
             wants_h2: alpn == ALPN_H2,
+            plain: plain_scheme(url),
         })
     }
 
@@ -87,7 +91,15 @@ impl ClientTls {
             .await
             .map_err(
                 |e| match e.get_ref().is_some_and(|inner| inner.is::<rustls::Error>()) {
-                    true => explain(e),
+                    true => explain(e, self.plain),
+                    // Some plain-text servers close on a ClientHello.
+                    false if e.kind() == io::ErrorKind::UnexpectedEof => io::Error::new(
+                        e.kind(),
+                        format!(
+                            "TLS handshake failed: the server closed the connection during it ({e}): is it {}?",
+                            self.plain
+                        ),
+                    ),
                     false => io::Error::new(e.kind(), format!("TLS handshake failed: {e}")),
                 },
             )?;
@@ -97,6 +109,15 @@ impl ClientTls {
             ));
         }
         Ok(NetStream::Tls(Box::new(stream.into())))
+    }
+}
+
+/// The scheme a `https://` or `wss://` URL has without TLS.
+fn plain_scheme(url: &str) -> &'static str {
+    if url.starts_with("wss://") {
+        "ws://"
+    } else {
+        "http://"
     }
 }
 
@@ -111,7 +132,7 @@ pub async fn settle(stream: &mut NetStream) -> io::Result<()> {
         if let Ok(Err(e)) =
             tokio::time::timeout(std::time::Duration::from_millis(250), stream.read(&mut byte)).await
         {
-            return Err(explain(e));
+            return Err(explain(e, "http://"));
         }
     }
     Ok(())
@@ -175,9 +196,15 @@ fn roots(options: &TlsOptions) -> Result<RootCertStore, String> {
     Ok(roots)
 }
 
-/// Turns a failed handshake into a sentence that says what to do.
-pub fn explain(error: io::Error) -> io::Error {
+/// Turns a failed handshake into a sentence that says what to do; `plain`
+/// is the scheme to ask about when the server did not speak TLS at all.
+pub fn explain(error: io::Error, plain: &str) -> io::Error {
     let advice = match error.get_ref().and_then(|e| e.downcast_ref::<rustls::Error>()) {
+        // A plain-text server answers a ClientHello in its own protocol
+        // (`HTTP/1.1 400 ...`), whose first byte is no TLS record type.
+        Some(rustls::Error::InvalidMessage(why)) => format!(
+            "the server's answer to the TLS handshake is not TLS ({why:?}): is it {plain}? It may serve plain text only"
+        ),
         Some(rustls::Error::InvalidCertificate(why)) => format!(
             "the server's certificate was refused ({why:?}); for a private CA give --cacert FILE, or --insecure to skip verification"
         ),

@@ -203,7 +203,7 @@ impl StreamTarget {
         let (socket, _) = tokio_tungstenite::client_async_with_config(request, stream, Some(config))
             .await
             .map_err(|e| match e {
-                tokio_tungstenite::tungstenite::Error::Io(e) => self.connect_error(tls::explain(e)),
+                tokio_tungstenite::tungstenite::Error::Io(e) => self.connect_error(tls::explain(e, "ws://")),
                 other => self.connect_error(std::io::Error::other(other)),
             })?;
         Ok(socket)
