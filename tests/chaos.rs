@@ -257,9 +257,7 @@ fn a_server_outage_is_blamed_on_the_server_not_the_generator() {
         server.url()
     );
     let (report, _) = common::run_steered(&text, move |control| {
-        while control.target_now() == 0.0 {
-            std::thread::sleep(std::time::Duration::from_millis(1));
-        }
+        common::wait_for_the_start(control);
         // An action, not a timing assertion: the server stops a second in.
         std::thread::sleep(std::time::Duration::from_secs(1));
         server.stop();

@@ -209,9 +209,7 @@ fn plus_and_minus_steer_the_closed_models_calls_in_flight() {
         server.url()
     );
     let (report, snapshots) = common::run_steered(&text, |control| {
-        while control.target_now() == 0.0 {
-            std::thread::sleep(Duration::from_millis(1));
-        }
+        common::wait_for_the_start(control);
         std::thread::sleep(Duration::from_millis(500));
         control.step(false);
         control.step(false);

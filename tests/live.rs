@@ -20,15 +20,6 @@ fn server() -> serve::ServerHandle {
     .unwrap()
 }
 
-/// Waits until the run has started (its control knows the target), so that
-/// the steering's sleeps count from the run's start, not from before its
-/// reachability check.
-fn wait_for_the_start(control: &Control) {
-    while control.target_now() == 0.0 {
-        std::thread::sleep(Duration::from_millis(1));
-    }
-}
-
 // Which request is due when, under a raised rate or a pause, is asserted
 // exactly by the unit tests of `engine::control`. Here the whole engine runs
 // on a wall clock, beside other tests, on machines as small as two busy
@@ -44,7 +35,7 @@ fn raising_the_rate_takes_effect_without_a_burst() {
         server.url()
     );
     let (report, snapshots) = common::run_steered(&text, |control| {
-        wait_for_the_start(control);
+        common::wait_for_the_start(control);
         std::thread::sleep(Duration::from_millis(1000));
         for _ in 0..5 {
             control.step(true);
@@ -96,7 +87,7 @@ fn a_pause_sends_nothing_and_owes_nothing() {
         server.url()
     );
     let (report, snapshots) = common::run_steered(&text, |control| {
-        wait_for_the_start(control);
+        common::wait_for_the_start(control);
         std::thread::sleep(Duration::from_millis(900));
         control.toggle_pause();
         std::thread::sleep(Duration::from_millis(1300));

@@ -67,19 +67,12 @@ fn a_request_limited_run_with_idle_callers_ends_over_websocket() {
     ten_over_four(&format!("ws://{}", server.ws_addr.unwrap()), "");
 }
 
-/// Waits until the run has started (its control knows the target).
-fn wait_for_the_start(control: &Control) {
-    while control.target_now() == 0.0 {
-        std::thread::sleep(Duration::from_millis(1));
-    }
-}
-
 #[test]
 fn a_request_limited_run_ends_after_its_concurrency_is_lowered_over_http1() {
     let server = server();
     let text = scenario(&server.url(), "", "concurrency = 5\nrequests = 3000");
     let report = run_guarded(text, |control| {
-        wait_for_the_start(control);
+        common::wait_for_the_start(control);
         control.step(false);
     });
     assert_eq!(report.summary.requests, 3000);
@@ -97,7 +90,7 @@ fn steering_a_multiplexed_closed_run_moves_over_its_callers_not_its_connections(
     );
     let (targets, seen) = mpsc::channel();
     let report = run_guarded(text, move |control| {
-        wait_for_the_start(control);
+        common::wait_for_the_start(control);
         let mut now = vec![control.target_now()];
         control.step(false);
         now.push(control.target_now());

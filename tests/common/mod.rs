@@ -125,6 +125,15 @@ pub fn assert_timed_from_the_intended_send(report: &RunReport) {
     );
 }
 
+/// Waits until the run has started (its control knows the target), so that
+/// steering counts from the run's start, not from before its connections
+/// opened.
+pub fn wait_for_the_start(control: &Control) {
+    while control.target_now() == 0.0 {
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+}
+
 /// Runs `text` while `steer` acts on the run's control from another thread.
 pub fn run_steered(text: &str, steer: impl FnOnce(&Control) + Send + 'static) -> (RunReport, Vec<Snapshot>) {
     let scenario = scenario(text);
