@@ -186,7 +186,7 @@ fn a_rate_not_kept_fails_its_step_with_the_reason_unless_the_slo_alone_judges() 
     let (code, summary, row) = sweep_at_50(&url, &[], "sweep-late");
     let (slo_code, slo_summary, slo_row) = sweep_at_50(&url, &["--slo-only"], "sweep-slo-only");
     server.kill().unwrap();
-    let remedy = ": every connection busy, add --connections";
+    let remedy = ": every connection busy waiting on the server: the server is at its limit at this rate, or more --connections help if it serves more at once";
     let step = &summary["targets"][0]["steps"][0];
     assert_eq!(code, Some(2), "{summary:#}");
     assert_eq!(step["verdict"], "fail", "{summary:#}");

@@ -283,16 +283,17 @@ fn check_sum(expr: &Expr, op: Op) -> Result<(), String> {
     if fits {
         return Ok(());
     }
-    let (low, high) = bounds(expr);
-    Err(format!(
-        "`{}` can give {low:e}..{high:e}, past what a {} holds: narrow its ranges",
-        op.text(),
-        if kind(expr) == Kind::Float {
-            "finite float"
-        } else {
-            "64-bit whole number"
+    let range = match kind(expr) {
+        Kind::Float => {
+            let (low, high) = bounds(expr);
+            format!("{low:e}..{high:e}, past what a finite float holds")
         }
-    ))
+        _ => {
+            let (low, high) = whole_bounds(expr);
+            format!("{low}..{high}, past what a 64-bit whole number holds")
+        }
+    };
+    Err(format!("`{}` can give {range}: narrow its ranges", op.text()))
 }
 
 /// What a compiled expression may refer to.
@@ -549,12 +550,11 @@ impl Parser<'_> {
             }
             "quantity" => {
                 expect_args(2)?;
-                let (low, high) = (int_literal(&positional[0])?, int_literal(&positional[1])?);
-                if low < 0 {
-                    return Err("quantities are not negative".into());
+                let (low, high) = (quantity_literal(&positional[0])?, quantity_literal(&positional[1])?);
+                if high < low {
+                    return Err(format!("the range {low}..{high} is empty"));
                 }
-                non_empty(low as f64, high as f64)?;
-                Ok(Expr::Quantity(low as u64, high as u64))
+                Ok(Expr::Quantity(low, high))
             }
             "hex" => {
                 expect_args(1)?;
@@ -645,6 +645,18 @@ fn int_literal(expr: &Expr) -> Result<i64, String> {
             .parse()
             .map_err(|_| format!("`{text}` is not a whole number")),
         _ => Err("expected a whole number".into()),
+    }
+}
+
+/// A quantity's bound: a whole number from 0 to 2^64 - 1.
+fn quantity_literal(expr: &Expr) -> Result<u64, String> {
+    let Expr::Literal(text) = expr else {
+        return Err("expected a whole number".into());
+    };
+    match text.parse::<i128>() {
+        Ok(n) if n < 0 => Err("quantities are not negative".into()),
+        Ok(n) => u64::try_from(n).map_err(|_| format!("`{text}` is past the largest quantity, {}", u64::MAX)),
+        Err(_) => Err(format!("`{text}` is not a whole number")),
     }
 }
 

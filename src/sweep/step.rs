@@ -85,10 +85,10 @@ impl Lateness {
                 self.unreachable
             )
         } else if self.in_flight as usize >= capacity.callers && capacity.callers == capacity.connections {
-            "every connection busy, add --connections".to_string()
+            format!("every connection busy waiting on the server: {AT_ITS_LIMIT}")
         } else if self.in_flight as usize >= capacity.callers {
             format!(
-                "every caller busy ({} calls in flight over {} connections), add --connections",
+                "every caller busy waiting on the server ({} calls in flight over {} connections): {AT_ITS_LIMIT}",
                 capacity.callers, capacity.connections
             )
         } else {
@@ -274,6 +274,11 @@ pub fn knees(steps: &[Step], methods: &[String]) -> BTreeMap<String, (Option<f64
         .collect()
 }
 
+/// What a step whose every connection waited on the server says: from
+/// outside, a server at its limit and one short of connections look alike.
+const AT_ITS_LIMIT: &str =
+    "the server is at its limit at this rate, or more --connections help if it serves more at once";
+
 #[cfg(test)]
 pub(super) mod tests {
     use std::time::Duration;
@@ -353,7 +358,7 @@ pub(super) mod tests {
         assert_eq!(step.broken, ["rate not kept"]);
         assert_eq!(
             step.reason,
-            "2.6% of requests sent over 10 ms late: every connection busy, add --connections"
+            "2.6% of requests sent over 10 ms late: every connection busy waiting on the server: the server is at its limit at this rate, or more --connections help if it serves more at once"
         );
         let kept = judged(&run(1000, 10), &["p99 < 50ms"], false);
         assert_eq!(
@@ -369,7 +374,7 @@ pub(super) mod tests {
         assert!(!step.rate_kept && step.broken.is_empty());
         assert_eq!(
             step.reason,
-            "not judged (--slo-only): 2.6% of requests sent over 10 ms late: every connection busy, add --connections"
+            "not judged (--slo-only): 2.6% of requests sent over 10 ms late: every connection busy waiting on the server: the server is at its limit at this rate, or more --connections help if it serves more at once"
         );
         let slow = judged(&run(1000, 26), &["p99 < 0.5ms"], true);
         assert_eq!(slow.verdict, "fail", "the SLO still judges");
@@ -403,11 +408,11 @@ pub(super) mod tests {
         let over = |connections, callers| Capacity { connections, callers };
         assert_eq!(
             late.said(over(8, 8)),
-            "2.6% of requests sent over 10 ms late and 3.8% of requests due never sent: every connection busy, add --connections"
+            "2.6% of requests sent over 10 ms late and 3.8% of requests due never sent: every connection busy waiting on the server: the server is at its limit at this rate, or more --connections help if it serves more at once"
         );
         assert_eq!(
             late.said(over(2, 8)),
-            "2.6% of requests sent over 10 ms late and 3.8% of requests due never sent: every caller busy (8 calls in flight over 2 connections), add --connections"
+            "2.6% of requests sent over 10 ms late and 3.8% of requests due never sent: every caller busy waiting on the server (8 calls in flight over 2 connections): the server is at its limit at this rate, or more --connections help if it serves more at once"
         );
         let spare = Lateness { unsent: 0, ..late };
         assert_eq!(

@@ -138,3 +138,15 @@ proptest! {
         assert_sound(&text, seed);
     }
 }
+
+#[test]
+fn a_quantity_takes_the_whole_64_bit_unsigned_range_and_says_what_is_past_it() {
+    let expr = compile("quantity(0, 18446744073709551615)").expect("the largest quantity is a bound");
+    let mut rng = SmallRng::seed_from_u64(4);
+    assert!(matches!(expr.eval(&mut rng), Generated::Quantity(_)));
+    let past = compile("quantity(0, 18446744073709551616)").unwrap_err();
+    assert!(past.contains("past the largest quantity"), "{past}");
+    assert!(compile("quantity(-1, 5)").unwrap_err().contains("not negative"));
+    let sum = compile("int(9223372036854775807, 9223372036854775807) + 1").unwrap_err();
+    assert!(sum.contains("9223372036854775808..9223372036854775808"), "{sum}");
+}
