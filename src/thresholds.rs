@@ -673,7 +673,7 @@ mod tests {
 
     use super::*;
     use crate::stats::Outcome;
-    use crate::stats::{ClientCpu, LatencyLog, Recorder, StageSummary, Verdict};
+    use crate::stats::{Recorder, StageSummary};
 
     const METHODS: [&str; 4] = ["eth_call", "tools/call", "rpc.discover", "eth_getLogs"];
     const SECONDS: f64 = 10.0;
@@ -722,42 +722,15 @@ mod tests {
         let mut run = first.clone();
         run.merge(&second);
         RunSummary {
-            methods: METHODS
-                .iter()
-                .zip(&run.methods)
-                .map(|(name, stats)| MethodSummary::new(name, stats, SECONDS))
-                .collect(),
-            total: MethodSummary::new("TOTAL", &run.total(), SECONDS),
-            timeseries: Vec::new(),
-            latency_log: LatencyLog::default(),
-            samples: Vec::new(),
-            recorded: Default::default(),
-            server: Vec::new(),
-            connections: crate::stats::ConnectSummary::of(&crate::stats::Connects::default(), 1),
             requests: run.calls(),
-            http_statuses: Default::default(),
-            extra_batch_entries: 0,
-            unsolicited_messages: 0,
-            children_exited: 0,
-            child_exit: None,
-            child_shutdown: None,
-            subscriptions: None,
-            schedule: None,
-            batches: None,
-            setup: None,
             stages,
-            events: Vec::new(),
-            in_flight_at_end: 0,
-            panicked_connections: 0,
-            measured_seconds: SECONDS,
-            paused_seconds: 0.0,
-            steered_to: None,
-            client_cpu: ClientCpu::default(),
-            verdict: Verdict {
-                valid: true,
-                reasons: Vec::new(),
-            },
-            partial: false,
+            ..RunSummary::of_methods(
+                (METHODS.iter().zip(&run.methods))
+                    .map(|(name, stats)| MethodSummary::new(name, stats, SECONDS))
+                    .collect(),
+                MethodSummary::new("TOTAL", &run.total(), SECONDS),
+                SECONDS,
+            )
         }
     }
 

@@ -226,12 +226,12 @@ impl ThreadState {
         shared: &RunState,
         intended: Instant,
     ) -> std::cell::RefMut<'_, Recorder> {
-        if shared.clock().stage_ends.is_empty() {
+        let ends = &shared.clock().stage_ends;
+        let Some(last) = ends.len().checked_sub(1) else {
             return self.recorder.borrow_mut();
-        }
-        let stage = shared.clock().stage_ends.partition_point(|end| *end <= intended);
-        let last = shared.clock().stage_ends.len() - 1;
-        std::cell::RefMut::map(self.stages.borrow_mut(), |stages| &mut stages[stage.min(last)])
+        };
+        let stage = ends.partition_point(|end| *end <= intended).min(last);
+        std::cell::RefMut::map(self.stages.borrow_mut(), |stages| &mut stages[stage])
     }
 
     /// The stages' calls since the last hand-over, leaving fresh recorders.

@@ -466,6 +466,48 @@ pub struct RunSummary {
 }
 
 #[cfg(test)]
+impl RunSummary {
+    /// A valid run of `methods` and their `total` over `seconds`, with
+    /// nothing else in it: what a unit test of a figure's reader starts from.
+    pub fn of_methods(methods: Vec<MethodSummary>, total: MethodSummary, seconds: f64) -> RunSummary {
+        RunSummary {
+            requests: total.calls,
+            methods,
+            total,
+            timeseries: Vec::new(),
+            latency_log: Default::default(),
+            samples: Vec::new(),
+            recorded: Default::default(),
+            server: Vec::new(),
+            connections: super::ConnectSummary::of(&super::Connects::default(), 1),
+            http_statuses: Default::default(),
+            extra_batch_entries: 0,
+            unsolicited_messages: 0,
+            children_exited: 0,
+            child_exit: None,
+            child_shutdown: None,
+            subscriptions: None,
+            schedule: None,
+            batches: None,
+            setup: None,
+            stages: Vec::new(),
+            events: Vec::new(),
+            in_flight_at_end: 0,
+            panicked_connections: 0,
+            measured_seconds: seconds,
+            paused_seconds: 0.0,
+            steered_to: None,
+            client_cpu: Default::default(),
+            verdict: super::Verdict {
+                valid: true,
+                reasons: Vec::new(),
+            },
+            partial: false,
+        }
+    }
+}
+
+#[cfg(test)]
 mod tests {
     use super::*;
 

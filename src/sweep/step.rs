@@ -284,7 +284,7 @@ pub(super) mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::stats::{LatencyLog, MethodSummary, Outcome, Recorder, ScheduleSummary, Verdict};
+    use crate::stats::{MethodSummary, Outcome, Recorder, ScheduleSummary};
 
     /// A step's run: `calls` answered at 1 ms, `late` of them sent late.
     fn run(calls: u64, late: u64) -> RunSummary {
@@ -297,43 +297,20 @@ pub(super) mod tests {
         delays.record_n(100, calls - late).unwrap();
         delays.record_n(50_000, late).unwrap();
         recorder.start_delay = delays.clone();
+        let (methods, total) = (
+            vec![MethodSummary::new("m", &recorder.methods[0], 1.0)],
+            MethodSummary::new("TOTAL", &recorder.total(), 1.0),
+        );
         RunSummary {
-            methods: vec![MethodSummary::new("m", &recorder.methods[0], 1.0)],
-            total: MethodSummary::new("TOTAL", &recorder.total(), 1.0),
-            timeseries: Vec::new(),
-            latency_log: LatencyLog::default(),
-            samples: Vec::new(),
+            requests: calls,
+            schedule: Some(ScheduleSummary::of(&delays, 0, calls)),
+            in_flight_at_end: 4,
             recorded: crate::stats::Recorded {
                 total: recorder,
                 stages: Vec::new(),
                 due: calls,
             },
-            server: Vec::new(),
-            connections: crate::stats::ConnectSummary::of(&crate::stats::Connects::default(), 1),
-            requests: calls,
-            http_statuses: Default::default(),
-            extra_batch_entries: 0,
-            unsolicited_messages: 0,
-            children_exited: 0,
-            child_exit: None,
-            child_shutdown: None,
-            subscriptions: None,
-            schedule: Some(ScheduleSummary::of(&delays, 0, calls)),
-            batches: None,
-            setup: None,
-            stages: Vec::new(),
-            events: Vec::new(),
-            in_flight_at_end: 4,
-            panicked_connections: 0,
-            measured_seconds: 1.0,
-            paused_seconds: 0.0,
-            steered_to: None,
-            client_cpu: ClientCpu::default(),
-            verdict: Verdict {
-                valid: true,
-                reasons: Vec::new(),
-            },
-            partial: false,
+            ..RunSummary::of_methods(methods, total, 1.0)
         }
     }
 
