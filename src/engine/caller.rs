@@ -5,7 +5,9 @@
 use std::rc::Rc;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use rand::rngs::SmallRng;
 use rand::SeedableRng;
@@ -117,7 +119,7 @@ impl Caller {
             // fraction of a millisecond either side of its time; one that
             // leaves early is timed from when it left.
             let wake = claim.intended.checked_sub(TIMER_TICK).unwrap_or(claim.intended);
-            sleep_until(wake.into()).await;
+            sleep_until(wake).await;
             if !shared.control.is_paused() {
                 return Some(claim);
             }

@@ -4,7 +4,7 @@
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
-use std::time::Instant;
+use tokio::time::Instant;
 
 use tokio::sync::Notify;
 
@@ -23,7 +23,7 @@ pub(super) struct Override {
     pub rate: f64,
 }
 
-/// RunState by the engine and whoever steers it (the dashboard's keys).
+/// What the engine and whoever steers it (the dashboard's keys) share.
 #[derive(Debug)]
 pub struct Control {
     paused: AtomicBool,

@@ -20,7 +20,7 @@ pub use poll::first as first_poll;
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::Instant;
+use tokio::time::Instant;
 
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -56,7 +56,28 @@ pub async fn run(
     spec: RunSpec,
     cancel: CancellationToken,
     control: Arc<Control>,
+    observe: impl FnMut(&Snapshot),
+) -> RunSummary {
+    run_placed(spec, cancel, control, observe, Placement::Threads).await
+}
+
+/// Where the engine's shares of the run go.
+#[derive(Clone, Copy, PartialEq)]
+enum Placement {
+    /// Each on an engine thread of its own, with its own runtime.
+    Threads,
+    /// Each a task on the caller's `LocalSet`: one runtime, one clock,
+    /// which a test may pause.
+    #[cfg_attr(not(test), allow(dead_code))]
+    Here,
+}
+
+async fn run_placed(
+    spec: RunSpec,
+    cancel: CancellationToken,
+    control: Arc<Control>,
     mut observe: impl FnMut(&Snapshot),
+    placement: Placement,
 ) -> RunSummary {
     let stop = cancel.child_token();
     let launched = Instant::now();
@@ -83,7 +104,7 @@ pub async fn run(
         _ => None,
     };
     let shared = Arc::new(RunState::new(spec, stop.clone(), control.clone()));
-    let (handles, mut chunks, mut ready) = start_threads(&shared, threads);
+    let (shares, mut chunks, mut ready) = start_shares(&shared, threads, placement);
     // Connections first, then the clock: every connection opens, with its
     // setup, before the schedule's first request is due.
     let mut connected = 0;
@@ -141,9 +162,7 @@ pub async fn run(
     // Read the servers now, before stdio children are shut down.
     let watched = watching.finish().await;
     stop.cancel();
-    for handle in handles {
-        let _ = handle.join();
-    }
+    shares.join().await;
 
     let stopped_at = deadline.map_or(end, |d| end.min(d));
     let measured = stopped_at.saturating_duration_since(shared.clock().measure_start);
@@ -226,47 +245,70 @@ fn add_server_usage(summary: &mut RunSummary, watched: &[crate::stats::Watched])
 fn stop_at(deadline: Instant, stop: CancellationToken) {
     tokio::spawn(async move {
         tokio::select! {
-            _ = tokio::time::sleep_until(deadline.into()) => stop.cancel(),
+            _ = tokio::time::sleep_until(deadline) => stop.cancel(),
             _ = stop.cancelled() => {}
         }
     });
 }
 
-/// What `start_threads` gives back: the threads, the channel their
-/// figures come back on, and the one each says it has connected on.
+/// The shares of the run under way, on threads or as tasks.
+enum Shares {
+    Threads(Vec<std::thread::JoinHandle<()>>),
+    Tasks(Vec<tokio::task::JoinHandle<()>>),
+}
+
+impl Shares {
+    /// Waits for every share to end (stdio children shut down).
+    async fn join(self) {
+        match self {
+            Shares::Threads(handles) => handles.into_iter().for_each(|h| drop(h.join())),
+            Shares::Tasks(handles) => drop(futures_util::future::join_all(handles).await),
+        }
+    }
+}
+
+/// What `start_shares` gives back: the shares, the channel their figures
+/// come back on, and the one each says it has connected on.
 type Started = (
-    Vec<std::thread::JoinHandle<()>>,
+    Shares,
     mpsc::UnboundedReceiver<worker::Chunk>,
     mpsc::UnboundedReceiver<()>,
 );
 
-/// The engine threads, each with its share of the connections (every
-/// `threads`-th one).
-fn start_threads(shared: &Arc<RunState>, threads: usize) -> Started {
+/// The run's shares, each with its part of the connections (every
+/// `threads`-th one), placed as asked.
+fn start_shares(shared: &Arc<RunState>, threads: usize, placement: Placement) -> Started {
     let (chunks_tx, chunks) = mpsc::unbounded_channel();
     let (ready_tx, ready) = mpsc::unbounded_channel();
     let connections = shared.plan.connections;
-    let handles = (0..threads)
-        .map(|thread| {
-            let mine: Vec<usize> = (thread..connections).step_by(threads).collect();
-            let (shared, chunks_tx, ready_tx) = (shared.clone(), chunks_tx.clone(), ready_tx.clone());
-            std::thread::Builder::new()
-                .name(format!("volley-engine-{thread}"))
-                .spawn(move || {
-                    worker::thread_main(
-                        shared,
-                        worker::Channels {
-                            chunks: chunks_tx,
-                            ready: ready_tx,
-                        },
-                        thread,
-                        mine,
-                    )
+    let shares = (0..threads).map(|thread| {
+        let mine: Vec<usize> = (thread..connections).step_by(threads).collect();
+        let channels = worker::Channels {
+            chunks: chunks_tx.clone(),
+            ready: ready_tx.clone(),
+        };
+        (shared.clone(), channels, thread, mine)
+    });
+    let shares = match placement {
+        Placement::Threads => Shares::Threads(
+            shares
+                .map(|(shared, channels, thread, mine)| {
+                    std::thread::Builder::new()
+                        .name(format!("volley-engine-{thread}"))
+                        .spawn(move || worker::thread_main(shared, channels, thread, mine))
+                        .expect("spawning an engine thread")
                 })
-                .expect("spawning an engine thread")
-        })
-        .collect();
-    (handles, chunks, ready)
+                .collect(),
+        ),
+        Placement::Here => Shares::Tasks(
+            shares
+                .map(|(shared, channels, thread, mine)| {
+                    tokio::task::spawn_local(worker::run_share(shared, channels, thread, mine))
+                })
+                .collect(),
+        ),
+    };
+    (shares, chunks, ready)
 }
 
 /// How the run ended: when, how much of it was measured, what it cost.
@@ -366,3 +408,6 @@ fn client_cpu(shared: &RunState, wall: std::time::Duration, threads: usize) -> C
         },
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -4,7 +4,9 @@
 //! path: one task on the control runtime, a few file reads a second.
 
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use tokio_util::sync::CancellationToken;
 

@@ -4,7 +4,9 @@
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use super::control::Control;
 use crate::plan::{LoadPlan, Pacing, Profile, Shard};

@@ -5,7 +5,7 @@
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 use std::sync::Arc;
-use std::time::Instant;
+use tokio::time::Instant;
 
 use super::call::call_once;
 use super::worker::{RunState, ThreadState};

@@ -10,7 +10,9 @@ use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use tokio::sync::mpsc::UnboundedSender;
 use tokio_util::sync::CancellationToken;
@@ -257,72 +259,83 @@ impl ThreadState {
     }
 }
 
+/// An engine thread: its own single-threaded runtime, running its share.
 pub(super) fn thread_main(shared: Arc<RunState>, channels: Channels, thread: usize, connections: Vec<usize>) {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .expect("a single-threaded runtime can always be built");
     let local_set = tokio::task::LocalSet::new();
-    local_set.block_on(&runtime, async move {
-        let local = Rc::new(ThreadState {
-            recorder: RefCell::new(Recorder::new(shared.mix.methods.len())),
-            stages: RefCell::new(vec![
-                Recorder::new(shared.mix.methods.len());
-                shared.plan.stages.len()
-            ]),
-            ids: Cell::new((0, 0)),
-            sent: Cell::new(0),
-            in_flight: Cell::new(0),
-            cancel: shared.cancel.child_token(),
-        });
-        let slots: Vec<Rc<ConnectionSlot>> = connections
-            .iter()
-            .map(|_| Rc::new(ConnectionSlot::default()))
-            .collect();
-        let Channels { chunks, ready } = channels;
-        // Connections first, then the clock, which the engine sets once
-        // every thread has said its connections are open.
-        connect_all(&shared, &local, &slots).await;
-        let _ = ready.send(());
-        tokio::select! {
-            _ = shared.begun() => {}
-            _ = local.cancel.cancelled() => {}
-        }
-        if shared.clock.get().is_none() {
-            // Stopped before the run began: nothing was measured.
-            shut_down(&shared, &slots).await;
-            return;
-        }
-        let tasks = start_callers(&shared, &local, &connections, &slots);
-        let polls: Vec<_> = if thread == 0 {
-            (0..shared.polls.len())
-                .map(|i| tokio::task::spawn_local(super::poll::keep_polling(shared.clone(), i)))
-                .collect()
-        } else {
-            Vec::new()
-        };
-        let tick = Rc::new(Cell::new(0u32));
-        let hand_over = start_hand_over(&shared, &local, thread, &tick, chunks.clone());
-        wait_for_callers(&shared, &local, tasks).await;
-        hand_over.abort();
-        polls.iter().for_each(|p| p.abort());
-        let mut recorder = local.recorder.replace(Recorder::new(0));
-        recorder.unsolicited += slots.iter().map(|slot| slot.unsolicited()).sum::<u64>();
-        // Before the last chunk, so the total is whole when the run ends.
-        shared
-            .cpu_micros
-            .fetch_add(thread_cpu_micros(), Ordering::Relaxed);
-        let _ = chunks.send(Chunk {
-            thread,
-            tick: tick.get(),
-            recorder,
-            in_flight: 0,
-            last: Some(local.sent.get()),
-            stages: local.take_stages(0),
-        });
-        // After the last figures: the children's shutdown is no part of the run.
-        shut_down(&shared, &slots).await;
+    local_set.block_on(&runtime, run_share(shared, channels, thread, connections));
+}
+
+/// One thread's share of the run: its connections opened, its callers
+/// run, its figures handed over. Must run inside a `LocalSet`: on an
+/// engine thread's runtime, or on a test's, under a paused clock.
+pub(super) async fn run_share(
+    shared: Arc<RunState>,
+    channels: Channels,
+    thread: usize,
+    connections: Vec<usize>,
+) {
+    let local = Rc::new(ThreadState {
+        recorder: RefCell::new(Recorder::new(shared.mix.methods.len())),
+        stages: RefCell::new(vec![
+            Recorder::new(shared.mix.methods.len());
+            shared.plan.stages.len()
+        ]),
+        ids: Cell::new((0, 0)),
+        sent: Cell::new(0),
+        in_flight: Cell::new(0),
+        cancel: shared.cancel.child_token(),
     });
+    let slots: Vec<Rc<ConnectionSlot>> = connections
+        .iter()
+        .map(|_| Rc::new(ConnectionSlot::default()))
+        .collect();
+    let Channels { chunks, ready } = channels;
+    // Connections first, then the clock, which the engine sets once
+    // every thread has said its connections are open.
+    connect_all(&shared, &local, &slots).await;
+    let _ = ready.send(());
+    tokio::select! {
+        _ = shared.begun() => {}
+        _ = local.cancel.cancelled() => {}
+    }
+    if shared.clock.get().is_none() {
+        // Stopped before the run began: nothing was measured.
+        shut_down(&shared, &slots).await;
+        return;
+    }
+    let tasks = start_callers(&shared, &local, &connections, &slots);
+    let polls: Vec<_> = if thread == 0 {
+        (0..shared.polls.len())
+            .map(|i| tokio::task::spawn_local(super::poll::keep_polling(shared.clone(), i)))
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let tick = Rc::new(Cell::new(0u32));
+    let hand_over = start_hand_over(&shared, &local, thread, &tick, chunks.clone());
+    wait_for_callers(&shared, &local, tasks).await;
+    hand_over.abort();
+    polls.iter().for_each(|p| p.abort());
+    let mut recorder = local.recorder.replace(Recorder::new(0));
+    recorder.unsolicited += slots.iter().map(|slot| slot.unsolicited()).sum::<u64>();
+    // Before the last chunk, so the total is whole when the run ends.
+    shared
+        .cpu_micros
+        .fetch_add(thread_cpu_micros(), Ordering::Relaxed);
+    let _ = chunks.send(Chunk {
+        thread,
+        tick: tick.get(),
+        recorder,
+        in_flight: 0,
+        last: Some(local.sent.get()),
+        stages: local.take_stages(0),
+    });
+    // After the last figures: the children's shutdown is no part of the run.
+    shut_down(&shared, &slots).await;
 }
 
 /// The thread's callers: `per_connection` on each of its connections.
@@ -358,7 +371,7 @@ fn start_hand_over(
     let methods = shared.mix.methods.len();
     let every = Duration::from_secs(1) / TICKS_PER_SECOND;
     tokio::task::spawn_local(async move {
-        let mut ticks = tokio::time::interval_at((shared.clock().measure_start + every).into(), every);
+        let mut ticks = tokio::time::interval_at(shared.clock().measure_start + every, every);
         loop {
             ticks.tick().await;
             let recorder = local.recorder.replace(Recorder::new(methods));

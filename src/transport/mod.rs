@@ -6,6 +6,7 @@
 mod h2;
 mod headers;
 mod http;
+mod memory;
 pub mod sse;
 mod stream;
 pub mod tls;
@@ -21,6 +22,7 @@ use thiserror::Error;
 
 pub use h2::H2Connection;
 pub use http::{HttpConnection, HttpTarget, DEFAULT_MAX_RESPONSE_BYTES};
+pub use memory::{Peer, PeerCounts};
 pub use stream::{hurry_shutdowns, ChildEnd, MuxConnection, StreamAddr, StreamTarget};
 
 /// How to reach a target URL, beyond the URL itself.
@@ -71,6 +73,9 @@ impl ServerAnswers {
 pub enum Target {
     Http(HttpTarget),
     Stream(StreamTarget),
+    /// A scripted peer in memory, for tests of what runs above the
+    /// transport; no URL names it.
+    Memory(Peer),
 }
 
 #[derive(Debug, Error)]
@@ -253,6 +258,7 @@ impl Target {
         match self {
             Target::Http(t) => t.url(),
             Target::Stream(t) => t.url(),
+            Target::Memory(_) => "memory",
         }
     }
 
@@ -260,6 +266,7 @@ impl Target {
         match self {
             Target::Http(t) => transport_label(t.url(), t.http2),
             Target::Stream(t) => transport_label(t.url(), false),
+            Target::Memory(_) => "memory",
         }
     }
 
@@ -273,6 +280,7 @@ impl Target {
             match self {
                 Target::Http(t) => t.check_reachable().await,
                 Target::Stream(t) => t.check_reachable().await,
+                Target::Memory(_) => Ok(None),
             }
         };
         tokio::time::timeout(within, check)
@@ -335,6 +343,7 @@ impl Connection {
                 Target::Http(t) if t.http2 => Ok(Connection::Http2(H2Connection::open(t).await?)),
                 Target::Http(t) => Ok(Connection::Http(HttpConnection::open(t).await?)),
                 Target::Stream(t) => Ok(Connection::Stream(MuxConnection::open(t).await?)),
+                Target::Memory(peer) => Ok(Connection::Stream(peer.open(DEFAULT_MAX_RESPONSE_BYTES))),
             }
         };
         tokio::time::timeout(within, open)

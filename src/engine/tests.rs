@@ -1,0 +1,204 @@
+//! The engine over an in-memory peer, under tokio's paused clock: the
+//! schedule, the callers and the gathering tested without sockets or
+//! threads, with exact counts. A run that would never end meets a guard
+//! of virtual time, which costs no real time to reach.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::{sleep_until, Instant};
+use tokio_util::sync::CancellationToken;
+
+use super::{run_placed, Control, Placement, RunSpec};
+use crate::plan::{CallTemplate, LoadPlan, Mix, MixCall, Pacing, Shard, Stage};
+use crate::rpc::Version;
+use crate::stats::RunSummary;
+use crate::transport::{Peer, Target};
+
+/// A load of one method over `connections`, each carrying `per_connection`
+/// callers (several: a multiplexed transport's, as over `tcp://`).
+fn plan(pacing: Pacing, connections: usize, per_connection: usize) -> LoadPlan {
+    LoadPlan {
+        pacing,
+        connections,
+        per_connection,
+        duration: None,
+        requests: None,
+        warmup: Duration::ZERO,
+        timeout: Duration::from_secs(1),
+        threads: 1,
+        seed: 7,
+        stages: Vec::new(),
+        initial_concurrency: connections * per_connection,
+        shard: Shard::WHOLE,
+        recorded: None,
+        groups: None,
+    }
+}
+
+fn one_method() -> Mix {
+    let call = MixCall {
+        method: 0,
+        template: CallTemplate::new(Version::V2, "eth_chainId", None),
+        batch: None,
+        notification: false,
+    };
+    Mix::weighted(vec!["eth_chainId".into()], vec![(call, 1, None)], None)
+}
+
+/// Far past the end of any run here: a run still going then never ends.
+const NEVER: Duration = Duration::from_secs(60);
+
+/// Runs `plan` against `peer` on this thread while `steer` acts on its
+/// control; `None` when the run did not end before `NEVER`.
+async fn run<F: std::future::Future<Output = ()> + 'static>(
+    plan: LoadPlan,
+    peer: &Peer,
+    steer: impl FnOnce(Arc<Control>) -> F,
+) -> Option<RunSummary> {
+    let control = Arc::new(Control::new());
+    let spec = RunSpec {
+        plan,
+        mix: one_method(),
+        target: Target::Memory(peer.clone()),
+        setup: Vec::new(),
+        polls: Vec::new(),
+        capture: None,
+        observe: Vec::new(),
+    };
+    let local = tokio::task::LocalSet::new();
+    let steering = local.spawn_local(steer(control.clone()));
+    let running = run_placed(spec, CancellationToken::new(), control, |_| {}, Placement::Here);
+    let summary = tokio::time::timeout(NEVER, local.run_until(running)).await.ok();
+    steering.abort();
+    summary
+}
+
+/// When the run's clock started: steering waits for it.
+async fn started(control: &Control) -> Instant {
+    while control.target_now() == 0.0 {
+        tokio::time::sleep(Duration::from_micros(100)).await;
+    }
+    Instant::now()
+}
+
+async fn no_steering(_: Arc<Control>) {}
+
+/// 10 calls in flight over 4 connections make 12 callers, 2 kept idle:
+/// the idle ones learn that the others took the last request.
+#[tokio::test(start_paused = true)]
+async fn a_request_limited_run_with_idle_callers_ends() {
+    let peer = Peer::new(Duration::from_millis(10));
+    let mut plan = plan(Pacing::Closed, 4, 3);
+    plan.initial_concurrency = 10;
+    plan.requests = Some(100);
+    let summary = run(plan, &peer, no_steering).await.expect("the run ended");
+    assert_eq!(summary.requests, 100);
+    assert_eq!(summary.total.ok, 100);
+    let counts = peer.counts();
+    assert_eq!(counts.requests.load(Ordering::Relaxed), 100);
+    assert_eq!(counts.most_in_flight.load(Ordering::Relaxed), 10);
+    assert_eq!(counts.connections.load(Ordering::Relaxed), 4);
+}
+
+/// A target lowered by `-` leaves a caller idle on a connection of its
+/// own (HTTP/1.1's shape): the run still ends at its last request.
+#[tokio::test(start_paused = true)]
+async fn a_request_limited_run_ends_after_its_concurrency_is_lowered() {
+    let peer = Peer::new(Duration::from_millis(10));
+    let mut plan = plan(Pacing::Closed, 5, 1);
+    plan.requests = Some(3000);
+    let lower = |control: Arc<Control>| async move {
+        started(&control).await;
+        control.step(false);
+    };
+    let summary = run(plan, &peer, lower).await.expect("the run ended");
+    assert_eq!(summary.requests, 3000);
+    assert_eq!(summary.total.ok, 3000);
+    assert_eq!(peer.counts().requests.load(Ordering::Relaxed), 3000);
+    let events: Vec<&str> = summary.events.iter().map(|e| e.what.as_str()).collect();
+    assert_eq!(events, ["target set to 4 calls in flight"]);
+}
+
+/// `+` and `-` move the calls in flight over all 256 callers of 4
+/// multiplexed connections, not over the 4 connections: the peer holds
+/// exactly the target, read between two answers.
+#[tokio::test(start_paused = true)]
+async fn steering_a_multiplexed_closed_run_moves_its_callers_not_its_connections() {
+    let peer = Peer::new(Duration::from_millis(10));
+    let mut plan = plan(Pacing::Closed, 4, 64);
+    plan.duration = Some(Duration::from_secs(5));
+    let (seen_tx, seen) = std::sync::mpsc::channel();
+    let counts = peer.clone();
+    let steer = |control: Arc<Control>| async move {
+        let start = started(&control).await;
+        let mut held = Vec::new();
+        for (second, up) in [(1, false), (2, true), (3, true), (4, true)] {
+            // Half way between two answers, every active caller waits on one.
+            sleep_until(start + Duration::from_millis(second * 1000 + 5)).await;
+            held.push(counts.counts().in_flight.load(Ordering::Relaxed));
+            control.step(up);
+        }
+        let _ = seen_tx.send(held);
+    };
+    let summary = run(plan, &peer, steer).await.expect("the run ended");
+    // 256 - 25.6 rounds to 230; 230 + 23 = 253; 253 + 25.3 rounds to 278,
+    // past the 256 callers the run has: 256.
+    assert_eq!(seen.recv().unwrap(), [256, 230, 253, 256]);
+    let events: Vec<&str> = summary.events.iter().map(|e| e.what.as_str()).collect();
+    assert_eq!(
+        events,
+        [
+            "target set to 230 calls in flight",
+            "target set to 253 calls in flight",
+            "target set to 256 calls in flight",
+        ]
+    );
+}
+
+/// An open model at 200/s through stages of `lengths`: each stage's calls.
+async fn stage_calls(lengths: &[u64]) -> Vec<u64> {
+    let peer = Peer::new(Duration::from_millis(1));
+    let mut plan = plan(Pacing::Open { rate: 200.0 }, 4, 16);
+    plan.stages = (lengths.iter())
+        .map(|ms| Stage {
+            duration: Duration::from_millis(*ms),
+            target: 200.0,
+        })
+        .collect();
+    plan.duration = Some(Duration::from_millis(lengths.iter().sum()));
+    let summary = run(plan, &peer, no_steering).await.expect("the run ended");
+    assert_eq!(summary.in_flight_at_end, 0);
+    summary.stages.iter().map(|s| s.total.calls).collect()
+}
+
+/// Each call counts in the stage of its intended send time, whatever
+/// second it falls in.
+#[tokio::test(start_paused = true)]
+async fn stages_of_a_second_and_a_half_count_their_own_calls() {
+    assert_eq!(stage_calls(&[1500, 1500]).await, [300, 300]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn stages_shorter_than_a_second_count_their_own_calls() {
+    assert_eq!(stage_calls(&[500, 500, 500]).await, [100, 100, 100]);
+}
+
+/// The open model sends exactly what its rate makes due, over time the
+/// paused clock keeps exact.
+#[tokio::test(start_paused = true)]
+async fn an_open_run_sends_what_its_rate_makes_due() {
+    let peer = Peer::new(Duration::from_micros(2500));
+    let mut plan = plan(Pacing::Open { rate: 1000.0 }, 2, 8);
+    plan.duration = Some(Duration::from_secs(2));
+    let summary = run(plan, &peer, no_steering).await.expect("the run ended");
+    assert_eq!(peer.counts().requests.load(Ordering::Relaxed), 2000);
+    // The last, due at 1.999 s, is answered after the deadline.
+    assert_eq!(summary.requests, 1999);
+    assert_eq!(summary.in_flight_at_end, 1);
+    assert_eq!(summary.total.ok, 1999);
+    let schedule = summary.schedule.expect("an open run's schedule");
+    assert_eq!((schedule.unsent, schedule.late_requests), (0, 0));
+    assert!(!schedule.behind);
+}
