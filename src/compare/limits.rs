@@ -4,6 +4,8 @@
 
 use std::collections::BTreeMap;
 
+use crate::thresholds::{Metric, Stat};
+
 /// The figures compared, and whether more is worse.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum ComparedFigure {
@@ -21,18 +23,25 @@ impl ComparedFigure {
         ComparedFigure::ErrorRate,
     ];
 
-    pub fn name(self) -> &'static str {
+    /// The threshold figure this is, whose name it goes by.
+    pub fn metric(self) -> Metric {
         match self {
-            ComparedFigure::P50 => "p50",
-            ComparedFigure::P99 => "p99",
-            ComparedFigure::Rps => "rps",
-            ComparedFigure::ErrorRate => "error_rate",
+            ComparedFigure::P50 => Metric::Latency(Stat::P50),
+            ComparedFigure::P99 => Metric::Latency(Stat::P99),
+            ComparedFigure::Rps => Metric::Rate,
+            ComparedFigure::ErrorRate => Metric::ErrorRate,
         }
     }
 
+    pub fn name(self) -> &'static str {
+        self.metric().name()
+    }
+
+    /// Read by thresholds' reading of figures' names, so `--max-regression`
+    /// and `--threshold` take the same spellings (`calls_per_s` for `rps`).
     fn parse(name: &str) -> Option<ComparedFigure> {
-        (ComparedFigure::ALL.into_iter())
-            .find(|m| m.name() == name || (name == "calls_per_s" && *m == ComparedFigure::Rps))
+        let metric = Metric::named(name)?;
+        ComparedFigure::ALL.into_iter().find(|f| f.metric() == metric)
     }
 
     pub fn higher_is_worse(self) -> bool {
@@ -89,8 +98,10 @@ impl std::str::FromStr for Tolerances {
             let (name, value) = part
                 .split_once('=')
                 .ok_or_else(|| format!("`{part}`: expected METRIC=LIMIT, e.g. p99=10%"))?;
-            let metric = ComparedFigure::parse(name.trim())
-                .ok_or_else(|| format!("`{name}`: unknown metric (p50, p99, rps, error_rate)"))?;
+            let metric = ComparedFigure::parse(name.trim()).ok_or_else(|| {
+                let known: Vec<&str> = ComparedFigure::ALL.iter().map(|f| f.name()).collect();
+                format!("`{name}`: unknown metric ({})", known.join(", "))
+            })?;
             let limit = parse_limit(metric, value.trim()).map_err(|why| format!("`{part}`: {why}"))?;
             tolerances.0.insert(metric, limit);
         }
@@ -213,6 +224,13 @@ mod tests {
             Tolerances::default().0[&ComparedFigure::P50],
             "the others keep theirs"
         );
+        let alias: Tolerances = "calls_per_s=5%".parse().unwrap();
+        assert_eq!(alias.0[&ComparedFigure::Rps].relative, 0.05);
+        for uncompared in ["p90", "p99.9", "mean", "calls", "timeout", "rpc_error"] {
+            let error = format!("{uncompared}=10%").parse::<Tolerances>().unwrap_err();
+            let expected = format!("`{uncompared}`: unknown metric (p50, p99, rps, error_rate)");
+            assert_eq!(error, expected);
+        }
         for bad in [
             "p98=10%",
             "p99=10",

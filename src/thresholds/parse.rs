@@ -138,7 +138,7 @@ fn parse_scope(scope: &str) -> Result<Scope, String> {
 
 fn parse_metric(figure: &str, key: Option<&str>) -> Result<Metric, String> {
     let Some(key) = key else {
-        return plain_metric(figure).ok_or_else(|| unknown_figure(figure));
+        return Metric::named(figure).ok_or_else(|| unknown_figure(figure));
     };
     match figure {
         "rpc_error" => key.parse().map(Metric::RpcErrorCode).map_err(|_| {
@@ -153,32 +153,68 @@ fn parse_metric(figure: &str, key: Option<&str>) -> Result<Metric, String> {
                 let rules: Vec<&str> = ProtocolKind::ALL.iter().map(|r| r.name()).collect();
                 format!("`{key}` is not a protocol rule: one of {}", rules.join(" "))
             }),
-        _ if plain_metric(figure).is_some() => Err(format!(
+        _ if Metric::named(figure).is_some() => Err(format!(
             "`{figure}` takes no [key]: only rpc_error[CODE], http_status[STATUS] and protocol[RULE] do"
         )),
         _ => Err(unknown_figure(figure)),
     }
 }
 
-fn plain_metric(figure: &str) -> Option<Metric> {
-    Some(match figure {
-        "p50" => Metric::Latency(Stat::P50),
-        "p90" => Metric::Latency(Stat::P90),
-        "p99" => Metric::Latency(Stat::P99),
-        "p999" | "p99.9" => Metric::Latency(Stat::P999),
-        "max" => Metric::Latency(Stat::Max),
-        "mean" => Metric::Latency(Stat::Mean),
-        "rps" | "calls_per_s" => Metric::Rate,
-        "calls" => Metric::Calls,
-        "ok" => Metric::Ok,
-        "errors" => Metric::Errors,
-        "error_rate" => Metric::ErrorRate,
-        _ => Metric::Outcome(
-            OutcomeKind::ALL
+/// Every figure written without a `[key]` by each of its spellings, the
+/// outcomes' counts aside (their names are [`OutcomeKind::name`]).
+const SPELLINGS: [(&str, Metric); 13] = [
+    ("p50", Metric::Latency(Stat::P50)),
+    ("p90", Metric::Latency(Stat::P90)),
+    ("p99", Metric::Latency(Stat::P99)),
+    ("p999", Metric::Latency(Stat::P999)),
+    // As the table heads its column.
+    ("p99.9", Metric::Latency(Stat::P999)),
+    ("max", Metric::Latency(Stat::Max)),
+    ("mean", Metric::Latency(Stat::Mean)),
+    ("rps", Metric::Rate),
+    // As `summary.json` names the field.
+    ("calls_per_s", Metric::Rate),
+    ("calls", Metric::Calls),
+    ("ok", Metric::Ok),
+    ("errors", Metric::Errors),
+    ("error_rate", Metric::ErrorRate),
+];
+
+impl Metric {
+    /// The figure a name without a `[key]` means. The one reading of a
+    /// figure's name: `volley compare`'s limits read theirs here too, so the
+    /// two cannot come to accept different spellings.
+    pub fn named(name: &str) -> Option<Metric> {
+        match SPELLINGS.iter().find(|(spelling, _)| *spelling == name) {
+            Some((_, metric)) => Some(*metric),
+            None => OutcomeKind::ALL
                 .into_iter()
-                .find(|kind| *kind != OutcomeKind::Ok && kind.name() == figure)?,
-        ),
-    })
+                .find(|kind| *kind != OutcomeKind::Ok && kind.name() == name)
+                .map(Metric::Outcome),
+        }
+    }
+
+    /// The name the figure is written by, without its `[key]`: `rps`, not
+    /// `calls_per_s`; `rpc_error` for `rpc_error[-32005]`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Metric::Latency(Stat::P50) => "p50",
+            Metric::Latency(Stat::P90) => "p90",
+            Metric::Latency(Stat::P99) => "p99",
+            Metric::Latency(Stat::P999) => "p999",
+            Metric::Latency(Stat::Max) => "max",
+            Metric::Latency(Stat::Mean) => "mean",
+            Metric::Rate => "rps",
+            Metric::Calls => "calls",
+            Metric::Ok => "ok",
+            Metric::Errors => "errors",
+            Metric::ErrorRate => "error_rate",
+            Metric::Outcome(kind) => kind.name(),
+            Metric::RpcErrorCode(_) => "rpc_error",
+            Metric::HttpStatus(_) => "http_status",
+            Metric::ProtocolRule(_) => "protocol",
+        }
+    }
 }
 
 fn unknown_figure(figure: &str) -> String {
@@ -411,6 +447,26 @@ mod tests {
                 assert!(error.contains(part), "{text:?}: {error:?} lacks {part:?}");
             }
         }
+    }
+
+    #[test]
+    fn every_figure_named_in_the_errors_is_read_and_goes_by_its_name() {
+        let names = FIGURES.split([' ', ',']).filter(|n| !n.is_empty());
+        let plain = names.filter(|n| !n.contains(['[', '(']) && *n != "or");
+        let spellings = SPELLINGS.iter().map(|(spelling, _)| *spelling);
+        for spelling in plain.chain(spellings) {
+            let metric = Metric::named(spelling).unwrap_or_else(|| panic!("`{spelling}` is not read"));
+            assert_eq!(Metric::named(metric.name()), Some(metric), "{spelling}");
+        }
+        assert_eq!(Metric::named("calls_per_s").map(Metric::name), Some("rps"));
+        assert_eq!(Metric::named("ok"), Some(Metric::Ok));
+        assert_eq!(
+            Metric::named("timeout"),
+            Some(Metric::Outcome(OutcomeKind::Timeout))
+        );
+        assert_eq!(Metric::named("rpc_error[-32005]"), None);
+        let keyed = parse("stage[1].rpc_error[-32005] <= 5").unwrap();
+        assert_eq!(keyed.metric().name(), "rpc_error");
     }
 
     #[test]
