@@ -4,33 +4,48 @@
 
 use std::collections::BTreeMap;
 
+use crate::thresholds::{Metric, Stat};
+
 /// The figures compared, and whether more is worse.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Metric {
+pub enum ComparedFigure {
     P50,
     P99,
     Rps,
     ErrorRate,
 }
 
-impl Metric {
-    pub const ALL: [Metric; 4] = [Metric::P50, Metric::P99, Metric::Rps, Metric::ErrorRate];
+impl ComparedFigure {
+    pub const ALL: [ComparedFigure; 4] = [
+        ComparedFigure::P50,
+        ComparedFigure::P99,
+        ComparedFigure::Rps,
+        ComparedFigure::ErrorRate,
+    ];
 
-    pub fn name(self) -> &'static str {
+    /// The threshold figure this is, whose name it goes by.
+    pub fn metric(self) -> Metric {
         match self {
-            Metric::P50 => "p50",
-            Metric::P99 => "p99",
-            Metric::Rps => "rps",
-            Metric::ErrorRate => "error_rate",
+            ComparedFigure::P50 => Metric::Latency(Stat::P50),
+            ComparedFigure::P99 => Metric::Latency(Stat::P99),
+            ComparedFigure::Rps => Metric::Rate,
+            ComparedFigure::ErrorRate => Metric::ErrorRate,
         }
     }
 
-    fn parse(name: &str) -> Option<Metric> {
-        (Metric::ALL.into_iter()).find(|m| m.name() == name || (name == "calls_per_s" && *m == Metric::Rps))
+    pub fn name(self) -> &'static str {
+        self.metric().name()
+    }
+
+    /// Read by thresholds' reading of figures' names, so `--max-regression`
+    /// and `--threshold` take the same spellings (`calls_per_s` for `rps`).
+    fn parse(name: &str) -> Option<ComparedFigure> {
+        let metric = Metric::named(name)?;
+        ComparedFigure::ALL.into_iter().find(|f| f.metric() == metric)
     }
 
     pub fn higher_is_worse(self) -> bool {
-        self != Metric::Rps
+        self != ComparedFigure::Rps
     }
 }
 
@@ -52,7 +67,7 @@ impl Limit {
 
 /// Each metric's limit.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Tolerances(pub BTreeMap<Metric, Limit>);
+pub struct Tolerances(pub BTreeMap<ComparedFigure, Limit>);
 
 /// The limits when none are given. A fixed-rate run of one unchanged
 /// server differs from the next by tenths of a millisecond at the median
@@ -83,8 +98,10 @@ impl std::str::FromStr for Tolerances {
             let (name, value) = part
                 .split_once('=')
                 .ok_or_else(|| format!("`{part}`: expected METRIC=LIMIT, e.g. p99=10%"))?;
-            let metric = Metric::parse(name.trim())
-                .ok_or_else(|| format!("`{name}`: unknown metric (p50, p99, rps, error_rate)"))?;
+            let metric = ComparedFigure::parse(name.trim()).ok_or_else(|| {
+                let known: Vec<&str> = ComparedFigure::ALL.iter().map(|f| f.name()).collect();
+                format!("`{name}`: unknown metric ({})", known.join(", "))
+            })?;
             let limit = parse_limit(metric, value.trim()).map_err(|why| format!("`{part}`: {why}"))?;
             tolerances.0.insert(metric, limit);
         }
@@ -92,13 +109,13 @@ impl std::str::FromStr for Tolerances {
     }
 }
 
-fn parse_limit(metric: Metric, value: &str) -> Result<Limit, String> {
+fn parse_limit(metric: ComparedFigure, value: &str) -> Result<Limit, String> {
     let (share, floor) = match value.split_once('+') {
         Some((share, floor)) => (share.trim(), Some(floor.trim())),
         None => (value, None),
     };
     let relative = match metric {
-        Metric::ErrorRate => {
+        ComparedFigure::ErrorRate => {
             let points = share
                 .strip_suffix("pp")
                 .ok_or("the error rate moves in percentage points: give e.g. error_rate=0.1pp")?;
@@ -116,7 +133,7 @@ fn parse_limit(metric: Metric, value: &str) -> Result<Limit, String> {
                     "give a percentage ({}=10%), and for a floor beside it {}",
                     metric.name(),
                     match metric {
-                        Metric::Rps => "calls a second (rps=5%+10/s)",
+                        ComparedFigure::Rps => "calls a second (rps=5%+10/s)",
                         _ => "a time (p50=10%+0.2ms)",
                     }
                 )
@@ -126,7 +143,7 @@ fn parse_limit(metric: Metric, value: &str) -> Result<Limit, String> {
     };
     let absolute = match (metric, floor) {
         (_, None) => 0.0,
-        (Metric::Rps, Some(floor)) => number(
+        (ComparedFigure::Rps, Some(floor)) => number(
             floor
                 .strip_suffix("/s")
                 .ok_or("a floor for rps is calls a second, as in rps=5%+10/s")?,
@@ -154,12 +171,12 @@ fn milliseconds(text: &str) -> Result<f64, String> {
 }
 
 /// A limit as it is written: `25%+0.5ms`, `5%`, `0.10pp`.
-pub fn shown(metric: Metric, limit: &Limit) -> String {
+pub fn shown(metric: ComparedFigure, limit: &Limit) -> String {
     let share = format!("{}%", trim(limit.relative * 100.0));
     match metric {
-        Metric::ErrorRate => format!("{:.2}pp", limit.absolute * 100.0),
+        ComparedFigure::ErrorRate => format!("{:.2}pp", limit.absolute * 100.0),
         _ if limit.absolute == 0.0 => share,
-        Metric::Rps => format!("{share}+{}/s", trim(limit.absolute)),
+        ComparedFigure::Rps => format!("{share}+{}/s", trim(limit.absolute)),
         _ => format!("{share}+{}ms", trim(limit.absolute)),
     }
 }
@@ -180,33 +197,40 @@ mod tests {
             .parse()
             .unwrap();
         assert_eq!(
-            t.0[&Metric::P99],
+            t.0[&ComparedFigure::P99],
             Limit {
                 relative: 0.2,
                 absolute: 1.0
             }
         );
         assert_eq!(
-            t.0[&Metric::P50],
+            t.0[&ComparedFigure::P50],
             Limit {
                 relative: 0.1,
                 absolute: 0.2
             }
         );
         assert_eq!(
-            t.0[&Metric::Rps],
+            t.0[&ComparedFigure::Rps],
             Limit {
                 relative: 0.05,
                 absolute: 10.0
             }
         );
-        assert!((t.0[&Metric::ErrorRate].absolute - 0.005).abs() < 1e-12);
+        assert!((t.0[&ComparedFigure::ErrorRate].absolute - 0.005).abs() < 1e-12);
         let only: Tolerances = "p99=10%".parse().unwrap();
         assert_eq!(
-            only.0[&Metric::P50],
-            Tolerances::default().0[&Metric::P50],
+            only.0[&ComparedFigure::P50],
+            Tolerances::default().0[&ComparedFigure::P50],
             "the others keep theirs"
         );
+        let alias: Tolerances = "calls_per_s=5%".parse().unwrap();
+        assert_eq!(alias.0[&ComparedFigure::Rps].relative, 0.05);
+        for uncompared in ["p90", "p99.9", "mean", "calls", "timeout", "rpc_error"] {
+            let error = format!("{uncompared}=10%").parse::<Tolerances>().unwrap_err();
+            let expected = format!("`{uncompared}`: unknown metric (p50, p99, rps, error_rate)");
+            assert_eq!(error, expected);
+        }
         for bad in [
             "p98=10%",
             "p99=10",
@@ -228,10 +252,10 @@ mod tests {
             absolute: 0.5,
         };
         assert_eq!(limit.allowed(2.0), 1.0);
-        assert_eq!(shown(Metric::P50, &limit), "25%+0.5ms");
+        assert_eq!(shown(ComparedFigure::P50, &limit), "25%+0.5ms");
         assert_eq!(
             shown(
-                Metric::Rps,
+                ComparedFigure::Rps,
                 &Limit {
                     relative: 0.05,
                     absolute: 0.0
@@ -241,7 +265,7 @@ mod tests {
         );
         assert_eq!(
             shown(
-                Metric::ErrorRate,
+                ComparedFigure::ErrorRate,
                 &Limit {
                     relative: 0.0,
                     absolute: 0.001

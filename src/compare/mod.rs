@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-pub use limits::{Limit, Metric, Tolerances, DEFAULT_LIMITS};
+pub use limits::{ComparedFigure, Limit, Tolerances, DEFAULT_LIMITS};
 pub use render::{html_page, junit, markdown, render};
 pub use significance::{rank_test_p, MIN_SAMPLES, SIGNIFICANCE};
 
@@ -59,7 +59,7 @@ impl Verdict {
 #[derive(Debug)]
 pub struct Row {
     pub method: String,
-    pub metric: Metric,
+    pub metric: ComparedFigure,
     /// The baselines' median.
     pub baseline: f64,
     pub current: f64,
@@ -176,7 +176,7 @@ pub fn compare(baselines: &[PathBuf], current: &Path, tolerances: &Tolerances) -
     for method in &methods {
         let total = method == crate::stats::TOTAL_TAG;
         for (&metric, limit) in &tolerances.0 {
-            if metric == Metric::Rps && !total && !one_seed && methods.len() > 2 {
+            if metric == ComparedFigure::Rps && !total && !one_seed && methods.len() > 2 {
                 continue;
             }
             rows.push(row(&base, &cur, method, metric, *limit)?);
@@ -291,7 +291,7 @@ fn same_place(a: &Value, b: &Value) -> bool {
 /// The figure `summary.json` holds for `method`'s `metric`; a missing one
 /// is an error naming the file and the field (a renamed field must never
 /// compare as zero).
-fn figure(read: &Read, method: &str, metric: Metric) -> anyhow::Result<f64> {
+fn figure(read: &Read, method: &str, metric: ComparedFigure) -> anyhow::Result<f64> {
     let summary = &read.run.summary["summary"];
     let (figures, at) = match method == crate::stats::TOTAL_TAG {
         true => (&summary["total"], "summary.total".to_string()),
@@ -303,10 +303,10 @@ fn figure(read: &Read, method: &str, metric: Metric) -> anyhow::Result<f64> {
         ),
     };
     let (value, field) = match metric {
-        Metric::P50 => (&figures["latency"]["p50_ms"], "latency.p50_ms"),
-        Metric::P99 => (&figures["latency"]["p99_ms"], "latency.p99_ms"),
-        Metric::Rps => (&figures["calls_per_s"], "calls_per_s"),
-        Metric::ErrorRate => (&figures["error_rate"], "error_rate"),
+        ComparedFigure::P50 => (&figures["latency"]["p50_ms"], "latency.p50_ms"),
+        ComparedFigure::P99 => (&figures["latency"]["p99_ms"], "latency.p99_ms"),
+        ComparedFigure::Rps => (&figures["calls_per_s"], "calls_per_s"),
+        ComparedFigure::ErrorRate => (&figures["error_rate"], "error_rate"),
     };
     value.as_f64().ok_or_else(|| {
         anyhow::anyhow!(
@@ -340,16 +340,16 @@ fn figure_count(read: &Read, method: &str, field: &str) -> anyhow::Result<f64> {
 }
 
 /// The run's quarter-second samples of the very figure compared.
-fn samples(run: &Run, method: &str, metric: Metric) -> Vec<f64> {
+fn samples(run: &Run, method: &str, metric: ComparedFigure) -> Vec<f64> {
     let of_method = (run.samples.iter().flatten()).filter(|s| s.method == method);
     match metric {
-        Metric::P50 => of_method.filter_map(|s| s.p50_ms).collect(),
-        Metric::P99 => of_method.filter_map(|s| s.p99_ms).collect(),
-        Metric::Rps => of_method
+        ComparedFigure::P50 => of_method.filter_map(|s| s.p50_ms).collect(),
+        ComparedFigure::P99 => of_method.filter_map(|s| s.p99_ms).collect(),
+        ComparedFigure::Rps => of_method
             .filter(|s| s.is_whole())
             .map(|s| s.calls_per_s())
             .collect(),
-        Metric::ErrorRate => Vec::new(),
+        ComparedFigure::ErrorRate => Vec::new(),
     }
 }
 
@@ -368,7 +368,7 @@ fn median(values: &mut [f64]) -> f64 {
     }
 }
 
-fn row(base: &[Read], cur: &Read, method: &str, metric: Metric, limit: Limit) -> anyhow::Result<Row> {
+fn row(base: &[Read], cur: &Read, method: &str, metric: ComparedFigure, limit: Limit) -> anyhow::Result<Row> {
     let mut figures: Vec<f64> = base
         .iter()
         .map(|b| figure(b, method, metric))
@@ -377,7 +377,7 @@ fn row(base: &[Read], cur: &Read, method: &str, metric: Metric, limit: Limit) ->
     let spread = figures.iter().map(|f| (f - baseline).abs()).fold(0.0, f64::max);
     let current = figure(cur, method, metric)?;
     let p_value = match metric {
-        Metric::ErrorRate => {
+        ComparedFigure::ErrorRate => {
             let mut pooled = (0.0, 0.0);
             for b in base {
                 let (errors, calls) = counts(b, method)?;
@@ -395,7 +395,7 @@ fn row(base: &[Read], cur: &Read, method: &str, metric: Metric, limit: Limit) ->
     };
     let difference = current - baseline;
     let change = match metric {
-        Metric::ErrorRate => difference,
+        ComparedFigure::ErrorRate => difference,
         _ if baseline > 0.0 => difference / baseline,
         _ => 0.0,
     };

@@ -4,7 +4,7 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use super::{limits, Comparison, Metric, Row, Run, Verdict};
+use super::{limits, ComparedFigure, Comparison, Row, Run, Verdict};
 
 /// The verdict line every format ends with.
 pub(super) fn result_line(comparison: &Comparison) -> String {
@@ -35,8 +35,8 @@ pub(super) fn result_line(comparison: &Comparison) -> String {
 /// A row's figure with its unit: ms, calls/s, or an error rate in percent.
 fn figure(r: &Row, value: f64) -> String {
     match r.metric {
-        Metric::ErrorRate => format!("{:.2}%", value * 100.0),
-        Metric::Rps => format!("{value:.1}/s"),
+        ComparedFigure::ErrorRate => format!("{:.2}%", value * 100.0),
+        ComparedFigure::Rps => format!("{value:.1}/s"),
         _ => format!("{value:.3} ms"),
     }
 }
@@ -51,7 +51,7 @@ fn change_and_limit(r: &Row) -> (String, String) {
     };
     let limit = limits::shown(r.metric, &r.limit);
     match r.metric {
-        Metric::ErrorRate => (format!("{:+.2}pp", change * 100.0), limit),
+        ComparedFigure::ErrorRate => (format!("{:+.2}pp", change * 100.0), limit),
         _ => (format!("{:+.1}%", change * 100.0), limit),
     }
 }

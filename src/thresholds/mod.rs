@@ -1,0 +1,138 @@
+//! Thresholds: pass/fail limits on a finished run's figures.
+//!
+//! Written `[SCOPE.]FIGURE[KEY] OP LIMIT`: `p99 < 200ms`, `eth_call.p50 < 20ms`,
+//! `error_rate < 0.1%`, `stage[2].rps > 1000`, `rpc_error[-32005] < 1%`. They
+//! are parsed (and their methods and stages checked) before anything is sent,
+//! so a typo costs nothing, and judged on the [`RunSummary`](crate::stats::RunSummary) at the end.
+
+mod judge;
+mod parse;
+
+use serde::Serialize;
+
+use crate::stats::{OutcomeKind, ProtocolKind};
+
+pub use judge::{check_methods, evaluate_all};
+pub use parse::parse;
+
+/// What a threshold looks at: the whole run, one method, or one stage.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Scope {
+    Total,
+    Method(String),
+    /// Numbered from 1, as written and as every report shows stages.
+    Stage(usize),
+}
+
+/// One of the latency figures of [`LatencySummary`](crate::stats::LatencySummary).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stat {
+    Mean,
+    P50,
+    P90,
+    P99,
+    P999,
+    Max,
+}
+
+/// The figure a threshold limits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Metric {
+    /// From the intended send time (the headline latency), in ms.
+    Latency(Stat),
+    /// Calls a second.
+    Rate,
+    Calls,
+    Ok,
+    Errors,
+    /// Errors over calls.
+    ErrorRate,
+    /// Calls with this outcome (never `ok`: that is [`Metric::Ok`]).
+    Outcome(OutcomeKind),
+    RpcErrorCode(i64),
+    HttpStatus(u16),
+    ProtocolRule(ProtocolKind),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Op {
+    Lt,
+    Le,
+    Gt,
+    Ge,
+    Eq,
+    Ne,
+}
+
+/// The limit, kept in the form it was written in: a share written `0.1%`
+/// is compared as `errors × 100 / calls` against 0.1, and one written
+/// `0.001` as `errors / calls` against 0.001, so a run exactly at its limit
+/// is not tipped over by the rounding of a conversion.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Limit {
+    /// A latency in whole nanoseconds: the histograms count whole
+    /// microseconds, so comparing integers keeps `max == 1.5ms` exact.
+    Nanos(u64),
+    PerSecond(f64),
+    Count(u64),
+    /// A share of the scope's calls, in percent.
+    Percent(f64),
+    /// A share of the scope's calls, from 0 to 1.
+    Fraction(f64),
+}
+
+/// A parsed threshold; it serializes as the text it was written as.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Threshold {
+    text: String,
+    scope: Scope,
+    metric: Metric,
+    op: Op,
+    limit: Limit,
+}
+
+/// A threshold judged on a run, for the table and `summary.json`.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ThresholdResult {
+    pub expression: String,
+    /// In `unit`; `None` when the figure does not exist in this run (a
+    /// method that made no calls, a stage never reached): a failure.
+    pub measured: Option<f64>,
+    /// `ms`, `calls/s`, `calls`, `%` or `fraction`.
+    pub unit: &'static str,
+    pub passed: bool,
+    /// The measured value as people read it: `212.4 ms`, `0.37%`.
+    pub shown: String,
+    /// Why nothing was measured.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+impl Threshold {
+    /// The expression as written (trimmed).
+    pub fn text(&self) -> &str {
+        &self.text
+    }
+
+    pub fn scope(&self) -> &Scope {
+        &self.scope
+    }
+
+    pub fn metric(&self) -> Metric {
+        self.metric
+    }
+
+    pub fn op(&self) -> Op {
+        self.op
+    }
+
+    pub fn limit(&self) -> Limit {
+        self.limit
+    }
+}
+
+/// The thresholds in a list written one after another, split at `;`.
+#[cfg(test)]
+fn each(list: &str) -> impl Iterator<Item = &str> {
+    list.split(';').map(str::trim).filter(|t| !t.is_empty())
+}
