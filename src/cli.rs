@@ -8,15 +8,23 @@ use crate::scenario::parse_duration;
 use crate::serve::Latency;
 use clap::{Args, Parser, Subcommand};
 
-/// How flags meet a scenario file, shown under `volley run --help`.
+/// How flags meet a scenario file: shown under `volley run --help`, and
+/// word for word in README.md (a test holds the two together).
 pub const FLAG_RULE: &str = "\
-Flags and a scenario file: a flag replaces what it names in the file; where a flag and the
-file's other settings cannot both hold, the error names both. --rate and --concurrency replace
-the load model and its stages (and a replay's recorded pace); --duration and --requests replace the run's end (--duration
-with the file's stages is an error); --method replaces the mix with one call; --target replaces
-`target`, `targets` or `command` (not an LSP command: its framing needs stdio; given twice or
-more, the targets are compared); -H replaces the file's
-header of that name.";
+Flags and a scenario file:
+- A flag replaces what it names in the file.
+- Where a flag and the file's other settings cannot both hold, the error names both.
+- --rate and --concurrency replace the load model and its stages (and a replay's recorded pace).
+- --duration and --requests replace the run's end; -n with -d ends the run at whichever comes first.
+- --duration on a file with stages is an error: the stages set the length.
+- --method replaces the mix with one call; --params sets its params (or those of a file's only call), with ${...} generators as in a file.
+- --target replaces `target`, `targets` or `command`, so a file may leave it out.
+- --target given twice or more compares the targets side by side.
+- --target cannot replace a `command` with `framing = \"content-length\"`: LSP framing needs the child's stdio.
+- -H replaces the file's header of that name.
+- A header of yours (-H or [headers]) replaces volley's own of that name (Content-Type, Accept, User-Agent) on HTTP/1.1, HTTP/2 and the WebSocket handshake.
+- A duration, as a flag or a key, is at most 365 days.
+- In the closed model every connection carries at least one call: more connections than calls in flight is refused, naming both.";
 
 #[derive(Parser, Debug)]
 #[command(

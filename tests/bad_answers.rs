@@ -287,7 +287,7 @@ fn a_poll_answered_with_a_large_object_shows_only_its_first_bytes() {
         (200, answer.to_string())
     });
     let whole = block().to_string();
-    let first = &whole[..volley::stats::EXAMPLE_ANSWER_BYTES];
+    let first = &whole[..volley::stats::EXCERPT_BYTES];
     assert!(
         message.ends_with(&format!(
             "poll `head`: expected a number or a hex quantity, got {first}… ({} bytes in all)",

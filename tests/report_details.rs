@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 use volley::report::{self, LoadMeta, RunReport};
-use volley::stats::{SecondRow, EXAMPLES_PER_OUTCOME, EXAMPLE_ANSWER_BYTES};
+use volley::stats::{SecondRow, EXAMPLES_PER_OUTCOME, EXCERPT_BYTES};
 
 /// A header value that must never be written anywhere.
 const SECRET: &str = "s3cret-header-value";
@@ -105,13 +105,9 @@ fn every_error_outcome_keeps_a_few_examples_with_their_reason() {
     assert_eq!(field(status, "outcome"), "http_status(503)");
     assert!(field(status, "reason").contains("503"), "{status}");
     assert!(field(status, "answer").starts_with("<html>"), "{status}");
-    assert_eq!(
-        field(status, "answer").len(),
-        EXAMPLE_ANSWER_BYTES,
-        "the answer is cut"
-    );
+    assert_eq!(field(status, "answer").len(), EXCERPT_BYTES, "the answer is cut");
     assert!(
-        status["answer_bytes"].as_u64().unwrap() > EXAMPLE_ANSWER_BYTES as u64,
+        status["answer_bytes"].as_u64().unwrap() > EXCERPT_BYTES as u64,
         "{status}"
     );
     assert_eq!(

@@ -107,7 +107,7 @@ pub fn judge(
         rule: case.rule,
         verdict,
         reason: broken,
-        sent: excerpt(&(case.request)(method)),
+        sent: crate::stats::excerpt(&(case.request)(method)),
         received: match answer {
             Ok(Answer { status, body }) if body.is_empty() => {
                 status.map_or("nothing".into(), |s| format!("HTTP {s}, empty body"))
@@ -115,8 +115,8 @@ pub fn judge(
             Ok(Answer {
                 status: Some(s),
                 body,
-            }) => format!("HTTP {s}: {}", excerpt(body)),
-            Ok(Answer { status: None, body }) => excerpt(body),
+            }) => format!("HTTP {s}: {}", crate::stats::excerpt(body)),
+            Ok(Answer { status: None, body }) => crate::stats::excerpt(body),
             Err(_) => "the transport failed".into(),
         },
     }
@@ -248,16 +248,6 @@ pub fn table(findings: &[Finding]) -> String {
         count(Verdict::Stale)
     );
     out
-}
-
-/// The start of a message, for evidence.
-fn excerpt(bytes: &[u8]) -> String {
-    const SHOWN: usize = 160;
-    let text = String::from_utf8_lossy(&bytes[..bytes.len().min(SHOWN)]);
-    match bytes.len() > SHOWN {
-        true => format!("{text}… ({} bytes)", bytes.len()),
-        false => text.into_owned(),
-    }
 }
 
 #[cfg(test)]

@@ -84,22 +84,11 @@ pub(super) async fn call_once(
             );
             match outcome {
                 Outcome::Ok => Ok(reply),
-                _ if show_answer => Err(format!("{outcome}: {}", excerpt(&reply.body))),
+                _ if show_answer => Err(format!("{outcome}: {}", crate::stats::excerpt(&reply.body))),
                 _ => Err(outcome.to_string()),
             }
         }
         Ok(Err(error)) => Err(error.to_string()),
         Err(_) => Err(format!("no answer within {within:?}")),
-    }
-}
-
-/// The start of an answer, for a message.
-fn excerpt(body: &[u8]) -> String {
-    const SHOWN: usize = 200;
-    let text = String::from_utf8_lossy(&body[..body.len().min(SHOWN)]);
-    if body.len() > SHOWN {
-        format!("{text}…")
-    } else {
-        text.into_owned()
     }
 }

@@ -9,7 +9,6 @@ use serde_json::Value;
 
 use super::expr::Generated;
 use super::CallTemplate;
-use crate::stats::EXAMPLE_ANSWER_BYTES;
 
 /// A call made every `every` whose result feeds a named value.
 #[derive(Clone, Debug, PartialEq)]
@@ -101,17 +100,9 @@ impl Polled {
 }
 
 /// A polled result as an error shows it: whole when short, else its first
-/// bytes (as many as a failed call's example keeps) and its size.
+/// bytes and its size.
 fn excerpt(result: &Value) -> String {
-    let text = result.to_string();
-    let mut end = text.len().min(EXAMPLE_ANSWER_BYTES);
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    if end == text.len() {
-        return text;
-    }
-    format!("{}… ({} bytes in all)", &text[..end], text.len())
+    crate::stats::excerpt(result.to_string().as_bytes())
 }
 
 #[cfg(test)]
@@ -130,7 +121,7 @@ mod tests {
         let error = polled.set(0, &json!(large)).unwrap_err();
         let size = large.to_string().len();
         assert!(error.ends_with(&format!("… ({size} bytes in all)")), "{error}");
-        assert!(error.len() < EXAMPLE_ANSWER_BYTES + 100, "{error}");
+        assert!(error.len() < crate::stats::EXCERPT_BYTES + 100, "{error}");
         let error = polled
             .set(0, &json!(format!("0x{}", "z".repeat(500))))
             .unwrap_err();

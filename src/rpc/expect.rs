@@ -166,8 +166,11 @@ impl fmt::Display for Expectation {
         match self {
             Expectation::Recorded(recorded) => {
                 let text = recorded.answer.to_string();
-                let shown: String = text.chars().take(200).collect();
-                write!(f, "the recorded answer {shown}")
+                write!(
+                    f,
+                    "the recorded answer {}",
+                    crate::stats::excerpt(text.as_bytes())
+                )
             }
             Expectation::Error(codes) if codes.is_empty() => f.write_str("an error"),
             Expectation::Error(codes) => {

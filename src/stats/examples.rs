@@ -14,9 +14,36 @@ use super::{Outcome, ProtocolKind};
 
 /// Examples kept per error outcome, per method (and in the total).
 pub const EXAMPLES_PER_OUTCOME: usize = 3;
-/// Bytes of an answer kept in an example: enough to recognise an error
-/// object or an HTML page, not enough to hold a big body in memory.
-pub const EXAMPLE_ANSWER_BYTES: usize = 200;
+/// Bytes of an answer shown wherever volley shows one (an example, the
+/// live view's last error, a failed setup call or poll, `check`'s
+/// evidence): enough to recognise an error object or an HTML page, not
+/// enough to hold a big body in memory.
+pub const EXCERPT_BYTES: usize = 200;
+
+/// The first bytes of `bytes` as text (`EXCERPT_BYTES`, never half a
+/// character), without a mark of the cut: what an example keeps, beside
+/// the size of the whole.
+pub fn head(bytes: &[u8]) -> String {
+    let mut end = bytes.len().min(EXCERPT_BYTES);
+    // A cut through a character leaves it out rather than garble it.
+    while end > 0
+        && end < bytes.len()
+        && std::str::from_utf8(&bytes[..end]).is_err_and(|e| e.error_len().is_none())
+    {
+        end -= 1;
+    }
+    String::from_utf8_lossy(&bytes[..end]).into_owned()
+}
+
+/// `bytes` as a message shows them: whole when short, else their first
+/// `EXCERPT_BYTES` and the size of the whole.
+pub fn excerpt(bytes: &[u8]) -> String {
+    let shown = head(bytes);
+    if bytes.len() <= EXCERPT_BYTES {
+        return shown;
+    }
+    format!("{shown}… ({} bytes in all)", bytes.len())
+}
 
 /// One failed call, kept as an example.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
@@ -54,7 +81,6 @@ impl ErrorExample {
         expected: Option<&dyn Display>,
         answer: &[u8],
     ) -> Self {
-        let kept = &answer[..answer.len().min(EXAMPLE_ANSWER_BYTES)];
         ErrorExample {
             method: method.to_string(),
             outcome: outcome.to_string(),
@@ -64,7 +90,7 @@ impl ErrorExample {
                 expected,
             }
             .to_string(),
-            answer: String::from_utf8_lossy(kept).into_owned(),
+            answer: head(answer),
             answer_bytes: answer.len(),
         }
     }
@@ -130,16 +156,33 @@ mod tests {
     fn an_answer_is_cut_and_its_size_kept() {
         let answer = vec![b'x'; 1000];
         let example = ErrorExample::new("m", Outcome::InvalidJson, Cause::Answer, None, &answer);
-        assert_eq!(example.answer.len(), EXAMPLE_ANSWER_BYTES);
+        assert_eq!(example.answer.len(), EXCERPT_BYTES);
         assert_eq!(example.answer_bytes, 1000);
         assert_eq!(example.reason, "the answer is not JSON");
     }
 
     #[test]
     fn a_cut_through_a_character_stays_valid_text() {
-        let answer = "é".repeat(EXAMPLE_ANSWER_BYTES);
+        // The cut falls in the middle of the 100th `é`, which is left out.
+        let answer = format!("a{}", "é".repeat(EXCERPT_BYTES));
         let example = ErrorExample::new("m", Outcome::InvalidJson, Cause::Answer, None, answer.as_bytes());
-        assert!(example.answer.starts_with("éé"));
+        assert_eq!(example.answer, format!("a{}", "é".repeat(EXCERPT_BYTES / 2 - 1)));
+    }
+
+    #[test]
+    fn an_excerpt_is_whole_when_short_and_says_its_size_when_cut() {
+        assert_eq!(excerpt(b"short"), "short");
+        let exact = vec![b'a'; EXCERPT_BYTES];
+        assert_eq!(excerpt(&exact), "a".repeat(EXCERPT_BYTES));
+        let longer = vec![b'b'; EXCERPT_BYTES + 1];
+        let shown = format!(
+            "{}… ({} bytes in all)",
+            "b".repeat(EXCERPT_BYTES),
+            EXCERPT_BYTES + 1
+        );
+        assert_eq!(excerpt(&longer), shown);
+        // Bytes that are not text are shown as replacement characters.
+        assert_eq!(excerpt(b"\xff!"), "\u{fffd}!");
     }
 
     #[test]

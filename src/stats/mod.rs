@@ -13,7 +13,7 @@ mod usage;
 mod verdict;
 
 pub use connects::{ConnectSummary, Connects};
-pub use examples::{Cause, ErrorExample, EXAMPLES_PER_OUTCOME, EXAMPLE_ANSWER_BYTES};
+pub use examples::{excerpt, Cause, ErrorExample, EXAMPLES_PER_OUTCOME, EXCERPT_BYTES};
 pub use latency_log::{tag_for, Interval, LatencyLog, TOTAL_TAG};
 pub use outcome::{Outcome, OutcomeKind, ProtocolKind};
 pub use sample::{Quarter, Sample, SAMPLES_PER_SECOND};
@@ -68,9 +68,8 @@ pub struct MethodStats {
     pub error_examples: [Vec<ErrorExample>; OutcomeKind::COUNT],
 }
 
-/// Examples of failed expectations kept per method, and their size.
+/// Examples of failed expectations kept per method.
 pub const MAX_EXAMPLES: usize = 5;
-const MAX_EXAMPLE_BYTES: usize = 512;
 
 impl Default for MethodStats {
     fn default() -> Self {
@@ -116,14 +115,8 @@ impl MethodStats {
         if self.examples.len() >= MAX_EXAMPLES {
             return;
         }
-        let text = String::from_utf8_lossy(&answer[..answer.len().min(MAX_EXAMPLE_BYTES)]);
-        let cut = if answer.len() > MAX_EXAMPLE_BYTES {
-            " …(cut)"
-        } else {
-            ""
-        };
         self.examples
-            .push(format!("expected {expected}; got {text}{cut}"));
+            .push(format!("expected {expected}; got {}", excerpt(answer)));
     }
 
     /// Keeps a failed call as an example while its outcome has room. The
@@ -247,7 +240,7 @@ impl Recorder {
         if self.last_error.is_some() {
             return;
         }
-        let shown = String::from_utf8_lossy(&answer[..answer.len().min(160)]);
+        let shown = excerpt(answer);
         self.last_error = Some(if shown.is_empty() {
             format!("{method}: {outcome}")
         } else {
@@ -432,12 +425,16 @@ mod tests {
     #[test]
     fn an_example_is_marked_cut_only_when_it_was() {
         let mut m = MethodStats::default();
-        let exact = vec![b'a'; MAX_EXAMPLE_BYTES];
-        let longer = vec![b'b'; MAX_EXAMPLE_BYTES + 1];
+        let exact = vec![b'a'; EXCERPT_BYTES];
+        let longer = vec![b'b'; EXCERPT_BYTES + 1];
         m.add_example(&"a result", &exact);
         m.add_example(&"a result", &longer);
-        assert!(m.examples[0].ends_with(&"a".repeat(MAX_EXAMPLE_BYTES)));
-        let kept = format!("{} …(cut)", "b".repeat(MAX_EXAMPLE_BYTES));
+        assert!(m.examples[0].ends_with(&"a".repeat(EXCERPT_BYTES)));
+        let kept = format!(
+            "{}… ({} bytes in all)",
+            "b".repeat(EXCERPT_BYTES),
+            EXCERPT_BYTES + 1
+        );
         assert!(m.examples[1].ends_with(&kept), "{}", m.examples[1]);
         for _ in 0..MAX_EXAMPLES {
             m.add_example(&"a result", b"x");
@@ -466,8 +463,11 @@ mod tests {
         r.note_error("eth_call", Outcome::InvalidJson, b"<html>");
         assert_eq!(r.last_error.as_deref(), Some("eth_call: timeout"));
         let mut later = Recorder::new(1);
-        later.note_error("eth_call", Outcome::InvalidJson, &[b'x'; 200]);
-        let shown = format!("eth_call: invalid_json: {}", "x".repeat(160));
+        later.note_error("eth_call", Outcome::InvalidJson, &[b'x'; 300]);
+        let shown = format!(
+            "eth_call: invalid_json: {}… (300 bytes in all)",
+            "x".repeat(EXCERPT_BYTES)
+        );
         assert_eq!(later.last_error.as_deref(), Some(shown.as_str()));
         r.merge(&later);
         assert_eq!(r.last_error, later.last_error, "the newest hand-over wins");
