@@ -3,7 +3,7 @@
 
 use std::time::SystemTime;
 
-use super::{Scenario, TargetSpec, DEFAULT_CONCURRENCY, DEFAULT_DURATION, DEFAULT_OPEN_CONNECTIONS};
+use super::{Replay, Scenario, TargetSpec, DEFAULT_CONCURRENCY, DEFAULT_DURATION, DEFAULT_OPEN_CONNECTIONS};
 use crate::plan::{
     CallTemplate, LoadPlan, Mix, MixBatch, MixCall, Pacing, Planned, Poll, ReplaySource, SetupCall,
 };
@@ -43,52 +43,10 @@ impl Scenario {
     fn load_plan(&self, warnings: &mut Vec<String>) -> LoadPlan {
         let load = &self.load;
         let shard = self.shard.unwrap_or_default();
-        let staged_max = load.stages.iter().map(|s| s.target.ceil() as u64).max();
-        let multiplexed = self.http2
-            || matches!(&self.target, TargetSpec::Command { .. })
-            || matches!(&self.target, TargetSpec::Url(url) if crate::transport::is_multiplexed(url));
         let (pacing, recorded) = self.pacing();
-        let (connections, per_connection) = match (pacing, multiplexed) {
-            (Pacing::Closed, false) => {
-                let concurrency = staged_max
-                    .or(load.concurrency)
-                    .or(load.connections)
-                    .unwrap_or(DEFAULT_CONCURRENCY);
-                let connections = load.connections.unwrap_or(concurrency);
-                if connections < concurrency {
-                    warnings.push(format!(
-                        "HTTP/1.1 carries one call per connection: {connections} connections give at most {connections} calls in flight, not {concurrency}"
-                    ));
-                }
-                (connections, 1)
-            }
-            (Pacing::Open { .. }, false) => (load.connections.unwrap_or(DEFAULT_OPEN_CONNECTIONS), 1),
-            (Pacing::Closed, true) => {
-                let concurrency = staged_max.or(load.concurrency).unwrap_or(DEFAULT_CONCURRENCY);
-                let connections = load
-                    .connections
-                    .unwrap_or_else(|| load.max_in_flight.map_or(1, |max| concurrency.div_ceil(max)))
-                    .max(1);
-                // A shard's callers carry its share of the calls in flight.
-                let mine = shard.share(connections).max(1);
-                (connections, shard.share(concurrency).div_ceil(mine).max(1))
-            }
-            (Pacing::Open { .. }, true) => (load.connections.unwrap_or(1), load.max_in_flight.unwrap_or(64)),
-        };
-        if load.max_in_flight.is_some() && !multiplexed {
-            warnings.push("--max-in-flight applies to multiplexed transports (ws://, tcp://, unix://, --http2); HTTP/1.1 carries one call per connection".into());
-        }
+        let (connections, per_connection) = self.connections(pacing, warnings);
         let staged = load.stages.iter().map(|s| s.duration).sum();
-        // A replay that stops at the end of its file ends the run there, as a
-        // request limit would: nothing is left to send or to owe.
-        let requests = match &self.replay {
-            Some(replay) if !replay.looping => {
-                let lines = replay.requests.len() as u64;
-                Some(load.requests.map_or(lines, |n| n.min(lines)))
-            }
-            _ => load.requests,
-        }
-        .map(|n| shard.share(n));
+        let requests = self.requests().map(|n| shard.share(n));
         let duration = match (load.duration, requests, load.stages.is_empty()) {
             (_, _, false) => Some(staged),
             (None, None, true) => Some(DEFAULT_DURATION),
@@ -131,6 +89,61 @@ impl Scenario {
         }
     }
 
+    /// How many connections the run opens, and how many calls each
+    /// carries at once: one on HTTP/1.1, more on a multiplexed transport.
+    fn connections(&self, pacing: Pacing, warnings: &mut Vec<String>) -> (u64, u64) {
+        let load = &self.load;
+        let shard = self.shard.unwrap_or_default();
+        let staged_max = load.stages.iter().map(|s| s.target.ceil() as u64).max();
+        let multiplexed = self.http2
+            || matches!(&self.target, TargetSpec::Command { .. })
+            || matches!(&self.target, TargetSpec::Url(url) if crate::transport::is_multiplexed(url));
+        let shape = match (pacing, multiplexed) {
+            (Pacing::Closed, false) => {
+                let concurrency = staged_max
+                    .or(load.concurrency)
+                    .or(load.connections)
+                    .unwrap_or(DEFAULT_CONCURRENCY);
+                let connections = load.connections.unwrap_or(concurrency);
+                if connections < concurrency {
+                    warnings.push(format!(
+                        "HTTP/1.1 carries one call per connection: {connections} connections give at most {connections} calls in flight, not {concurrency}"
+                    ));
+                }
+                (connections, 1)
+            }
+            (Pacing::Open { .. }, false) => (load.connections.unwrap_or(DEFAULT_OPEN_CONNECTIONS), 1),
+            (Pacing::Closed, true) => {
+                let concurrency = staged_max.or(load.concurrency).unwrap_or(DEFAULT_CONCURRENCY);
+                let connections = load
+                    .connections
+                    .unwrap_or_else(|| load.max_in_flight.map_or(1, |max| concurrency.div_ceil(max)))
+                    .max(1);
+                // A shard's callers carry its share of the calls in flight.
+                let mine = shard.share(connections).max(1);
+                (connections, shard.share(concurrency).div_ceil(mine).max(1))
+            }
+            (Pacing::Open { .. }, true) => (load.connections.unwrap_or(1), load.max_in_flight.unwrap_or(64)),
+        };
+        if load.max_in_flight.is_some() && !multiplexed {
+            warnings.push("--max-in-flight applies to multiplexed transports (ws://, tcp://, unix://, --http2); HTTP/1.1 carries one call per connection".into());
+        }
+        shape
+    }
+
+    /// The whole run's request limit, if it has one. A replay that stops at
+    /// the end of its file ends the run there, as a request limit would:
+    /// nothing is left to send or to owe.
+    fn requests(&self) -> Option<u64> {
+        match &self.replay {
+            Some(replay) if !replay.looping => {
+                let lines = replay.requests.len() as u64;
+                Some(self.load.requests.map_or(lines, |n| n.min(lines)))
+            }
+            _ => self.load.requests,
+        }
+    }
+
     /// The load model, and a replay's recorded times: a replay at its
     /// recorded pace is an open model whose requests are due when they were
     /// captured (its rate their mean).
@@ -147,68 +160,65 @@ impl Scenario {
     }
 
     fn mix(&self) -> Mix {
-        /// An index into the mix's tables, whose length a file decides (a
-        /// replay file has a call per recorded call), as the 32 bits the
-        /// engine keeps. Checked, never wrapped: past 2^32 calls the tables
-        /// alone would take hundreds of GiB, so a file that large cannot
-        /// have been read, and this stops it before a call is sent as another.
-        fn table_index(index: usize) -> u32 {
-            u32::try_from(index).expect("a scenario holds fewer than 2^32 calls")
+        match &self.replay {
+            Some(replay) => self.replay_mix(replay),
+            None => self.weighted_mix(),
         }
-        let mut methods: Vec<String> = Vec::new();
-        let mut method_index = |name: &str| match methods.iter().position(|m| m == name) {
-            Some(index) => table_index(index),
-            None => {
-                methods.push(name.to_string());
-                table_index(methods.len() - 1)
-            }
-        };
-        if let Some(replay) = &self.replay {
-            let mut calls = Vec::new();
-            let mut expectations = Vec::new();
-            let rules: std::sync::Arc<[crate::scenario::EqualityRule]> = replay.rules.clone().into();
-            let requests = replay
-                .requests
-                .iter()
-                .enumerate()
-                .map(|(line, request)| {
-                    let answer = replay.answers.as_ref().and_then(|a| a[line].as_deref());
-                    let planned = request
-                        .calls
-                        .iter()
-                        .map(|call| {
-                            let params: Option<serde_json::Value> = call
-                                .params
-                                .as_ref()
-                                .and_then(|p| serde_json::from_str(p.get()).ok());
-                            calls.push(MixCall {
-                                method: method_index(&call.method),
-                                template: CallTemplate::new(self.version, &call.method, params.as_ref()),
-                                batch: None,
-                                notification: call.notification,
-                            });
-                            expectations.push(
-                                recorded_answer(answer, request.batch, call)
-                                    .map(|answer| recorded(&call.method, answer, &rules)),
-                            );
-                            Planned {
-                                call: table_index(calls.len() - 1),
-                                notification: call.notification,
-                            }
-                        })
-                        .collect();
-                    (request.batch, planned)
-                })
-                .collect();
-            let source = ReplaySource::new(requests, replay.looping);
-            return Mix::replay(methods, calls, source, expectations);
-        }
+    }
+
+    /// A call per recorded call, each line's in its order, checked against
+    /// its recorded answer where the replay has them.
+    fn replay_mix(&self, replay: &Replay) -> Mix {
+        let mut methods = Methods::default();
+        let mut calls = Vec::new();
+        let mut expectations = Vec::new();
+        let rules: std::sync::Arc<[crate::scenario::EqualityRule]> = replay.rules.clone().into();
+        let requests = replay
+            .requests
+            .iter()
+            .enumerate()
+            .map(|(line, request)| {
+                let answer = replay.answers.as_ref().and_then(|a| a[line].as_deref());
+                let planned = request
+                    .calls
+                    .iter()
+                    .map(|call| {
+                        let params: Option<serde_json::Value> = call
+                            .params
+                            .as_ref()
+                            .and_then(|p| serde_json::from_str(p.get()).ok());
+                        calls.push(MixCall {
+                            method: methods.index(&call.method),
+                            template: CallTemplate::new(self.version, &call.method, params.as_ref()),
+                            batch: None,
+                            notification: call.notification,
+                        });
+                        expectations.push(
+                            recorded_answer(answer, request.batch, call)
+                                .map(|answer| recorded(&call.method, answer, &rules)),
+                        );
+                        Planned {
+                            call: table_index(calls.len() - 1),
+                            notification: call.notification,
+                        }
+                    })
+                    .collect();
+                (request.batch, planned)
+            })
+            .collect();
+        let source = ReplaySource::new(requests, replay.looping);
+        Mix::replay(methods.names, calls, source, expectations)
+    }
+
+    /// The `[[calls]]`, drawn by weight, each request alone or in a batch.
+    fn weighted_mix(&self) -> Mix {
+        let mut methods = Methods::default();
         let calls = self
             .calls
             .iter()
             .map(|call| {
                 let mix_call = MixCall {
-                    method: method_index(&call.method),
+                    method: methods.index(&call.method),
                     // Params come compiled from a file, or as plain JSON from
                     // the command line.
                     template: match &call.template {
@@ -229,7 +239,35 @@ impl Scenario {
             size: b.size.clone(),
             notifications: b.notifications,
         });
-        Mix::weighted(methods, calls, batch)
+        Mix::weighted(methods.names, calls, batch)
+    }
+}
+
+/// An index into the mix's tables, whose length a file decides (a replay
+/// file has a call per recorded call), as the 32 bits the engine keeps.
+/// Checked, never wrapped: past 2^32 calls the tables alone would take
+/// hundreds of GiB, so a file that large cannot have been read, and this
+/// stops it before a call is sent as another.
+fn table_index(index: usize) -> u32 {
+    u32::try_from(index).expect("a scenario holds fewer than 2^32 calls")
+}
+
+/// The mix's method names, each once, in the order the calls first name
+/// them.
+#[derive(Default)]
+struct Methods {
+    names: Vec<String>,
+}
+
+impl Methods {
+    fn index(&mut self, name: &str) -> u32 {
+        match self.names.iter().position(|m| m == name) {
+            Some(index) => table_index(index),
+            None => {
+                self.names.push(name.to_string());
+                table_index(self.names.len() - 1)
+            }
+        }
     }
 }
 

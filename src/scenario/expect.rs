@@ -1,11 +1,35 @@
 //! The `expect` key: what an answer must look like.
 
 use regex::Regex;
+use serde::Deserialize;
+use serde_json::Value;
 use toml::Spanned;
 
 use super::error::{Locator, ScenarioError};
-use super::raw::{RawCodes, RawExpect};
 use crate::rpc::{Expectation, JsonType, ResultCheck};
+
+/// A call's `expect = { ... }`, as written.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawExpect {
+    result: Option<String>,
+    #[serde(rename = "type")]
+    json_type: Option<String>,
+    pointer: Option<String>,
+    regex: Option<String>,
+    equals: Option<Value>,
+    error: Option<RawCodes>,
+}
+
+/// `expect.error`. Its name appears in serde's message for a value that
+/// matches no variant, which `raw::SHAPES` replaces.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum RawCodes {
+    One(i64),
+    Many(Vec<i64>),
+    Any(String),
+}
 
 pub(super) fn expectation(
     at: &Locator,

@@ -71,51 +71,8 @@ impl Scenario {
     /// The scenario to run: the file's (or a one-liner's when there is no
     /// file), with every flag given applied by the rule above.
     pub fn with_flags(file: Option<&Path>, flags: &Overrides) -> Result<Scenario, ScenarioError> {
-        if flags.method.as_deref().is_some_and(|m| m.trim().is_empty()) {
-            return Err(flag("--method", "a method name is needed, not an empty one"));
-        }
-        let mut scenario = match (file, &flags.method) {
-            (Some(path), _) => Scenario::load_targeting(path, flags.target.as_deref())?,
-            (None, Some(method)) => {
-                let target = flags
-                    .target
-                    .as_deref()
-                    .ok_or_else(|| flag("--target", "a one-liner needs --target URL"))?;
-                Scenario::one_liner(target, method, None)
-            }
-            (None, None) => {
-                return Err(flag(
-                    "SCENARIO",
-                    "give a scenario file, or --target URL --method NAME for a one-liner",
-                ))
-            }
-        };
-        if !flags.more_targets.is_empty() {
-            let mut urls: Vec<String> = flags.target.iter().cloned().collect();
-            urls.extend(flags.more_targets.iter().cloned());
-            scenario.targets = super::NamedTarget::from_urls(&urls);
-        }
-        if flags.check_equal || flags.check_equal_sample.is_some() {
-            let equality = scenario.equality.get_or_insert_with(|| super::Equality {
-                sample: super::equality::DEFAULT_SAMPLE,
-                pin_block: false,
-                rules: Vec::new(),
-            });
-            if let Some(share) = flags.check_equal_sample {
-                equality.sample = share;
-            }
-        }
-        if scenario.equality.is_some() && scenario.targets.len() < 2 {
-            if flags.check_equal || flags.check_equal_sample.is_some() {
-                return Err(flag(
-                    "--check-equal",
-                    "compares the answers of several targets: give two or more (--target again, or `targets`)",
-                ));
-            }
-            // The file's `[equality]` with one target (`--target` replaced
-            // its `targets`): nothing to compare.
-            scenario.equality = None;
-        }
+        let mut scenario = flags.file_or_one_liner(file)?;
+        flags.apply_targets(&mut scenario)?;
         if let (Some(method), Some(_)) = (&flags.method, file) {
             scenario.replace_mix(method);
         }
@@ -213,6 +170,63 @@ impl Scenario {
 }
 
 impl Overrides {
+    /// The file's scenario (its target replaced by `--target`), or a
+    /// one-liner's when there is no file.
+    fn file_or_one_liner(&self, file: Option<&Path>) -> Result<Scenario, ScenarioError> {
+        if self.method.as_deref().is_some_and(|m| m.trim().is_empty()) {
+            return Err(flag("--method", "a method name is needed, not an empty one"));
+        }
+        let scenario = match (file, &self.method) {
+            (Some(path), _) => Scenario::load_targeting(path, self.target.as_deref())?,
+            (None, Some(method)) => {
+                let target = self
+                    .target
+                    .as_deref()
+                    .ok_or_else(|| flag("--target", "a one-liner needs --target URL"))?;
+                Scenario::one_liner(target, method, None)
+            }
+            (None, None) => {
+                return Err(flag(
+                    "SCENARIO",
+                    "give a scenario file, or --target URL --method NAME for a one-liner",
+                ))
+            }
+        };
+        Ok(scenario)
+    }
+
+    /// `--target` given more than once: the targets compared; and
+    /// `--check-equal`, which needs two or more of them.
+    fn apply_targets(&self, scenario: &mut Scenario) -> Result<(), ScenarioError> {
+        if !self.more_targets.is_empty() {
+            let mut urls: Vec<String> = self.target.iter().cloned().collect();
+            urls.extend(self.more_targets.iter().cloned());
+            scenario.targets = super::NamedTarget::from_urls(&urls);
+        }
+        if self.check_equal || self.check_equal_sample.is_some() {
+            let equality = scenario.equality.get_or_insert_with(|| super::Equality {
+                sample: super::equality::DEFAULT_SAMPLE,
+                pin_block: false,
+                rules: Vec::new(),
+            });
+            if let Some(share) = self.check_equal_sample {
+                equality.sample = share;
+            }
+        }
+        if scenario.equality.is_some() && scenario.targets.len() < 2 {
+            if self.check_equal || self.check_equal_sample.is_some() {
+                return Err(flag(
+                    "--check-equal",
+                    "compares the answers of several targets: give two or more (--target again, or `targets`)",
+                ));
+            }
+            // The file's `[equality]` with one target (`--target` replaced
+            // its `targets`): nothing to compare.
+            scenario.equality = None;
+        }
+        Ok(())
+    }
+
     /// The load model, its stages and the run's end.
     fn apply_load(&self, scenario: &mut Scenario) -> Result<(), ScenarioError> {
         // A load model from the flags replaces a replay's recorded pace.

@@ -2,16 +2,42 @@
 
 use std::path::Path;
 
+use serde::Deserialize;
 use serde_json::value::RawValue;
 use toml::Spanned;
 
 use super::error::{Locator, ScenarioError};
-use super::raw::{RawReplay, RawReplayTable};
 use super::{Replay, ReplayCall, ReplayRequest};
 use crate::rpc::wire::Message;
 
 /// The fastest a capture is replayed: beyond it, times round to nothing.
 const MAX_SPEED: f64 = 1000.0;
+
+/// `replay`, as written: a file's path, or a table. Its name appears in
+/// serde's message for a value that matches neither, which `raw::SHAPES`
+/// replaces.
+#[derive(Deserialize)]
+#[serde(untagged)]
+pub(super) enum RawReplay {
+    File(String),
+    Table(RawReplayTable),
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawReplayTable {
+    file: String,
+    on_end: Option<String>,
+    /// "recorded": each request leaves at its captured time.
+    timing: Option<String>,
+    /// With recorded timing: this many times as fast.
+    speed: Option<f64>,
+    /// "recorded": each answer must equal the captured one.
+    expect: Option<String>,
+    /// "recorded": each captured connection's requests on a connection of
+    /// their own, in their order.
+    connections: Option<String>,
+}
 
 pub(super) fn replay(
     at: &Locator,

@@ -176,6 +176,8 @@ fn scenario_language_mistakes_name_their_key() {
         (call("batch = { min = 5, max = 2 }"), 4, "calls[0].batch", "is empty"),
         (call("batch = \"many\""), 4, "calls[0].batch", "batch size must be a number"),
         (call("expect = { error = -32601, type = \"string\" }"), 4, "calls[0].expect", "not both"),
+        (call("expect = { error = true }"), 4, "calls[0].expect", "expect.error must be a code"),
+        ("target = \"builtin\"\nreplay = 5\n".to_string(), 2, "replay", "replay must be a file path"),
         (call("notification = true\nexpect = { result = \"any\" }"), 5, "calls[0].expect", "gets no answer"),
         ("target = \"builtin\"\nreplay = \"missing.jsonl\"\n".to_string(), 2, "replay", "cannot read"),
         (

@@ -1,0 +1,173 @@
+//! `[[calls]]`: the mix, each call's method, weight, params, batch and
+//! expectation.
+
+use std::sync::Arc;
+
+use serde::Deserialize;
+use serde_json::Value;
+use toml::Spanned;
+
+use super::batch::{batch_size, RawBatchSize};
+use super::RawScenario;
+use crate::plan::{Scope, Template};
+use crate::scenario::error::{Locator, ScenarioError};
+use crate::scenario::expect::{expectation, RawExpect};
+use crate::scenario::{CallSpec, Replay};
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawCall {
+    method: Spanned<String>,
+    weight: Option<Spanned<i64>>,
+    params: Option<Spanned<Value>>,
+    batch: Option<Spanned<RawBatchSize>>,
+    #[serde(default)]
+    notification: bool,
+    expect: Option<Spanned<RawExpect>>,
+}
+
+impl RawScenario {
+    /// The `[[calls]]`: needed unless a `replay` file gives the requests.
+    pub(super) fn calls(
+        &self,
+        at: &Locator,
+        replay: Option<&Replay>,
+        scope: &Scope,
+    ) -> Result<Vec<CallSpec>, ScenarioError> {
+        let calls = match (&self.calls, replay) {
+            (Some(calls), Some(_)) => {
+                return Err(at.error(
+                    Some(calls.span()),
+                    Some("calls"),
+                    "give either [[calls]] or `replay`, not both",
+                ))
+            }
+            (None, None) => {
+                return Err(at.error(
+                    None,
+                    Some("calls"),
+                    "at least one [[calls]] (or a `replay` file) is needed",
+                ))
+            }
+            (None, Some(_)) => Vec::new(),
+            (Some(calls), None) if calls.get_ref().is_empty() => {
+                return Err(at.error(Some(calls.span()), Some("calls"), "at least one call is needed"))
+            }
+            (Some(calls), None) => {
+                let specs: Vec<CallSpec> = calls
+                    .get_ref()
+                    .iter()
+                    .enumerate()
+                    .map(|(i, c)| c.validate(at, i, scope))
+                    .collect::<Result<_, _>>()?;
+                check_weight_sum(at, calls.get_ref(), &specs)?;
+                specs
+            }
+        };
+        Ok(calls)
+    }
+}
+
+impl RawCall {
+    fn validate(&self, at: &Locator, index: usize, scope: &Scope) -> Result<CallSpec, ScenarioError> {
+        let key = |name: &str| format!("calls[{index}].{name}");
+        if self.method.get_ref().is_empty() {
+            return Err(at.error(Some(self.method.span()), Some(&key("method")), "method is empty"));
+        }
+        let weight = match &self.weight {
+            Some(w) => match u32::try_from(*w.get_ref()) {
+                Ok(n) if n > 0 => n,
+                _ => {
+                    return Err(at.error(
+                        Some(w.span()),
+                        Some(&key("weight")),
+                        format!(
+                            "weight must be a whole number of at least 1 (and at most {})",
+                            u32::MAX
+                        ),
+                    ))
+                }
+            },
+            None => 1,
+        };
+        let batch = self
+            .batch
+            .as_ref()
+            .map(|b| batch_size(at, b, &key("batch")))
+            .transpose()?;
+        let (params, template) = match &self.params {
+            Some(p)
+                if p.get_ref().is_array() || p.get_ref().is_object() || whole_params_file(p.get_ref()) =>
+            {
+                let template = Template::compile(p.get_ref(), scope)
+                    .map_err(|m| at.error(Some(p.span()), Some(&key("params")), m))?;
+                (Some(p.get_ref().clone()), Some(Arc::new(template)))
+            }
+            Some(p) => {
+                return Err(at.error(
+                    Some(p.span()),
+                    Some(&key("params")),
+                    "params must be an array (by position) or a table (by name)",
+                ))
+            }
+            None => (None, None),
+        };
+        let expect = self
+            .expect
+            .as_ref()
+            .map(|e| expectation(at, e, &key("expect")))
+            .transpose()?;
+        if expect.is_some() && self.notification {
+            let span = self.expect.as_ref().map(|e| e.span());
+            return Err(at.error(
+                span,
+                Some(&key("expect")),
+                "a notification gets no answer to check",
+            ));
+        }
+        Ok(CallSpec {
+            method: self.method.get_ref().clone(),
+            weight,
+            params,
+            template,
+            batch,
+            notification: self.notification,
+            expect,
+        })
+    }
+}
+
+/// The mix draws from its weights' sum in 32 bits: a sum past u32::MAX is
+/// refused, naming the call whose weight passes it, instead of wrapping
+/// (which starved some calls of their share while `validate` showed
+/// shares adding up to more than 100%).
+fn check_weight_sum(at: &Locator, raw: &[RawCall], calls: &[CallSpec]) -> Result<(), ScenarioError> {
+    let mut sum: u32 = 0;
+    for (index, (raw, call)) in raw.iter().zip(calls).enumerate() {
+        sum = sum.checked_add(call.weight).ok_or_else(|| {
+            let span = raw.weight.as_ref().map_or_else(|| raw.method.span(), |w| w.span());
+            at.error(
+                Some(span),
+                Some(&format!("calls[{index}].weight")),
+                format!(
+                    "the weights of calls[0] to calls[{index}] add up to more than {}, the most the mix can draw from; scale them down (only their ratios matter)",
+                    u32::MAX
+                ),
+            )
+        })?;
+    }
+    Ok(())
+}
+
+/// `params = "${file('eth_call.jsonl')}"`: each call's whole params, an
+/// array or object a line of a JSON-lines file (as `volley init
+/// --from-capture` writes them).
+fn whole_params_file(value: &Value) -> bool {
+    value.as_str().is_some_and(|text| {
+        let text = text.trim();
+        text.starts_with("${file(")
+            && text.ends_with(")}")
+            && (text.contains(".jsonl") || text.contains(".ndjson"))
+            && text.matches("${").count() == 1
+    })
+}
