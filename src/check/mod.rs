@@ -39,7 +39,7 @@ pub struct Answer {
 /// What became of a case.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Verdict {
+pub enum Conformance {
     Pass,
     /// A MUST broken, and not listed as expected.
     Fail,
@@ -51,20 +51,20 @@ pub enum Verdict {
     Stale,
 }
 
-impl Verdict {
+impl Conformance {
     pub fn name(self) -> &'static str {
         match self {
-            Verdict::Pass => "pass",
-            Verdict::Fail => "FAIL",
-            Verdict::Warn => "warn",
-            Verdict::ExpectedFailure => "expected failure",
-            Verdict::Stale => "STALE (listed, passes)",
+            Conformance::Pass => "pass",
+            Conformance::Fail => "FAIL",
+            Conformance::Warn => "warn",
+            Conformance::ExpectedFailure => "expected failure",
+            Conformance::Stale => "STALE (listed, passes)",
         }
     }
 
     /// Fails the check (exit 2).
     pub fn fails(self) -> bool {
-        matches!(self, Verdict::Fail | Verdict::Stale)
+        matches!(self, Conformance::Fail | Conformance::Stale)
     }
 }
 
@@ -74,7 +74,7 @@ pub struct Finding {
     pub case: &'static str,
     pub level: Level,
     pub rule: &'static str,
-    pub verdict: Verdict,
+    pub verdict: Conformance,
     /// Why the rule was broken.
     pub reason: Option<String>,
     /// The request sent and the answer received, cut to a readable size.
@@ -95,11 +95,11 @@ pub fn judge(
     };
     let listed = expected.contains(case.name);
     let verdict = match (broken.is_some(), listed, case.level) {
-        (false, false, _) => Verdict::Pass,
-        (false, true, _) => Verdict::Stale,
-        (true, true, _) => Verdict::ExpectedFailure,
-        (true, false, Level::Must) => Verdict::Fail,
-        (true, false, Level::Should) => Verdict::Warn,
+        (false, false, _) => Conformance::Pass,
+        (false, true, _) => Conformance::Stale,
+        (true, true, _) => Conformance::ExpectedFailure,
+        (true, false, Level::Must) => Conformance::Fail,
+        (true, false, Level::Should) => Conformance::Warn,
     };
     Finding {
         case: case.name,
@@ -228,7 +228,7 @@ pub fn table(findings: &[Finding]) -> String {
             Level::Should => "SHOULD",
         };
         let _ = writeln!(out, "{:<26} {:<7} {}", f.case, level, f.verdict.name());
-        if f.verdict != Verdict::Pass {
+        if f.verdict != Conformance::Pass {
             let _ = writeln!(out, "    rule:     {}", f.rule);
             if let Some(reason) = &f.reason {
                 let _ = writeln!(out, "    why:      {reason}");
@@ -237,15 +237,15 @@ pub fn table(findings: &[Finding]) -> String {
             let _ = writeln!(out, "    received: {}", f.received);
         }
     }
-    let count = |v: Verdict| findings.iter().filter(|f| f.verdict == v).count();
+    let count = |v: Conformance| findings.iter().filter(|f| f.verdict == v).count();
     let _ = writeln!(
         out,
         "\n{} passed, {} failed, {} warnings, {} expected failures, {} stale",
-        count(Verdict::Pass),
-        count(Verdict::Fail),
-        count(Verdict::Warn),
-        count(Verdict::ExpectedFailure),
-        count(Verdict::Stale)
+        count(Conformance::Pass),
+        count(Conformance::Fail),
+        count(Conformance::Warn),
+        count(Conformance::ExpectedFailure),
+        count(Conformance::Stale)
     );
     out
 }
@@ -263,17 +263,23 @@ mod tests {
         let verdict = |name: &str, a: &Result<Answer, String>, e: &BTreeSet<String>| {
             judge(case(name), "m", a, e).verdict
         };
-        assert_eq!(verdict("number_id", &right, &BTreeSet::new()), Verdict::Pass);
-        assert_eq!(verdict("number_id", &wrong, &BTreeSet::new()), Verdict::Fail);
-        assert_eq!(verdict("number_id", &wrong, &expected), Verdict::ExpectedFailure);
-        assert_eq!(verdict("number_id", &right, &expected), Verdict::Stale);
-        assert_eq!(verdict("large_payload", &wrong, &BTreeSet::new()), Verdict::Warn);
+        assert_eq!(verdict("number_id", &right, &BTreeSet::new()), Conformance::Pass);
+        assert_eq!(verdict("number_id", &wrong, &BTreeSet::new()), Conformance::Fail);
+        assert_eq!(
+            verdict("number_id", &wrong, &expected),
+            Conformance::ExpectedFailure
+        );
+        assert_eq!(verdict("number_id", &right, &expected), Conformance::Stale);
+        assert_eq!(
+            verdict("large_payload", &wrong, &BTreeSet::new()),
+            Conformance::Warn
+        );
         assert_eq!(
             verdict("large_payload", &Err("reset".into()), &BTreeSet::new()),
-            Verdict::Warn
+            Conformance::Warn
         );
-        assert!(Verdict::Stale.fails() && Verdict::Fail.fails());
-        assert!(!Verdict::Warn.fails() && !Verdict::ExpectedFailure.fails());
+        assert!(Conformance::Stale.fails() && Conformance::Fail.fails());
+        assert!(!Conformance::Warn.fails() && !Conformance::ExpectedFailure.fails());
     }
 
     #[test]

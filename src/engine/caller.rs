@@ -63,7 +63,7 @@ struct Timing {
     answered: Instant,
 }
 
-pub(super) async fn connection_loop(
+pub(super) async fn run_caller(
     shared: Arc<RunState>,
     local: Rc<ThreadState>,
     index: usize,
@@ -346,7 +346,7 @@ impl Caller {
         };
         let answered = match (result, failure) {
             (Ok(Ok(reply)), _) => {
-                let verdict = self.judge.judge(
+                let extras = self.judge.judge(
                     reply.status,
                     &reply.body,
                     entries,
@@ -354,7 +354,7 @@ impl Caller {
                     &mix.expectations,
                     &mut record,
                 );
-                Some((reply.status, verdict, &reply.body))
+                Some((reply.status, extras, &reply.body))
             }
             (_, Some(outcome)) => {
                 Judge::fail_all(entries, outcome, &mut record);
@@ -366,8 +366,8 @@ impl Caller {
             let answer = answered.as_ref().map_or(&[][..], |(_, _, body)| &body[..]);
             recorder.note_error(&mix.methods[entries[i].method as usize], outcome, answer);
         }
-        if let Some((status, verdict, _)) = answered {
-            recorder.extra_entries += verdict.extra_entries as u64;
+        if let Some((status, extras, _)) = answered {
+            recorder.extra_entries += extras.extra_entries as u64;
             if self.http {
                 recorder.record_status(status);
             }

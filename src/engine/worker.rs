@@ -17,7 +17,7 @@ use tokio::time::Instant;
 use tokio::sync::mpsc::UnboundedSender;
 use tokio_util::sync::CancellationToken;
 
-use super::caller::connection_loop;
+use super::caller::run_caller;
 use super::control::{Control, RunInfo};
 use super::schedule::Schedule;
 use super::slot::{connect_all, shut_down, ConnectionSlot};
@@ -353,7 +353,7 @@ fn start_callers(
             (0..per_connection).map(move |j| (connection * per_connection + j, slot.clone()))
         })
         .map(|(caller, slot)| {
-            tokio::task::spawn_local(connection_loop(shared.clone(), local.clone(), caller, slot))
+            tokio::task::spawn_local(run_caller(shared.clone(), local.clone(), caller, slot))
         })
         .collect()
 }

@@ -15,7 +15,7 @@ use crate::stats::{Outcome, ProtocolKind};
 
 /// What a judged answer held besides the calls' outcomes.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Verdict {
+pub struct AnswerExtras {
     /// Batch entries whose id matched no call of the request.
     pub extra_entries: u32,
 }
@@ -58,7 +58,7 @@ impl Judge {
         batch: bool,
         expectations: &[Option<Expectation>],
         mut record: impl FnMut(usize, Outcome, &[u8]),
-    ) -> Verdict {
+    ) -> AnswerExtras {
         let success = (200..300).contains(&status);
         // A non-2xx status stands for the call unless the body still was a
         // proper JSON-RPC answer (e.g. an error object sent with HTTP 500).
@@ -81,13 +81,13 @@ impl Judge {
             for index in 0..entries.len() {
                 settle(index, outcome, body);
             }
-            return Verdict::default();
+            return AnswerExtras::default();
         }
         if !batch {
             let expected = entries[0].id.expect("checked above: a call, not a notification");
             let outcome = judge_single(body, expected, expectation(&entries[0]), self.version);
             settle(0, outcome, body);
-            return Verdict::default();
+            return AnswerExtras::default();
         }
         self.judge_batch(body, entries, &expectation, &mut settle)
     }
@@ -105,12 +105,12 @@ impl Judge {
         entries: &'e [Entry],
         expectation: &impl Fn(&'e Entry) -> Option<&'e Expectation>,
         settle: &mut impl FnMut(usize, Outcome, &[u8]),
-    ) -> Verdict {
+    ) -> AnswerExtras {
         let first_id = self.open_slots(entries);
-        let mut verdict = Verdict::default();
+        let mut extras = AnswerExtras::default();
         let whole = match wire::first_significant_byte(body) {
             None => Some(Outcome::Protocol(ProtocolKind::NoAnswer)),
-            Some(b'[') => self.match_elements(body, entries, first_id, expectation, &mut verdict),
+            Some(b'[') => self.match_elements(body, entries, first_id, expectation, &mut extras),
             // One object for a whole batch: an error with a null id means the
             // server rejected the batch as such (e.g. a rate limiter), which
             // is worth counting by its code; anything else breaks the rules.
@@ -118,7 +118,7 @@ impl Judge {
             Some(_) => Some(invalid_or_not_a_response(body)),
         };
         self.settle_entries(body, entries, whole, expectation, settle);
-        verdict
+        extras
     }
 
     /// One slot per call of the batch, in id order; returns the first id.
@@ -151,7 +151,7 @@ impl Judge {
         entries: &'e [Entry],
         first_id: u64,
         expectation: &impl Fn(&'e Entry) -> Option<&'e Expectation>,
-        verdict: &mut Verdict,
+        extras: &mut AnswerExtras,
     ) -> Option<Outcome> {
         let slots = &mut self.slots;
         let walked = for_each_element(body, |element| {
@@ -166,13 +166,13 @@ impl Judge {
                         slot.answer = (start, start + element.get().len());
                     }
                 }
-                None => verdict.extra_entries += 1,
+                None => extras.extra_entries += 1,
             }
         });
         match walked {
             Ok(()) => None,
             Err(_) => {
-                *verdict = Verdict::default();
+                *extras = AnswerExtras::default();
                 Some(Outcome::InvalidJson)
             }
         }
@@ -413,10 +413,10 @@ mod tests {
         }
     }
 
-    fn outcomes(status: u16, body: &str, entries: &[Entry], batch: bool) -> (Vec<Outcome>, Verdict) {
+    fn outcomes(status: u16, body: &str, entries: &[Entry], batch: bool) -> (Vec<Outcome>, AnswerExtras) {
         let mut judge = Judge::default();
         let mut got = vec![None; entries.len()];
-        let verdict = judge.judge(status, body.as_bytes(), entries, batch, &[], |i, o, _| {
+        let extras = judge.judge(status, body.as_bytes(), entries, batch, &[], |i, o, _| {
             assert!(got[i].is_none(), "entry {i} recorded twice");
             got[i] = Some(o);
         });
@@ -424,7 +424,7 @@ mod tests {
             got.into_iter()
                 .map(|o| o.expect("every entry recorded"))
                 .collect(),
-            verdict,
+            extras,
         )
     }
 
@@ -610,12 +610,12 @@ mod tests {
             {"jsonrpc":"2.0","error":{"code":-32602,"message":"bad"},"id":10},
             {"jsonrpc":"2.0","result":null,"id":11}
         ]"#;
-        let (got, verdict) = outcomes(200, body, &entries, true);
+        let (got, extras) = outcomes(200, body, &entries, true);
         assert_eq!(
             got,
             vec![Outcome::RpcError(-32602), Outcome::Ok, Outcome::Ok, Outcome::Ok]
         );
-        assert_eq!(verdict.extra_entries, 0);
+        assert_eq!(extras.extra_entries, 0);
     }
 
     #[test]
@@ -630,7 +630,7 @@ mod tests {
             {"jsonrpc":"2.0","result":1,"error":{"code":1,"message":""},"id":4},
             {"jsonrpc":"2.0","error":{"code":-32600,"message":"x"},"id":null}
         ]"#;
-        let (got, verdict) = outcomes(200, body, &entries, true);
+        let (got, extras) = outcomes(200, body, &entries, true);
         assert_eq!(
             got,
             vec![
@@ -640,7 +640,7 @@ mod tests {
                 Outcome::Protocol(ResultAndError),
             ]
         );
-        assert_eq!(verdict.extra_entries, 2);
+        assert_eq!(extras.extra_entries, 2);
     }
 
     #[test]
@@ -652,9 +652,9 @@ mod tests {
             vec![Outcome::RpcError(-32005); 2]
         );
         let truncated = r#"[{"jsonrpc":"2.0","result":1,"id":1},{"json"#;
-        let (got, verdict) = outcomes(200, truncated, &entries, true);
+        let (got, extras) = outcomes(200, truncated, &entries, true);
         assert_eq!(got, vec![Outcome::InvalidJson; 2]);
-        assert_eq!(verdict.extra_entries, 0);
+        assert_eq!(extras.extra_entries, 0);
         let single = r#"{"jsonrpc":"2.0","result":1,"id":1}"#;
         assert_eq!(
             outcomes(200, single, &entries, true).0,

@@ -11,7 +11,7 @@ pub mod wire;
 
 pub use entry::Entry;
 pub use expect::{Expectation, JsonType, RecordedAnswer, ResultCheck};
-pub use judge::{Judge, Verdict};
+pub use judge::{AnswerExtras, Judge};
 
 /// The JSON-RPC a server speaks. 1.0 (Bitcoin-derived nodes still speak
 /// it) has no `jsonrpc` member, params always an array, notifications with
