@@ -55,10 +55,8 @@ impl HttpTarget {
             .ok_or_else(|| bad("no host"))?;
         // Credentials (`user:pass@`) are not the host's business here.
         let host_port = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
-        let (host, port) =
-            crate::transport::host_and_port(url, host_port, Some(if secure { 443 } else { 80 }))?;
-        let lookup_host = host.trim_start_matches('[').trim_end_matches(']');
-        let addrs = crate::transport::resolve_host(url, (lookup_host, port)).await?;
+        let default_port = if secure { 443 } else { 80 };
+        let (host, addrs) = crate::transport::lookup(url, host_port, Some(default_port)).await?;
         let path = uri
             .path_and_query()
             .map(|p| p.as_str())
@@ -117,5 +115,33 @@ impl HttpTarget {
             url: self.url.clone(),
             reason: source,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_target_is_looked_up_once_its_credentials_and_brackets_are_off() {
+        let options = Options {
+            headers: Vec::new(),
+            max_response: 1024,
+            http2: false,
+            tls: Default::default(),
+            server_answers: Default::default(),
+        };
+        let target = HttpTarget::resolve("http://user:pw@[::1]/rpc", &options)
+            .await
+            .unwrap();
+        assert_eq!(target.addrs, ["[::1]:80".parse().unwrap()]);
+        assert!(target.head.starts_with(b"POST /rpc HTTP/1.1\r\n"));
+        let target = HttpTarget::resolve("http://127.0.0.1:8545", &options)
+            .await
+            .unwrap();
+        assert_eq!(target.addrs, ["127.0.0.1:8545".parse().unwrap()]);
+        assert!(target
+            .head
+            .starts_with(b"POST / HTTP/1.1\r\nHost: 127.0.0.1:8545\r\n"));
     }
 }

@@ -71,10 +71,8 @@ impl StreamTarget {
             Scheme::Ws | Scheme::Wss => {
                 let secure = scheme.is_tls();
                 let authority = rest.split(['/', '?']).next().unwrap_or("");
-                let (host, port) =
-                    crate::transport::host_and_port(url, authority, Some(if secure { 443 } else { 80 }))?;
-                let lookup_host = host.trim_start_matches('[').trim_end_matches(']');
-                let addrs = crate::transport::resolve_host(url, (lookup_host, port)).await?;
+                let default_port = if secure { 443 } else { 80 };
+                let (host, addrs) = crate::transport::lookup(url, authority, Some(default_port)).await?;
                 let tls = secure
                     .then(|| ClientTls::new(url, host, &options.tls, ALPN_HTTP1))
                     .transpose()?;
@@ -90,9 +88,8 @@ impl StreamTarget {
             Scheme::Unix if rest.is_empty() => return Err(bad("expected unix:///path/to/socket")),
             Scheme::Unix => StreamAddr::Unix(PathBuf::from(rest)),
             Scheme::Tcp => {
-                let (host, port) = crate::transport::host_and_port(url, rest.trim_end_matches('/'), None)?;
-                let lookup_host = host.trim_start_matches('[').trim_end_matches(']');
-                StreamAddr::Tcp(crate::transport::resolve_host(url, (lookup_host, port)).await?)
+                let (_, addrs) = crate::transport::lookup(url, rest.trim_end_matches('/'), None).await?;
+                StreamAddr::Tcp(addrs)
             }
             Scheme::Http | Scheme::Https => return Err(bad("expected tcp://HOST:PORT")),
         };
@@ -215,5 +212,40 @@ impl StreamTarget {
                 Err(self.connect_error(std::io::Error::other("Unix sockets need a Unix system")))
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn options() -> Options {
+        Options {
+            headers: Vec::new(),
+            max_response: 1024,
+            http2: false,
+            tls: Default::default(),
+            server_answers: Default::default(),
+        }
+    }
+
+    #[tokio::test]
+    async fn an_ipv6_literal_is_looked_up_without_its_brackets_with_the_schemes_port() {
+        let target = StreamTarget::resolve("tcp://[::1]:9/", &options()).await.unwrap();
+        let StreamAddr::Tcp(addrs) = target.addr else {
+            panic!("a TCP target: {:?}", target.addr)
+        };
+        assert_eq!(addrs, ["[::1]:9".parse().unwrap()]);
+        let target = StreamTarget::resolve("ws://[::1]/rpc?x=1", &options())
+            .await
+            .unwrap();
+        let StreamAddr::Ws { addrs, .. } = target.addr else {
+            panic!("a WebSocket target: {:?}", target.addr)
+        };
+        assert_eq!(addrs, ["[::1]:80".parse().unwrap()]);
+        let error = StreamTarget::resolve("tcp://[::1]", &options())
+            .await
+            .unwrap_err();
+        assert!(error.to_string().contains("no port"), "{error}");
     }
 }
