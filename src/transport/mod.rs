@@ -124,6 +124,19 @@ async fn resolve_host(
     Ok(addrs)
 }
 
+/// The one lookup of a target's host: the host of a URL's `authority` as
+/// written (an IPv6 literal keeps its brackets, as TLS names it) and every
+/// address it resolves to, by `host_and_port`'s rules.
+async fn lookup<'a>(
+    url: &str,
+    authority: &'a str,
+    default_port: Option<u16>,
+) -> Result<(&'a str, Vec<std::net::SocketAddr>), TargetError> {
+    let (host, port) = host_and_port(url, authority, default_port)?;
+    let bare = host.trim_start_matches('[').trim_end_matches(']');
+    Ok((host, resolve_host(url, (bare, port)).await?))
+}
+
 /// The host and port of a URL's `authority` (`host:port`, `[::1]:port`,
 /// or a bare host when the scheme has a `default_port`). A port that is
 /// not a number from 1 to 65535 is an error naming the URL, never a quiet

@@ -7,7 +7,8 @@ use std::time::Duration;
 
 use tokio::io::AsyncReadExt;
 
-use super::{MuxConnection, StreamAddr, StreamTarget, Writer};
+use super::mux::{MuxConnection, Writer};
+use super::target::{StreamAddr, StreamTarget};
 use crate::transport::TransportError;
 
 /// The id of LSP's `shutdown` request at the end of a run: far above the

@@ -1,147 +1,18 @@
-//! JSON-RPC over HTTP/1.1: one POST per request, keep-alive, one call in
-//! flight per connection.
-//!
-//! Written by hand rather than with hyper's client: a load generator's
-//! client does one thing, and doing it directly (a request head serialized
-//! once, one write per request, buffers reused, the answer parsed in place
-//! with `httparse`) cut volley's user CPU per call by 40% (1.96 s to 1.16 s over 5 s)
-//! against the built-in server on the 2-core development machine (see
-//! `benches/peers.sh`).
+//! One HTTP/1.1 keep-alive connection: writes each request at once and
+//! reads its answer in place, with the framing decided in `framing.rs`.
 
 use std::future::Future;
-use std::net::SocketAddr;
 use std::task::Poll;
 
 use bytes::{Buf, Bytes, BytesMut};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
-use super::tls::{self, ClientTls};
-use super::{Options, Reply, TargetError, TransportError};
-use crate::rpc::wire;
-use crate::tls::{NetStream, ALPN_H2, ALPN_HTTP1};
+use super::framing::{self, BodyLength, Chunk, Head};
+use super::HttpTarget;
+use crate::tls::NetStream;
+use crate::transport::{Reply, TransportError};
 
-/// Answers larger than this are cut off and counted as `io`.
-pub const DEFAULT_MAX_RESPONSE_BYTES: usize = 8 * 1024 * 1024;
-/// Headers read from an answer at most.
-const MAX_HEADERS: usize = 64;
-/// An answer's head, or a chunked answer's trailers, larger than this is
-/// refused: no server needs more, and one that never ends must not grow
-/// the buffer without bound.
-const MAX_HEAD_BYTES: usize = wire::MAX_HEAD_BYTES;
-/// A chunk-size line (extensions included) longer than this is refused.
-const MAX_LINE_BYTES: usize = 4 * 1024;
 const READ_CHUNK: usize = 16 * 1024;
-
-#[derive(Clone)]
-pub struct HttpTarget {
-    url: String,
-    addrs: Vec<SocketAddr>,
-    /// Everything of a request's head before its `Content-Length`.
-    head: Bytes,
-    /// Answers larger than this are cut off.
-    max_response: usize,
-    /// Extra headers, for transports that build their own requests.
-    headers: Vec<(String, String)>,
-    /// HTTP/2 instead of HTTP/1.1: by ALPN over TLS, else cleartext with
-    /// prior knowledge.
-    pub(super) http2: bool,
-    /// For `https://`.
-    pub(super) tls: Option<ClientTls>,
-}
-
-/// Header values may be secrets: never shown.
-impl std::fmt::Debug for HttpTarget {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("HttpTarget")
-            .field("url", &self.url)
-            .field("addrs", &self.addrs)
-            .finish_non_exhaustive()
-    }
-}
-
-impl HttpTarget {
-    pub(super) async fn resolve(url: &str, options: &Options) -> Result<Self, TargetError> {
-        let extra = &options.headers;
-        let bad = |reason: &str| TargetError::BadUrl {
-            url: url.to_string(),
-            reason: reason.to_string(),
-        };
-        let uri: hyper::Uri = url
-            .parse()
-            .map_err(|e: hyper::http::uri::InvalidUri| bad(&e.to_string()))?;
-        let secure = uri.scheme_str() == Some("https");
-        let authority = uri
-            .authority()
-            .map(|a| a.as_str())
-            .ok_or_else(|| bad("no host"))?;
-        // Credentials (`user:pass@`) are not the host's business here.
-        let host_port = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
-        let (host, port) = super::host_and_port(url, host_port, Some(if secure { 443 } else { 80 }))?;
-        let lookup_host = host.trim_start_matches('[').trim_end_matches(']');
-        let addrs = super::resolve_host(url, (lookup_host, port)).await?;
-        let path = uri
-            .path_and_query()
-            .map(|p| p.as_str())
-            .filter(|p| !p.is_empty())
-            .unwrap_or("/");
-        let authority = uri.authority().map(|a| a.as_str()).unwrap_or(host);
-        let mut head = format!("POST {path} HTTP/1.1\r\nHost: {authority}\r\n");
-        for (name, value) in extra {
-            super::header_for_target(name, value)?;
-        }
-        for (name, value) in super::headers::request_headers(extra, super::headers::Request::Post) {
-            head.push_str(&format!("{name}: {value}\r\n"));
-        }
-        let alpn = if options.http2 { ALPN_H2 } else { ALPN_HTTP1 };
-        let tls = secure
-            .then(|| ClientTls::new(url, host, &options.tls, alpn))
-            .transpose()?;
-        Ok(HttpTarget {
-            url: url.to_string(),
-            addrs,
-            head: Bytes::from(head),
-            max_response: options.max_response,
-            headers: extra.to_vec(),
-            http2: options.http2,
-            tls,
-        })
-    }
-
-    pub fn url(&self) -> &str {
-        &self.url
-    }
-
-    /// Opens a connection, over TLS for `https://`.
-    pub(super) async fn connect(&self) -> Result<NetStream, TransportError> {
-        tls::connect(&self.addrs, self.tls.as_ref())
-            .await
-            .map_err(|e| self.connect_error(e))
-    }
-
-    pub(super) fn headers(&self) -> &[(String, String)] {
-        &self.headers
-    }
-
-    pub(super) fn max_response(&self) -> usize {
-        self.max_response
-    }
-
-    /// Returns what TLS agreed on, if any.
-    pub(super) async fn check_reachable(&self) -> Result<Option<String>, TransportError> {
-        let mut stream = self.connect().await?;
-        tls::settle(&mut stream)
-            .await
-            .map_err(|e| self.connect_error(e))?;
-        Ok(tls::describe(&stream))
-    }
-
-    pub(super) fn connect_error(&self, source: std::io::Error) -> TransportError {
-        TransportError::Connect {
-            url: self.url.clone(),
-            reason: source,
-        }
-    }
-}
 
 /// One keep-alive connection.
 pub struct HttpConnection<S = NetStream> {
@@ -168,7 +39,7 @@ pub struct HttpConnection<S = NetStream> {
 impl HttpConnection<NetStream> {
     pub async fn open(target: &HttpTarget) -> Result<Self, TransportError> {
         let stream = target.connect().await?;
-        let mut connection = HttpConnection::over(stream, target.head.clone(), target.max_response);
+        let mut connection = HttpConnection::over(stream, target.head.clone(), target.max_response());
         connection.target = Some(Box::new(target.clone()));
         Ok(connection)
     }
@@ -198,18 +69,6 @@ impl HttpConnection<NetStream> {
         self.send(body).await
     }
 }
-
-/// How the answer's body is delimited.
-#[derive(Debug, PartialEq, Eq)]
-enum BodyLength {
-    Length(usize),
-    Chunked,
-    UntilClose,
-}
-
-/// Interim (1xx) answers taken before the real one, at most: a server
-/// sending them forever must not hold the call in a loop.
-const MAX_INTERIM: u32 = 16;
 
 impl<S: AsyncRead + AsyncWrite + Unpin> HttpConnection<S> {
     pub fn over(stream: S, head: Bytes, limit: usize) -> Self {
@@ -283,18 +142,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> HttpConnection<S> {
     }
 
     async fn write_request(&mut self, body: &[u8]) -> Result<(), TransportError> {
-        self.out.clear();
-        self.out.extend_from_slice(&self.head);
-        if !self.session.is_empty() {
-            self.out.extend_from_slice(b"Mcp-Session-Id: ");
-            self.out.extend_from_slice(&self.session);
-            self.out.extend_from_slice(b"\r\n");
-        }
-        self.out.extend_from_slice(b"Content-Length: ");
-        self.out
-            .extend_from_slice(itoa::Buffer::new().format(body.len()).as_bytes());
-        self.out.extend_from_slice(b"\r\n\r\n");
-        self.out.extend_from_slice(body);
+        framing::frame_request(&mut self.out, &self.head, &self.session, body);
         self.stream
             .write_all(&self.out)
             .await
@@ -316,15 +164,14 @@ impl<S: AsyncRead + AsyncWrite + Unpin> HttpConnection<S> {
                 self.session.extend_from_slice(&self.input[session.clone()]);
             }
             self.input.advance(head.length);
-            // 1xx answers are interim: the real one follows (101 aside,
-            // after which the connection speaks another protocol).
-            if !(100..200).contains(&head.status) || head.status == 101 {
+            if !head.is_interim() {
                 break head;
             }
             interim += 1;
-            if interim > MAX_INTERIM {
+            if interim > framing::MAX_INTERIM {
                 return Err(TransportError::Io(format!(
-                    "more than {MAX_INTERIM} interim (1xx) answers to one request"
+                    "more than {} interim (1xx) answers to one request",
+                    framing::MAX_INTERIM
                 )));
             }
         };
@@ -348,7 +195,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> HttpConnection<S> {
             self.closed = true;
         }
         let (body, others) = if head.event_stream {
-            super::sse::decode(&body)
+            crate::transport::sse::decode(&body)
         } else {
             (body, 0)
         };
@@ -360,31 +207,11 @@ impl<S: AsyncRead + AsyncWrite + Unpin> HttpConnection<S> {
     }
 
     /// Reads until a whole answer head is in, at most `MAX_HEAD_BYTES`.
-    /// A head that comes in pieces is parsed again only once a blank line
-    /// has come: a server sending it a byte at a time costs a scan of each
-    /// byte, not a parse of the whole head per byte.
     async fn read_head(&mut self) -> Result<Head, TransportError> {
         let mut scanned = None;
         loop {
-            let complete = match scanned {
-                // Most answers arrive whole: parsed at once, nothing scanned.
-                None => true,
-                Some(scanned) => ends_a_line_twice(&self.input[scanned..]),
-            };
-            let too_large =
-                || TransportError::Io(format!("the answer's head is larger than {MAX_HEAD_BYTES} bytes"));
-            if complete {
-                if let Some(head) = parse_head(&self.input, self.limit)? {
-                    // The bound holds however the head came: whole in one
-                    // read, or in pieces.
-                    if head.length > MAX_HEAD_BYTES {
-                        return Err(too_large());
-                    }
-                    return Ok(head);
-                }
-            }
-            if self.input.len() > MAX_HEAD_BYTES {
-                return Err(too_large());
+            if let Some(head) = framing::head_in(&self.input, scanned, self.limit)? {
+                return Ok(head);
             }
             // From two bytes back: the blank line may straddle two reads.
             scanned = Some(self.input.len().saturating_sub(2));
@@ -429,276 +256,51 @@ impl<S: AsyncRead + AsyncWrite + Unpin> HttpConnection<S> {
         }
     }
 
-    /// A chunked body (RFC 9112 §7.1), held to the size limit as it comes:
-    /// a chunk's size is checked against what room is left before any of
-    /// it is read, so no size a server names can overflow or be waited for.
+    /// A chunked body (RFC 9112 §7.1), held to the size limit as it comes.
     async fn read_chunked(&mut self) -> Result<Bytes, TransportError> {
         let mut body = BytesMut::new();
         loop {
             let line_end = self.line_end().await?;
-            let line = &self.input[..line_end];
-            let size = chunk_size(line).ok_or_else(|| {
-                TransportError::Io(format!(
-                    "bad chunk size `{}` in a chunked answer",
-                    String::from_utf8_lossy(&line[..line.len().min(32)])
-                ))
-            })?;
-            self.input.advance(line_end + 2);
-            if size == 0 {
-                self.skip_trailers().await?;
-                return Ok(body.freeze());
-            }
             // `body` never passes the limit, so the room left is exact.
             let room = self.limit - body.len();
-            let size = usize::try_from(size)
-                .ok()
-                .filter(|size| *size <= room)
-                .ok_or(TransportError::TooLarge { limit: self.limit })?;
-            let with_crlf = size
-                .checked_add(2)
-                .ok_or(TransportError::TooLarge { limit: self.limit })?;
-            while self.input.len() < with_crlf {
+            let chunk = framing::chunk(&self.input[..line_end], room, self.limit)?;
+            self.input.advance(line_end + 2);
+            let Chunk::Data { framed, .. } = chunk else {
+                self.skip_trailers().await?;
+                return Ok(body.freeze());
+            };
+            while self.input.len() < framed {
                 self.fill().await?;
             }
-            if &self.input[size..with_crlf] != b"\r\n" {
-                return Err(TransportError::Io(
-                    "a chunk of a chunked answer does not end with CRLF".into(),
-                ));
-            }
-            body.extend_from_slice(&self.input[..size]);
-            self.input.advance(with_crlf);
+            body.extend_from_slice(framing::chunk_data(&self.input[..framed])?);
+            self.input.advance(framed);
         }
     }
 
-    /// The trailer section after the last chunk: field lines, then an empty
-    /// line, all within `MAX_HEAD_BYTES`. Trailers are not used.
+    /// The trailer section after the last chunk; trailers are not used.
     async fn skip_trailers(&mut self) -> Result<(), TransportError> {
         let mut taken = 0;
         loop {
             let end = self.line_end().await?;
-            if end > 0 && !self.input[..end].contains(&b':') {
-                return Err(TransportError::Io(
-                    "a trailer line of a chunked answer is not a field".into(),
-                ));
-            }
+            let ended = framing::trailer_line(&self.input[..end], &mut taken)?;
             self.input.advance(end + 2);
-            taken += end + 2;
-            if end == 0 {
+            if ended {
                 return Ok(());
-            }
-            if taken > MAX_HEAD_BYTES {
-                return Err(TransportError::Io(format!(
-                    "the trailers of a chunked answer are larger than {MAX_HEAD_BYTES} bytes"
-                )));
             }
         }
     }
 
-    /// The offset of the first CRLF in the input, reading as needed; a
-    /// line longer than `MAX_LINE_BYTES` is an error.
+    /// The offset of the first CRLF in the input, reading as needed.
     async fn line_end(&mut self) -> Result<usize, TransportError> {
         let mut scanned: usize = 0;
         loop {
-            // From one byte back: a CR may have ended the last read.
-            let from = scanned.saturating_sub(1);
-            if let Some(at) = self.input[from..].windows(2).position(|w| w == b"\r\n") {
-                return Ok(from + at);
-            }
-            if self.input.len() > MAX_LINE_BYTES {
-                return Err(TransportError::Io(format!(
-                    "a line of a chunked answer is longer than {MAX_LINE_BYTES} bytes"
-                )));
+            if let Some(at) = framing::line_end(&self.input, scanned)? {
+                return Ok(at);
             }
             scanned = self.input.len();
             self.fill().await?;
         }
     }
-}
-
-/// What an answer's head says.
-struct Head {
-    status: u16,
-    /// Of the head itself.
-    length: usize,
-    framing: BodyLength,
-    /// The server closes the connection after this answer.
-    close: bool,
-    /// The body is a server-sent-event stream (MCP's streamable HTTP).
-    event_stream: bool,
-    /// Where in the input the `Mcp-Session-Id` value lies, if given.
-    session: Option<std::ops::Range<usize>>,
-}
-
-/// The headers that say how a body is delimited, as found.
-#[derive(Default)]
-struct FramingFields {
-    /// The `Content-Length`; every such field must agree.
-    length: Option<u64>,
-    /// A `Transfer-Encoding` field was there.
-    transfer_encoding: bool,
-    /// Its codings, all fields together, are exactly `chunked`.
-    chunked: bool,
-}
-
-/// Parses a complete answer head; `None` until it has all arrived.
-fn parse_head(input: &[u8], limit: usize) -> Result<Option<Head>, TransportError> {
-    // Left uninitialized: zeroing 64 headers per answer showed in profiles.
-    let mut headers = [const { std::mem::MaybeUninit::<httparse::Header>::uninit() }; MAX_HEADERS];
-    let mut response = httparse::Response::new(&mut []);
-    let head_len = match httparse::ParserConfig::default().parse_response_with_uninit_headers(
-        &mut response,
-        input,
-        &mut headers,
-    ) {
-        Ok(httparse::Status::Complete(length)) => length,
-        Ok(httparse::Status::Partial) => return Ok(None),
-        Err(httparse::Error::TooManyHeaders) => {
-            return Err(TransportError::Io(format!(
-                "the answer has more than {MAX_HEADERS} header fields"
-            )))
-        }
-        Err(e) => return Err(TransportError::Io(format!("not an HTTP/1.1 answer: {e}"))),
-    };
-    let status = response.code.unwrap_or(0);
-    let http10 = response.version == Some(0);
-    // RFC 9112 §6.3 rule 1: these answers have no body, whatever their
-    // fields say, so those fields are not looked at.
-    let no_body = status == 204 || status == 304 || (100..200).contains(&status);
-    let (mut keep_alive, mut close) = (false, false);
-    let mut event_stream = false;
-    let mut session = None;
-    let mut fields = FramingFields::default();
-    for header in response.headers.iter() {
-        let (name, value) = (header.name, header.value);
-        if name.eq_ignore_ascii_case("content-type") {
-            event_stream = value.starts_with(b"text/event-stream");
-        } else if name.eq_ignore_ascii_case("mcp-session-id") {
-            // The value borrows from `input`: its offset is where it lies.
-            let start = value.as_ptr() as usize - input.as_ptr() as usize;
-            session = Some(start..start + value.len());
-        } else if name.eq_ignore_ascii_case("connection") {
-            close |= has_token(value, b"close");
-            keep_alive |= has_token(value, b"keep-alive");
-        } else if !no_body {
-            fields.add(name, value)?;
-        }
-    }
-    Ok(Some(Head {
-        status,
-        length: head_len,
-        framing: if no_body {
-            BodyLength::Length(0)
-        } else {
-            framing(http10, &fields, limit)?
-        },
-        // HTTP/1.0 closes unless asked not to; 101 leaves HTTP behind.
-        close: close || (http10 && !keep_alive) || status == 101,
-        event_stream,
-        session,
-    }))
-}
-
-impl FramingFields {
-    /// Takes in one header field, if it is one of those that frame a body.
-    fn add(&mut self, name: &str, value: &[u8]) -> Result<(), TransportError> {
-        if name.eq_ignore_ascii_case("content-length") {
-            let length = wire::content_length(value).ok_or_else(|| {
-                TransportError::Io(format!(
-                    "an invalid Content-Length `{}`",
-                    String::from_utf8_lossy(&value[..value.len().min(32)])
-                ))
-            })?;
-            if self.length.is_some_and(|earlier| earlier != length) {
-                return Err(TransportError::Io("two Content-Length fields that differ".into()));
-            }
-            self.length = Some(length);
-        } else if name.eq_ignore_ascii_case("transfer-encoding") {
-            for coding in list_elements(value) {
-                // `chunked` must be the one coding, and only once: volley
-                // asks for no other (it sends no `TE`).
-                if !coding.eq_ignore_ascii_case(b"chunked") || self.chunked {
-                    return Err(TransportError::Io(format!(
-                        "Transfer-Encoding `{}`: volley accepts only `chunked`, once",
-                        String::from_utf8_lossy(&value[..value.len().min(64)])
-                    )));
-                }
-                self.chunked = true;
-            }
-            self.transfer_encoding = true;
-        }
-        Ok(())
-    }
-}
-
-/// How the body of an answer that has one is delimited, by RFC 9112
-/// §6.3's rules 3 to 8 in their order; framing that is invalid is an
-/// error, never a guess at a body.
-fn framing(http10: bool, fields: &FramingFields, limit: usize) -> Result<BodyLength, TransportError> {
-    let invalid = |why: &str| Err(TransportError::Io(format!("invalid framing: {why}")));
-    if fields.transfer_encoding {
-        if http10 {
-            // §6.1: Transfer-Encoding in HTTP/1.0 means faulty framing.
-            return invalid("Transfer-Encoding in an HTTP/1.0 answer");
-        }
-        if fields.length.is_some() {
-            // §6.3 rule 3: the mark of request smuggling; an error here.
-            return invalid("both Transfer-Encoding and Content-Length");
-        }
-        if !fields.chunked {
-            return invalid("an empty Transfer-Encoding");
-        }
-        return Ok(BodyLength::Chunked);
-    }
-    match fields.length {
-        Some(length) => usize::try_from(length)
-            .ok()
-            .filter(|length| *length <= limit)
-            .map(BodyLength::Length)
-            .ok_or(TransportError::TooLarge { limit }),
-        // Rule 8: until the server closes.
-        None => Ok(BodyLength::UntilClose),
-    }
-}
-
-/// Whether `bytes` hold the end of a head: a line end right after another
-/// (`\n\n` or `\n\r\n`, as `httparse` takes either).
-fn ends_a_line_twice(bytes: &[u8]) -> bool {
-    bytes.windows(2).enumerate().any(|(at, w)| {
-        w[0] == b'\n' && (w[1] == b'\n' || (w[1] == b'\r' && bytes.get(at + 2) == Some(&b'\n')))
-    })
-}
-
-/// The elements of a comma-separated field value, without the optional
-/// whitespace around them; empty elements are skipped (RFC 9110 §5.6.1).
-fn list_elements(value: &[u8]) -> impl Iterator<Item = &[u8]> {
-    value
-        .split(|b| *b == b',')
-        .map(wire::trim_ows)
-        .filter(|element| !element.is_empty())
-}
-
-/// Whether a `Connection` field's value names `token`.
-fn has_token(value: &[u8], token: &[u8]) -> bool {
-    list_elements(value).any(|element| element.eq_ignore_ascii_case(token))
-}
-
-/// The size of a chunk-size line (`1*HEXDIG [ chunk-ext ]`, RFC 9112
-/// §7.1), or `None` when the line is not one. Checked arithmetic: a size
-/// past u64 saturates to u64::MAX, past every limit, and never wraps.
-fn chunk_size(line: &[u8]) -> Option<u64> {
-    let digits = line.iter().take_while(|b| b.is_ascii_hexdigit()).count();
-    let (hex, rest) = line.split_at(digits);
-    // Extensions follow optional whitespace and a `;`; they are ignored.
-    let rest = wire::trim_ows(rest);
-    if hex.is_empty() || !(rest.is_empty() || rest[0] == b';') {
-        return None;
-    }
-    Some(hex.iter().fold(0u64, |size, digit| {
-        let value = (*digit as char).to_digit(16).unwrap_or(0);
-        size.checked_mul(16)
-            .and_then(|size| size.checked_add(u64::from(value)))
-            .unwrap_or(u64::MAX)
-    }))
 }
 
 fn io_error(doing: &str, e: std::io::Error) -> TransportError {
@@ -708,6 +310,8 @@ fn io_error(doing: &str, e: std::io::Error) -> TransportError {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::transport::http::framing::{MAX_HEADERS, MAX_HEAD_BYTES, MAX_INTERIM, MAX_LINE_BYTES};
+    use crate::transport::{Options, DEFAULT_MAX_RESPONSE_BYTES};
     use tokio::io::duplex;
 
     /// Runs one exchange against a peer that answers with `answer` (sent in
@@ -910,18 +514,6 @@ mod tests {
         let interim = "HTTP/1.1 100 Continue\r\n\r\n".repeat(MAX_INTERIM as usize + 1);
         let error = refused(interim.as_bytes()).await;
         assert!(error.to_string().contains("interim"), "{error}");
-    }
-
-    #[test]
-    fn chunk_size_lines_are_hex_then_extensions() {
-        assert_eq!(chunk_size(b"1f"), Some(31));
-        assert_eq!(chunk_size(b"1F;name=value"), Some(31));
-        assert_eq!(chunk_size(b"0 \t; x"), Some(0));
-        assert_eq!(chunk_size(b"ffffffffffffffff"), Some(u64::MAX));
-        assert_eq!(chunk_size(b"1ffffffffffffffff"), Some(u64::MAX));
-        for bad in [&b""[..], b";", b"x", b"1 2", b"0x1", b"1\r"] {
-            assert_eq!(chunk_size(bad), None, "{}", String::from_utf8_lossy(bad));
-        }
     }
 
     /// A real socket: the server answers once, without `Connection: close`,

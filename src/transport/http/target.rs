@@ -1,0 +1,147 @@
+//! An HTTP target, resolved once before the run: its addresses, its TLS
+//! client, and its request head serialized.
+
+use std::net::SocketAddr;
+
+use bytes::Bytes;
+
+use super::framing;
+use crate::tls::{NetStream, ALPN_H2, ALPN_HTTP1};
+use crate::transport::headers::{self, Request};
+use crate::transport::tls::{self, ClientTls};
+use crate::transport::{Options, TargetError, TransportError};
+
+#[derive(Clone)]
+pub struct HttpTarget {
+    url: String,
+    addrs: Vec<SocketAddr>,
+    /// Everything of a request's head before its `Content-Length`.
+    pub(super) head: Bytes,
+    /// Answers larger than this are cut off.
+    max_response: usize,
+    /// Extra headers, for transports that build their own requests.
+    headers: Vec<(String, String)>,
+    /// HTTP/2 instead of HTTP/1.1: by ALPN over TLS, else cleartext with
+    /// prior knowledge.
+    pub(in crate::transport) http2: bool,
+    /// For `https://`.
+    pub(in crate::transport) tls: Option<ClientTls>,
+}
+
+/// Header values may be secrets: never shown.
+impl std::fmt::Debug for HttpTarget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HttpTarget")
+            .field("url", &self.url)
+            .field("addrs", &self.addrs)
+            .finish_non_exhaustive()
+    }
+}
+
+impl HttpTarget {
+    pub(in crate::transport) async fn resolve(url: &str, options: &Options) -> Result<Self, TargetError> {
+        let extra = &options.headers;
+        let bad = |reason: &str| TargetError::BadUrl {
+            url: url.to_string(),
+            reason: reason.to_string(),
+        };
+        let uri: hyper::Uri = url
+            .parse()
+            .map_err(|e: hyper::http::uri::InvalidUri| bad(&e.to_string()))?;
+        let secure = uri.scheme_str() == Some("https");
+        let authority = uri
+            .authority()
+            .map(|a| a.as_str())
+            .ok_or_else(|| bad("no host"))?;
+        // Credentials (`user:pass@`) are not the host's business here.
+        let host_port = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+        let default_port = if secure { 443 } else { 80 };
+        let (host, addrs) = crate::transport::lookup(url, host_port, Some(default_port)).await?;
+        let path = uri
+            .path_and_query()
+            .map(|p| p.as_str())
+            .filter(|p| !p.is_empty())
+            .unwrap_or("/");
+        let authority = uri.authority().map(|a| a.as_str()).unwrap_or(host);
+        for (name, value) in extra {
+            crate::transport::header_for_target(name, value)?;
+        }
+        let head = framing::request_head(path, authority, headers::request_headers(extra, Request::Post));
+        let alpn = if options.http2 { ALPN_H2 } else { ALPN_HTTP1 };
+        let tls = secure
+            .then(|| ClientTls::new(url, host, &options.tls, alpn))
+            .transpose()?;
+        Ok(HttpTarget {
+            url: url.to_string(),
+            addrs,
+            head,
+            max_response: options.max_response,
+            headers: extra.to_vec(),
+            http2: options.http2,
+            tls,
+        })
+    }
+
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// Opens a connection, over TLS for `https://`.
+    pub(in crate::transport) async fn connect(&self) -> Result<NetStream, TransportError> {
+        tls::connect(&self.addrs, self.tls.as_ref())
+            .await
+            .map_err(|e| self.connect_error(e))
+    }
+
+    pub(in crate::transport) fn headers(&self) -> &[(String, String)] {
+        &self.headers
+    }
+
+    pub(in crate::transport) fn max_response(&self) -> usize {
+        self.max_response
+    }
+
+    /// Returns what TLS agreed on, if any.
+    pub(in crate::transport) async fn check_reachable(&self) -> Result<Option<String>, TransportError> {
+        let mut stream = self.connect().await?;
+        tls::settle(&mut stream)
+            .await
+            .map_err(|e| self.connect_error(e))?;
+        Ok(tls::describe(&stream))
+    }
+
+    pub(in crate::transport) fn connect_error(&self, source: std::io::Error) -> TransportError {
+        TransportError::Connect {
+            url: self.url.clone(),
+            reason: source,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_target_is_looked_up_once_its_credentials_and_brackets_are_off() {
+        let options = Options {
+            headers: Vec::new(),
+            max_response: 1024,
+            http2: false,
+            tls: Default::default(),
+            server_answers: Default::default(),
+        };
+        let target = HttpTarget::resolve("http://user:pw@[::1]/rpc", &options)
+            .await
+            .unwrap();
+        assert_eq!(target.addrs, ["[::1]:80".parse().unwrap()]);
+        assert!(target.head.starts_with(b"POST /rpc HTTP/1.1\r\n"));
+        let target = HttpTarget::resolve("http://127.0.0.1:8545", &options)
+            .await
+            .unwrap();
+        assert_eq!(target.addrs, ["127.0.0.1:8545".parse().unwrap()]);
+        assert!(target
+            .head
+            .starts_with(b"POST / HTTP/1.1\r\nHost: 127.0.0.1:8545\r\n"));
+    }
+}
