@@ -14,7 +14,7 @@ pub mod merge;
 pub mod metrics;
 pub mod output;
 pub mod plan;
-pub mod record;
+pub mod proxy;
 pub mod report;
 pub mod results;
 pub mod rpc;

@@ -10,7 +10,7 @@ use std::path::Path;
 const LAYERS: &[&[&str]] = &[
     &["cli", "cmd"],
     &[
-        "check", "compare", "equality", "init", "merge", "metrics", "output", "record", "report", "results",
+        "check", "compare", "equality", "init", "merge", "metrics", "output", "proxy", "report", "results",
         "serve", "sweep", "tui", "validate",
     ],
     &["scenario"],

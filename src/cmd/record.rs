@@ -8,7 +8,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::process::runtime_with_signals;
 use crate::cli::RecordArgs;
-use crate::record::{self, RecordConfig, Upstream};
+use crate::proxy::{self, RecordConfig, Upstream};
 
 pub fn command(args: RecordArgs) -> anyhow::Result<ExitCode> {
     let upstream = Upstream::parse(&args.upstream).map_err(|e| anyhow::anyhow!("--upstream {e}"))?;
@@ -29,7 +29,7 @@ pub fn command(args: RecordArgs) -> anyhow::Result<ExitCode> {
             signals.recv().await;
             stop.cancel();
         });
-        record::record(config, cancel, |addr| {
+        proxy::record(config, cancel, |addr| {
             crate::output::print(&format!(
                 "volley record: listening on {scheme}://{addr}, passing on to {}, writing {}\n",
                 args.upstream,

@@ -51,14 +51,14 @@ pub struct RunSpec {
 
 /// Runs the load until the plan's end or until `cancel` fires (then the
 /// summary is marked partial). `control` steers it while it goes;
-/// `observe` sees a snapshot a few times a second, and a last one at the end.
+/// `publish` is handed a snapshot a few times a second, and a last one at the end.
 pub async fn run(
     spec: RunSpec,
     cancel: CancellationToken,
     control: Arc<Control>,
-    observe: impl FnMut(&Snapshot),
+    publish: impl FnMut(&Snapshot),
 ) -> RunSummary {
-    run_placed(spec, cancel, control, observe, Placement::Threads).await
+    run_placed(spec, cancel, control, publish, Placement::Threads).await
 }
 
 /// Where the engine's shares of the run go.
@@ -76,7 +76,7 @@ async fn run_placed(
     spec: RunSpec,
     cancel: CancellationToken,
     control: Arc<Control>,
-    mut observe: impl FnMut(&Snapshot),
+    mut publish: impl FnMut(&Snapshot),
     placement: Placement,
 ) -> RunSummary {
     let stop = cancel.child_token();
@@ -144,14 +144,14 @@ async fn run_placed(
         gatherer.snapshot(measured, snapshot)
     };
     // The first, as the run begins: a warmup has no figures for a while.
-    observe(&snapshot_now(&mut gatherer, false));
+    publish(&snapshot_now(&mut gatherer, false));
     // The run ends at each thread's last figures, not when the threads
     // end: after them they may still be shutting stdio children down.
     let mut threads_done = 0;
     while let Some(chunk) = chunks.recv().await {
         let last = chunk.last.is_some();
         if gatherer.add(chunk) {
-            observe(&snapshot_now(&mut gatherer, false));
+            publish(&snapshot_now(&mut gatherer, false));
         }
         threads_done += usize::from(last);
         if threads_done == threads {
@@ -167,7 +167,7 @@ async fn run_placed(
     let stopped_at = deadline.map_or(end, |d| end.min(d));
     let measured = stopped_at.saturating_duration_since(shared.clock().measure_start);
     gatherer.finish(measured);
-    observe(&snapshot_now(&mut gatherer, true));
+    publish(&snapshot_now(&mut gatherer, true));
     // Paused time is no measured time: rates are over the time the load ran.
     let warmup_s = shared.plan.warmup.as_secs_f64();
     let paused = control.paused_within(warmup_s, warmup_s + measured.as_secs_f64());

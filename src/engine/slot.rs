@@ -43,7 +43,7 @@ impl ConnectionSlot {
         if held.as_ref().is_some_and(Connection::is_closed) {
             *held = None;
         }
-        match held.as_ref()?.share() {
+        match held.as_ref()?.another_handle() {
             Some(shared) => Some(shared),
             None => held.take(),
         }
@@ -51,7 +51,7 @@ impl ConnectionSlot {
 
     /// Puts back a connection taken out whole; a shared one never left.
     pub(super) fn checkin(&self, connection: Connection) {
-        if connection.share().is_none() && !connection.is_closed() {
+        if connection.another_handle().is_none() && !connection.is_closed() {
             *self.connection.borrow_mut() = Some(connection);
         }
     }
@@ -72,7 +72,7 @@ impl ConnectionSlot {
 
     /// Keeps a newly opened connection, returning the caller's handle on it.
     pub(super) fn install(&self, connection: Connection) -> Connection {
-        match connection.share() {
+        match connection.another_handle() {
             Some(shared) => {
                 *self.connection.borrow_mut() = Some(connection);
                 shared

@@ -1,13 +1,11 @@
 //! The fast reading of one message: the top-level object's members found,
 //! each value skipped over while it is checked to be valid JSON, its raw
 //! text kept. serde_json does the same work one byte and one token at a
-//! time; on a block of 150 transactions (122 KB, a string every 21 bytes)
-//! that was 59% of a run's CPU. Here the quotes, backslashes and control
-//! bytes of 64 bytes at a time are found with SSE2 into one mask, so most
-//! strings end at a bit already found rather than in a loop of their own:
-//! 24 µs against serde_json's 39 µs for that block (4.7 against 2.9 GiB/s,
-//! `cargo bench --bench hot_path -- message`), and 25% more calls a second
-//! in a run at 64 connections against `volley serve`.
+//! time, which large answers (blocks full of strings) pay for. Here the
+//! quotes, backslashes and control bytes of 64 bytes at a time are found
+//! with SSE2 into one mask, so most strings end at a bit already found
+//! rather than in a loop of their own. Why this is worth its code, in
+//! figures: docs/performance-history.md, "rpc/skim".
 //!
 //! Its verdict is serde_json's on every UTF-8 input (`fuzz/fuzz_targets/message.rs`
 //! and the tests below compare them). A body that is not UTF-8 it refuses,

@@ -441,7 +441,7 @@ impl Connection {
 
     /// Another handle on a multiplexed connection; `None` for one that
     /// carries a single call at a time.
-    pub fn share(&self) -> Option<Connection> {
+    pub fn another_handle(&self) -> Option<Connection> {
         match self {
             Connection::Http(_) => None,
             Connection::Http2(c) => Some(Connection::Http2(c.clone())),
