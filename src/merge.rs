@@ -16,9 +16,9 @@ use crate::report::shard::{ShardRecord, FORMAT};
 use crate::report::{LoadMeta, RunMeta, RunReport};
 use crate::results::ResultDir;
 use crate::stats::{
-    self, BatchSummary, ClientCpu, Evidence, LatencyLog, LatencySummary, MethodSummary, OutcomeKind,
-    Recorded, Recorder, RunSummary, Sample, ScheduleSummary, SecondRow, SetupSummary, StageSummary,
-    SubscriptionSummary, Verdict,
+    self, BatchSummary, ClientCpu, Evidence, LatencyLog, LatencySummary, MethodSummary, Recorded, Recorder,
+    RunSummary, Sample, ScheduleSummary, SecondRow, SetupSummary, StageSummary, SubscriptionSummary, Verdict,
+    Warning, WarningCode,
 };
 
 /// One shard's result directory, read.
@@ -49,8 +49,7 @@ impl ShardRun {
                 format["format"]
             );
         }
-        let record: ShardRecord = serde_json::from_value(format)
-            .map_err(|e| anyhow::anyhow!("{shown}/shard.json does not read: {e}"))?;
+        let record: ShardRecord = crate::results::from_json(&dir.join("shard.json"), &text)?;
         let restore = |saved: &stats::SavedRecorder| {
             let recorder = saved
                 .restore()
@@ -175,8 +174,7 @@ pub fn check(shards: &[ShardRun]) -> anyhow::Result<()> {
 pub fn merge(shards: &[ShardRun]) -> anyhow::Result<RunReport> {
     check(shards)?;
     let first = &shards[0].record;
-    let mut summary = summarize(shards);
-    stats::weigh_answers(&mut summary);
+    let summary = summarize(shards);
     let thresholds = first
         .thresholds
         .iter()
@@ -184,6 +182,7 @@ pub fn merge(shards: &[ShardRun]) -> anyhow::Result<RunReport> {
         .collect::<anyhow::Result<Vec<_>>>()?;
     let results = crate::thresholds::evaluate_all(&thresholds, &summary);
     Ok(RunReport {
+        format: crate::report::FORMAT,
         meta: meta(shards),
         summary,
         thresholds: results,
@@ -228,6 +227,7 @@ fn offsets(shards: &[ShardRun]) -> Vec<u32> {
         .collect()
 }
 
+/// The merged run's summary, its verdict and warnings whole.
 fn summarize(shards: &[ShardRun]) -> RunSummary {
     let first = &shards[0].record;
     let (total, stage_totals) = added_up(shards);
@@ -246,33 +246,22 @@ fn summarize(shards: &[ShardRun]) -> RunSummary {
     let cpu = client_cpu(shards);
     let partial = shards.iter().any(|s| s.record.partial);
     let panicked = shards.iter().map(|s| s.record.panicked_connections).sum();
-    let mut verdict = Verdict::of(&Evidence {
-        schedule: schedule.as_ref(),
-        requests: total.start_delay.len(),
-        rate: first.rate,
-        measured_seconds: seconds,
-        cpu: &cpu,
-        partial,
-        panicked,
-    });
-    if let Some(apart) = apart(shards) {
-        verdict.valid = false;
-        verdict.reasons.push(apart);
-    }
-    let had = |key: &str| {
-        shards
-            .iter()
-            .any(|s| !s.results.summary["summary"][key].is_null())
-    };
+    let verdict = verdict(
+        shards,
+        &Evidence {
+            schedule: schedule.as_ref(),
+            requests: total.start_delay.len(),
+            rate: first.rate,
+            measured_seconds: seconds,
+            cpu: &cpu,
+            partial,
+            panicked,
+        },
+    );
+    let had = |of: fn(&RunSummary) -> bool| shards.iter().any(|s| of(&s.results.report.summary));
     let (timeseries, latency_log) = seconds_lined_up(shards, &offsets);
-    let mut methods = MethodSummary::each(&first.methods, &total, seconds);
-    let mut merged_total = MethodSummary::new("TOTAL", &total.total(), seconds);
-    // Rates add: each shard's calls over its own measured time.
-    for (index, method) in methods.iter_mut().enumerate() {
-        method.rps = sum_rates(shards, |r| r.methods[index].calls());
-    }
-    merged_total.rps = sum_rates(shards, Recorder::calls);
-    RunSummary {
+    let (methods, merged_total) = figures(shards, &total, seconds);
+    let mut summary = RunSummary {
         methods,
         total: merged_total,
         timeseries,
@@ -280,13 +269,8 @@ fn summarize(shards: &[ShardRun]) -> RunSummary {
         samples: samples_lined_up(shards, &offsets),
         connections: stats::ConnectSummary::of(
             &total.connects,
-            shards
-                .iter()
-                .map(|s| {
-                    s.results.summary["meta"]["load"]["connections"]
-                        .as_u64()
-                        .unwrap_or(0)
-                })
+            (shards.iter())
+                .map(|s| s.results.report.meta.load.connections as u64)
                 .sum(),
         ),
         requests: total.requests,
@@ -296,10 +280,10 @@ fn summarize(shards: &[ShardRun]) -> RunSummary {
         children_exited: total.children_exited,
         child_exit: total.child_exit.clone(),
         child_shutdown: None,
-        subscriptions: had("subscriptions").then(|| SubscriptionSummary::new(&total, seconds)),
+        subscriptions: had(|s| s.subscriptions.is_some()).then(|| SubscriptionSummary::new(&total, seconds)),
         schedule,
         batches: BatchSummary::new(&total),
-        setup: had("setup").then(|| SetupSummary::of(&total)),
+        setup: had(|s| s.setup.is_some()).then(|| SetupSummary::of(&total)),
         stages: StageSummary::each(&stage_totals, &first.stage_bounds, seconds),
         events: Vec::new(),
         server: Vec::new(),
@@ -308,18 +292,69 @@ fn summarize(shards: &[ShardRun]) -> RunSummary {
         measured_seconds: seconds,
         // Shards run on their own clocks: the longest pause of any.
         paused_seconds: (shards.iter())
-            .filter_map(|s| s.results.summary["summary"]["paused_seconds"].as_f64())
+            .map(|s| s.results.report.summary.paused_seconds)
             .fold(0.0, f64::max),
         steered_to: None,
         client_cpu: cpu,
         verdict,
+        warnings: warnings(shards),
         partial,
         recorded: Recorded {
             total,
             stages: stage_totals,
             due,
         },
+    };
+    stats::weigh_answers(&mut summary);
+    summary
+}
+
+/// Each method's figures and the total's, from the recorders added up;
+/// their rates the shards' added, each shard's calls over its own
+/// measured time.
+fn figures(shards: &[ShardRun], total: &Recorder, seconds: f64) -> (Vec<MethodSummary>, MethodSummary) {
+    let mut methods = MethodSummary::each(&shards[0].record.methods, total, seconds);
+    let mut merged_total = MethodSummary::new("TOTAL", &total.total(), seconds);
+    for (index, method) in methods.iter_mut().enumerate() {
+        method.rps = sum_rates(shards, |r| r.methods[index].calls());
     }
+    merged_total.rps = sum_rates(shards, Recorder::calls);
+    (methods, merged_total)
+}
+
+/// The merged run's verdict: a single run's, and shards that did not run
+/// together make it invalid.
+fn verdict(shards: &[ShardRun], evidence: &Evidence) -> Verdict {
+    let mut verdict = Verdict::of(evidence);
+    if let Some(apart) = apart(shards) {
+        verdict.valid = false;
+        verdict.reasons.push(apart);
+    }
+    verdict
+}
+
+/// What a reader of the merged run must know: that it was merged, each
+/// shard's late start, and each shard's own warnings, said of it.
+fn warnings(shards: &[ShardRun]) -> Vec<Warning> {
+    let mut warnings = vec![Warning::new(
+        WarningCode::Merged,
+        format!(
+            "merged from {} shards of one run: counts summed, histograms added, seconds lined up by the wall clock",
+            shards.len()
+        ),
+    )];
+    for shard in shards {
+        let name = format!("{}/{}", shard.record.index, shard.record.count);
+        if let Some(late) = shard.record.clock.late_s.filter(|l| *l > 0.0) {
+            warnings.push(Warning::new(
+                WarningCode::LateStart,
+                format!("shard {name} started {late:.3} s after --start-at"),
+            ));
+        }
+        let own = &shard.results.report.summary.warnings;
+        warnings.extend(own.iter().map(|w| w.of_shard(&name)));
+    }
+    warnings
 }
 
 /// Every shard's recorders added: the whole run's, and each stage's.
@@ -372,8 +407,7 @@ fn seconds_lined_up(shards: &[ShardRun], offsets: &[u32]) -> (Vec<SecondRow>, La
                 }
             }
         }
-        let rows_of = &shard.results.summary["summary"]["timeseries"];
-        for row in rows_of.as_array().into_iter().flatten() {
+        for row in &shard.results.report.summary.timeseries {
             add_row(&mut rows, row, *offset);
         }
     }
@@ -433,13 +467,9 @@ fn samples_lined_up(shards: &[ShardRun], offsets: &[u32]) -> Vec<Sample> {
 }
 
 /// Adds one shard's row of `timeseries` (from its summary.json) into the
-/// row of its wall-clock second. What does not read is left out.
-fn add_row(rows: &mut BTreeMap<u32, SecondRow>, row: &Value, offset: u32) {
-    let number = |key: &str| row[key].as_u64().unwrap_or(0);
-    let Some(second) = row["second"].as_u64().and_then(|s| u32::try_from(s).ok()) else {
-        return;
-    };
-    let second = second.saturating_add(offset);
+/// row of its wall-clock second.
+fn add_row(rows: &mut BTreeMap<u32, SecondRow>, row: &SecondRow, offset: u32) {
+    let second = row.second.saturating_add(offset);
     let into = rows.entry(second).or_insert_with(|| SecondRow {
         second,
         calls: 0,
@@ -453,82 +483,54 @@ fn add_row(rows: &mut BTreeMap<u32, SecondRow>, row: &Value, offset: u32) {
         server_cpu_cores: None,
         server_rss_bytes: None,
     });
-    into.calls = into.calls.saturating_add(number("calls"));
-    into.ok = into.ok.saturating_add(number("ok"));
-    into.errors = into.errors.saturating_add(number("errors"));
-    into.rps += row["calls_per_s"]
-        .as_f64()
-        .filter(|r| r.is_finite())
-        .unwrap_or(0.0);
-    for (name, n) in row["error_outcomes"].as_object().into_iter().flatten() {
-        if let Some(kind) = OutcomeKind::ALL.iter().find(|k| k.name() == name) {
-            let count = into.error_outcomes.entry(kind.name()).or_insert(0);
-            *count = count.saturating_add(n.as_u64().unwrap_or(0));
-        }
+    into.calls = into.calls.saturating_add(row.calls);
+    into.ok = into.ok.saturating_add(row.ok);
+    into.errors = into.errors.saturating_add(row.errors);
+    into.rps += row.rps;
+    for (name, n) in &row.error_outcomes {
+        let count = into.error_outcomes.entry(name).or_insert(0);
+        *count = count.saturating_add(*n);
     }
 }
 
 /// What was run: the first shard's, with the load summed over the shards,
-/// the earliest start and the latest end, and each shard's warnings.
+/// the earliest start and the latest end.
 fn meta(shards: &[ShardRun]) -> RunMeta {
-    let metas: Vec<&Value> = shards.iter().map(|s| &s.results.summary["meta"]).collect();
-    let text = |value: &Value| value.as_str().unwrap_or_default().to_string();
-    let load = &metas[0]["load"];
-    let sum = |key: &str| metas.iter().filter_map(|m| m["load"][key].as_u64()).sum::<u64>();
-    let first = &shards[0].record;
-    let mut warnings = vec![format!(
-        "merged from {} shards of one run: counts summed, histograms added, seconds lined up by the wall clock",
-        shards.len()
-    )];
-    for (shard, meta) in shards.iter().zip(&metas) {
-        if let Some(late) = shard.record.clock.late_s.filter(|l| *l > 0.0) {
-            warnings.push(format!(
-                "shard {}/{} started {late:.3} s after --start-at",
-                shard.record.index, shard.record.count
-            ));
-        }
-        for warning in meta["warnings"].as_array().into_iter().flatten() {
-            warnings.push(format!(
-                "shard {}/{}: {}",
-                shard.record.index,
-                shard.record.count,
-                text(warning)
-            ));
-        }
-    }
-    let times = |key: &str| metas.iter().map(|m| text(&m[key])).collect::<Vec<_>>();
+    let metas: Vec<&RunMeta> = shards.iter().map(|s| &s.results.report.meta).collect();
+    let sum = |of: fn(&LoadMeta) -> Option<u64>| metas.iter().filter_map(|m| of(&m.load)).sum::<u64>();
+    let (first, load) = (&shards[0].record, &metas[0].load);
     RunMeta {
-        tool: "volley",
-        version: env!("CARGO_PKG_VERSION"),
+        tool: "volley".into(),
+        version: env!("CARGO_PKG_VERSION").into(),
         scenario: first.scenario.clone(),
-        scenario_file: metas[0]["scenario_file"].as_str().map(str::to_string),
-        target: text(&metas[0]["target"]),
-        transport: text(&metas[0]["transport"]),
-        jsonrpc: text(&metas[0]["jsonrpc"]),
-        tls: metas[0]["tls"].as_str().map(str::to_string),
+        scenario_file: metas[0].scenario_file.clone(),
+        target: metas[0].target.clone(),
+        transport: metas[0].transport.clone(),
+        jsonrpc: metas[0].jsonrpc.clone(),
+        tls: metas[0].tls.clone(),
         load: LoadMeta {
             model: if first.open { "open" } else { "closed" },
             rate: first.rate,
-            concurrency: load["concurrency"].as_u64().map(|_| sum("concurrency") as usize),
-            connections: sum("connections") as usize,
-            duration_s: load["duration_s"].as_f64(),
-            requests: load["requests"].as_u64().map(|_| sum("requests")),
-            warmup_s: load["warmup_s"].as_f64().unwrap_or(0.0),
-            timeout_s: load["timeout_s"].as_f64().unwrap_or(0.0),
-            threads: sum("threads") as usize,
+            concurrency: load
+                .concurrency
+                .map(|_| sum(|l| l.concurrency.map(|c| c as u64)) as usize),
+            connections: sum(|l| Some(l.connections as u64)) as usize,
+            duration_s: load.duration_s,
+            requests: load.requests.map(|_| sum(|l| l.requests)),
+            warmup_s: load.warmup_s,
+            timeout_s: load.timeout_s,
+            threads: sum(|l| Some(l.threads as u64)) as usize,
             stages: first.stage_bounds.len(),
             shard: None,
-            recorded_pace: load["recorded_pace"].as_bool().unwrap_or(false),
+            recorded_pace: load.recorded_pace,
         },
         seed: first.seed,
-        started_at: times("started_at").into_iter().min().unwrap_or_default(),
-        ended_at: times("ended_at").into_iter().max().unwrap_or_default(),
-        header_names: metas[0]["header_names"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .map(text)
-            .collect(),
-        warnings,
+        started_at: metas
+            .iter()
+            .map(|m| m.started_at.clone())
+            .min()
+            .unwrap_or_default(),
+        ended_at: metas.iter().map(|m| m.ended_at.clone()).max().unwrap_or_default(),
+        header_names: metas[0].header_names.clone(),
     }
 }

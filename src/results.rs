@@ -1,5 +1,6 @@
-//! A result directory read back: `summary.json` and `latency.hlog`, for the
-//! commands that work on finished runs (`compare`, `report`).
+//! A result directory read back: `summary.json` through the types that
+//! wrote it, `latency.hlog` and `samples.csv`, for the commands that work
+//! on finished runs (`compare`, `report`, `merge`).
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -8,11 +9,14 @@ use anyhow::Context;
 use hdrhistogram::serialization::interval_log::{IntervalLogIterator, LogEntry};
 use hdrhistogram::serialization::Deserializer;
 use hdrhistogram::Histogram;
+use serde::de::DeserializeOwned;
 use serde_json::Value;
 
+use crate::report::{RunReport, FORMAT};
+
 pub struct ResultDir {
-    /// `summary.json` as written.
-    pub summary: Value,
+    /// `summary.json`, read back whole.
+    pub report: RunReport,
     /// Per tag (method or TOTAL): each second's latency histogram, its
     /// length and its start (seconds into the measured run).
     pub seconds: BTreeMap<String, Vec<(Histogram<u64>, f64, f64)>>,
@@ -23,30 +27,9 @@ pub struct ResultDir {
 
 impl ResultDir {
     pub fn read(dir: &Path) -> anyhow::Result<ResultDir> {
-        let summary: Value = serde_json::from_slice(
-            &std::fs::read(dir.join("summary.json"))
-                .with_context(|| format!("{}: no summary.json", dir.display()))?,
-        )
-        .with_context(|| format!("{}/summary.json is not JSON", dir.display()))?;
-        // A comparison of several targets, or a sweep, is not one run: each
-        // target's (each step's) own directory is.
-        if summary.get("summary").is_none() && summary["targets"].is_array() {
-            let names: Vec<String> = summary["targets"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .filter_map(|t| t["name"].as_str().map(|n| dir.join(n).display().to_string()))
-                .collect();
-            anyhow::bail!(
-                "{} holds several targets' runs (or a sweep), not one run: give one of its run directories{}",
-                dir.display(),
-                if names.is_empty() {
-                    String::new()
-                } else {
-                    format!(" ({})", names.join(", "))
-                }
-            );
-        }
+        let bytes = std::fs::read(dir.join("summary.json"))
+            .with_context(|| format!("{}: no summary.json", dir.display()))?;
+        let report = read_summary(dir, &bytes)?;
         let log = std::fs::read(dir.join("latency.hlog")).with_context(|| {
             format!(
                 "{}: no latency.hlog (written by volley 0.1 and later)",
@@ -78,7 +61,7 @@ impl ResultDir {
         }
         let samples = read_samples(dir)?;
         Ok(ResultDir {
-            summary,
+            report,
             seconds,
             samples,
         })
@@ -94,6 +77,56 @@ impl ResultDir {
         }
         latencies
     }
+}
+
+/// `summary.json` as the [`RunReport`] that wrote it. A comparison of
+/// several targets, or a sweep, is not one run (each target's, each step's
+/// own directory is), and a layout this volley does not know is not read.
+fn read_summary(dir: &Path, bytes: &[u8]) -> anyhow::Result<RunReport> {
+    let path = dir.join("summary.json");
+    let document: Value =
+        serde_json::from_slice(bytes).with_context(|| format!("{} is not JSON", path.display()))?;
+    if document.get("summary").is_none() && document["targets"].is_array() {
+        let names: Vec<String> = (document["targets"].as_array().into_iter().flatten())
+            .filter_map(|t| t["name"].as_str().map(|n| dir.join(n).display().to_string()))
+            .collect();
+        anyhow::bail!(
+            "{} holds several targets' runs (or a sweep), not one run: give one of its run directories{}",
+            dir.display(),
+            if names.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", names.join(", "))
+            }
+        );
+    }
+    match document.get("format").and_then(Value::as_u64) {
+        Some(format) if format == u64::from(FORMAT) => from_json(&path, bytes),
+        Some(format) => anyhow::bail!(
+            "{}: layout {format}, and this volley reads layout {FORMAT}: read it with the volley that wrote it ({})",
+            path.display(),
+            document["meta"]["version"].as_str().map_or("a later one".into(), |v| format!("volley {v}"))
+        ),
+        None => anyhow::bail!(
+            "{}: no `format`: written by an older volley, whose layout this one does not read; run it again with this volley",
+            path.display()
+        ),
+    }
+}
+
+/// `bytes`, the file at `path`, as the `T` that wrote it: a field missing,
+/// renamed or of another type is refused naming the file and the field
+/// (never read as a zero).
+pub fn from_json<T: DeserializeOwned>(path: &Path, bytes: &[u8]) -> anyhow::Result<T> {
+    let mut reader = serde_json::Deserializer::from_slice(bytes);
+    serde_path_to_error::deserialize(&mut reader).map_err(|e| {
+        // The path of a field at the top is `.`: the file alone names it.
+        let within = match e.path().to_string() {
+            top if top == "." => String::new(),
+            at => format!(", in `{at}`"),
+        };
+        anyhow::anyhow!("{}: {}{within}", path.display(), e.inner())
+    })
 }
 
 /// `samples.csv` as its rows, `None` when the file is not there; a row

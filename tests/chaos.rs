@@ -264,7 +264,8 @@ fn a_server_outage_is_blamed_on_the_server_not_the_generator() {
     });
     let outcomes = common::outcomes(&report);
     assert!(outcomes.get("connect").copied().unwrap_or(0) > 0, "{outcomes:?}");
-    let warnings = report.meta.warnings.join("\n");
+    let warnings: Vec<String> = report.summary.warnings.iter().map(|w| w.to_string()).collect();
+    let warnings = warnings.join("\n");
     assert!(report.summary.schedule.as_ref().unwrap().behind, "{warnings}");
     assert!(
         warnings.contains("the server could not be reached for part of the run"),

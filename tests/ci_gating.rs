@@ -373,10 +373,14 @@ fn abort_on_fail_stops_a_run_once_a_threshold_has_failed() {
         summary["measured_seconds"]
     );
     assert_eq!(summary["partial"], true);
-    let warnings = json["meta"]["warnings"].to_string();
+    let warnings = json["summary"]["warnings"].as_array().unwrap();
+    let stopped = warnings.iter().find(|w| w["code"] == "abort_on_fail");
     assert!(
-        warnings.contains("threshold `p99 < 1ms` failed on the figures so far"),
-        "{warnings}"
+        stopped.is_some_and(|w| w["message"]
+            .as_str()
+            .unwrap()
+            .contains("threshold `p99 < 1ms` failed on the figures so far")),
+        "{warnings:?}"
     );
     assert_eq!(json["thresholds"][0]["passed"], false);
     // Without a threshold there is nothing to stop on.

@@ -640,11 +640,10 @@ fn serve_tls_makes_a_ca_that_run_trusts_with_cacert() {
     assert!(text(&insecure.stderr).contains("INSECURE"));
     assert!(text(&insecure.stdout).contains("INSECURE"));
     let json = summary_json(&dir.join("insecure"));
+    let warning = &json["summary"]["warnings"][0];
+    assert_eq!(warning["code"], "insecure", "{json}");
     assert!(
-        json["meta"]["warnings"][0]
-            .as_str()
-            .unwrap()
-            .starts_with("INSECURE"),
+        warning["message"].as_str().unwrap().starts_with("INSECURE"),
         "{json}"
     );
     interrupt(&server, "-INT");

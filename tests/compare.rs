@@ -209,7 +209,7 @@ fn a_renamed_or_missing_figure_is_refused_naming_the_file_and_the_field() {
         let stderr = String::from_utf8_lossy(&output.stderr);
         assert!(
             stderr.contains(&format!("{}", renamed.join("summary.json").display()))
-                && stderr.contains("calls_per_s` is missing"),
+                && stderr.contains("missing field `calls_per_s`"),
             "{stderr}"
         );
     }

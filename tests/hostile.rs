@@ -393,7 +393,8 @@ fn calls_that_failed_on_the_wire_get_no_advice_about_calls_left_waiting() {
     );
     assert_eq!(summary["summary"]["total"]["outcomes"]["io"], 6, "{summary}");
     assert_eq!(summary["summary"]["in_flight_at_end"], 0);
-    let warnings = summary["meta"]["warnings"].to_string();
+    let warnings = summary["summary"]["warnings"].to_string();
+    assert!(warnings.contains(r#""code":"no_answer""#), "{warnings}");
     assert!(warnings.contains("the server answered no call"), "{warnings}");
     assert!(!warnings.contains("still waiting"), "{warnings}");
     std::fs::remove_dir_all(&dir).unwrap();

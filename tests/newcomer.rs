@@ -143,9 +143,10 @@ fn ctrl_c_in_the_warmup_says_nothing_was_measured_and_blames_no_server() {
     let output = wait_or_kill(child, Duration::from_secs(30));
     assert_eq!(output.status.code(), Some(130));
     let json = summary_json(&out);
-    let warnings = json["meta"]["warnings"].to_string();
+    let warnings = json["summary"]["warnings"].to_string();
     assert!(
-        warnings.contains("stopped before the measured part began"),
+        warnings.contains(r#""code":"stopped_in_warmup""#)
+            && warnings.contains("stopped before the measured part began"),
         "{warnings}"
     );
     assert!(!warnings.contains("the server answered no call"), "{warnings}");
@@ -508,7 +509,8 @@ fn a_replay_that_stops_ends_the_run_at_the_end_of_its_file() {
     assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
     let json = summary_json(&out);
     assert_eq!(json["summary"]["total"]["calls"], 0);
-    let warnings = json["meta"]["warnings"].to_string();
+    let warnings = json["summary"]["warnings"].to_string();
+    assert!(warnings.contains(r#""code":"nothing_measured""#), "{warnings}");
     assert!(warnings.contains("nothing was measured"), "{warnings}");
     assert_eq!(json["summary"]["verdict"]["valid"], false);
 }
@@ -556,7 +558,7 @@ fn a_server_that_stops_answering_is_reported_as_such() {
         );
         let json = summary_json(&out);
         assert_eq!(json["summary"]["in_flight_at_end"], 4, "{model}");
-        let warnings = json["meta"]["warnings"].to_string();
+        let warnings = json["summary"]["warnings"].to_string();
         assert!(warnings.contains(expect), "{model}: {warnings}");
         assert!(
             warnings.contains("timeout (10s) is longer than the run"),
@@ -640,7 +642,8 @@ fn a_server_that_stops_answering_mid_run_is_told_from_a_healthy_end() {
     assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
     let json = summary_json(&out);
     assert_eq!(json["summary"]["total"]["calls"], 20);
-    let warnings = json["meta"]["warnings"].to_string();
+    let warnings = json["summary"]["warnings"].to_string();
+    assert!(warnings.contains(r#""code":"stopped_answering""#), "{warnings}");
     assert!(
         warnings.contains("20 calls answered, then none for the last")
             && warnings.contains("or more: the server stopped answering; 1 call still waiting"),
@@ -680,7 +683,7 @@ fn a_server_that_stops_answering_mid_run_is_told_from_a_healthy_end() {
     let json = summary_json(&out);
     let in_flight = json["summary"]["in_flight_at_end"].as_u64().unwrap();
     assert!(in_flight >= 1, "each call waits 300 ms: {in_flight}");
-    let warnings = json["meta"]["warnings"].to_string();
+    let warnings = json["summary"]["warnings"].to_string();
     assert!(!warnings.contains("still waiting"), "{warnings}");
     assert_eq!(json["summary"]["verdict"]["valid"], true);
 }

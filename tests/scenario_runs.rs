@@ -277,12 +277,12 @@ fn subscriptions_that_bring_nothing_show_no_gap_figures_and_warn() {
         "{table}"
     );
     assert!(!table.contains("gap between"), "{table}");
-    let warned = report
-        .meta
-        .warnings
-        .iter()
-        .any(|w| w.starts_with("subscriptions received nothing: 2 subscriptions opened"));
-    assert!(warned, "{:?}", report.meta.warnings);
+    let warned = report.summary.warnings.iter().any(|w| {
+        w.code == volley::stats::WarningCode::NoNotifications
+            && w.message
+                .starts_with("subscriptions received nothing: 2 subscriptions opened")
+    });
+    assert!(warned, "{:?}", report.summary.warnings);
 }
 
 /// A shipped scenario as a test runs it: 60 requests, no warmup, against

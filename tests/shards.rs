@@ -327,3 +327,107 @@ fn a_shard_keeps_the_files_seed_and_takes_the_start_time_only_without_one() {
         .to_string();
     assert!(error.contains("--seed"), "{error}");
 }
+
+/// A copy of result directory `dir` at `to`, its `file` passed through `edit`.
+fn edited_copy(dir: &Path, to: &Path, file: &str, edit: impl Fn(String) -> String) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        std::fs::copy(&path, to.join(path.file_name().unwrap())).unwrap();
+    }
+    let text = std::fs::read_to_string(to.join(file)).unwrap();
+    std::fs::write(to.join(file), edit(text)).unwrap();
+}
+
+/// `volley ARGS`, which must refuse (exit 1, nothing written) and say
+/// each of `says`.
+fn refused(args: &[&Path], says: &[&str]) {
+    let output = wait_or_kill(
+        volley()
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+        Duration::from_secs(60),
+    );
+    let stderr = text(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{args:?}: {stderr}");
+    for said in says {
+        assert!(stderr.contains(said), "{args:?}: no {said:?} in {stderr}");
+    }
+}
+
+#[test]
+fn a_renamed_field_is_refused_by_compare_merge_and_report_naming_the_file_and_the_field() {
+    let (mut server, url) = common::bin::serve(&[]);
+    let root = temp_dir("renamed");
+    let run = root.join("run");
+    let args = [
+        "run",
+        "--target",
+        &url,
+        "--method",
+        "eth_blockNumber",
+        "-n",
+        "200",
+    ];
+    let shard = [
+        "--shard",
+        "0/2",
+        "--seed",
+        "7",
+        "--threshold",
+        "p99 < 10s",
+        "--no-tui",
+        "-q",
+    ];
+    let output = common::bin::run_guarded(&[&args[..], &shard[..]].concat(), &run);
+    server.kill().unwrap();
+    let _ = server.wait();
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
+    // Its warnings are written with their codes.
+    let warnings = summary_json(&run)["summary"]["warnings"].clone();
+    let codes: Vec<&str> = (warnings.as_array().unwrap().iter())
+        .map(|w| w["code"].as_str().unwrap())
+        .collect();
+    assert!(codes.contains(&"shard_thresholds"), "{warnings}");
+    let shown = |dir: &Path, file: &str| dir.join(file).display().to_string();
+    let (merge, report, compare) = (Path::new("merge"), Path::new("report"), Path::new("compare"));
+    let out = root.join("merged");
+    let renamed = root.join("renamed");
+    edited_copy(&run, &renamed, "summary.json", |text| {
+        text.replace("\"calls_per_s\"", "\"calls_per_sec\"")
+    });
+    let says = [
+        &shown(&renamed, "summary.json")[..],
+        "missing field `calls_per_s`",
+        "in `summary.methods[0]`",
+    ];
+    refused(&[compare, &run, &renamed], &says);
+    refused(&[compare, &renamed, &run], &says);
+    refused(&[report, &renamed], &says);
+    refused(&[merge, &renamed, Path::new("--out"), &out], &says);
+    let in_shard = root.join("renamed-shard");
+    edited_copy(&run, &in_shard, "shard.json", |text| {
+        text.replace("\"in_flight_at_end\"", "\"in_flight\"")
+    });
+    let says = [
+        &shown(&in_shard, "shard.json")[..],
+        "missing field `in_flight_at_end`",
+    ];
+    refused(&[merge, &in_shard, Path::new("--out"), &out], &says);
+    // A layout this volley does not know is not read, whatever it holds.
+    let later = root.join("later");
+    edited_copy(&run, &later, "summary.json", |text| {
+        text.replacen("\"format\": 1,", "\"format\": 2,", 1)
+    });
+    let says = [
+        &shown(&later, "summary.json")[..],
+        "layout 2, and this volley reads layout 1",
+    ];
+    refused(&[report, &later], &says);
+    refused(&[compare, &run, &later], &says);
+    assert!(!out.exists(), "no merge was written");
+    std::fs::remove_dir_all(&root).unwrap();
+}

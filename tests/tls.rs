@@ -118,7 +118,11 @@ fn https_over_http1_with_a_private_ca() {
         tls.starts_with("TLSv1_3") && tls.ends_with("ALPN http/1.1"),
         "{tls}"
     );
-    assert!(report.meta.warnings.iter().all(|w| !w.contains("INSECURE")));
+    assert!(report
+        .summary
+        .warnings
+        .iter()
+        .all(|w| !w.message.contains("INSECURE")));
     assert_eq!(ServerStats::get(&setup.server.stats.requests), 1500);
     assert_exact(&report, &setup.server);
 }
@@ -212,9 +216,10 @@ fn insecure_skips_verification_and_says_so() {
     let setup = setup("insecure", &["db.example.test"], false);
     let report = try_run(&scenario_text(&setup.server.url(), "", "insecure = true")).unwrap();
     assert!(
-        report.meta.warnings.iter().any(|w| w.starts_with("INSECURE")),
+        (report.summary.warnings.iter())
+            .any(|w| w.code == volley::stats::WarningCode::Insecure && w.message.starts_with("INSECURE")),
         "{:?}",
-        report.meta.warnings
+        report.summary.warnings
     );
     let table = volley::report::render_table(&report);
     assert!(table.contains("INSECURE"), "{table}");

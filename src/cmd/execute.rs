@@ -1,7 +1,7 @@
 //! A run from start to report: the built-in server when asked for, the
-//! target resolved and reached, the first polls, the engine, then the
-//! warnings, verdict and thresholds every report carries. What `volley run`
-//! and the tests call.
+//! target resolved and reached, the first polls, the engine (whose summary
+//! comes with its verdict and warnings whole, from the facts handed to it
+//! here), then the thresholds. What `volley run` and the tests call.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -12,13 +12,12 @@ use tokio_util::sync::CancellationToken;
 
 use super::process::EXIT_SIGINT;
 use crate::engine::{self, Control, RunSpec};
-use crate::plan::Poll;
-use crate::plan::Shard;
+use crate::plan::{Poll, Shard};
 use crate::report::shard::{ShardClock, ShardRecord};
 use crate::report::{LoadMeta, RunMeta, RunReport};
 use crate::scenario::{Compiled, Scenario, TargetSpec};
 use crate::serve::{self, ServeConfig};
-use crate::stats::{RunSummary, SavedRecorder, Snapshot};
+use crate::stats::{Facts, RunSummary, SavedRecorder, Snapshot};
 use crate::transport::{Scheme, StreamTarget, Target, TargetError, TransportError};
 
 #[derive(Debug, Error)]
@@ -36,8 +35,6 @@ pub enum RunError {
     StoppedBeforeStart(u8),
 }
 
-pub(super) const INSECURE: &str = "INSECURE: --insecure is on, the server's TLS certificate was not verified: these figures may come from a server other than the one named";
-
 /// Whether the run talks TLS without verifying the server: said at the
 /// start, on the dashboard and in every report.
 pub(super) fn is_insecure(scenario: &Scenario) -> bool {
@@ -53,18 +50,15 @@ pub async fn execute(
     scenario_file: Option<&Path>,
     cancel: CancellationToken,
     control: Arc<Control>,
-    observe: impl FnMut(&Snapshot),
+    publish: impl FnMut(&Snapshot),
 ) -> Result<RunReport, RunError> {
     let Compiled {
         plan,
         mix,
         setup,
         polls,
-        mut warnings,
+        warnings,
     } = scenario.compile();
-    if is_insecure(scenario) {
-        warnings.push(INSECURE.to_string());
-    }
     let server = builtin_server(scenario)?;
     let url = match (&scenario.target, &server) {
         (TargetSpec::Url(url), _) => url.clone(),
@@ -85,8 +79,8 @@ pub async fn execute(
     };
     let started = SystemTime::now();
     let mut meta = RunMeta {
-        tool: "volley",
-        version: env!("CARGO_PKG_VERSION"),
+        tool: "volley".into(),
+        version: env!("CARGO_PKG_VERSION").into(),
         scenario: scenario.name.clone(),
         scenario_file: scenario_file.map(|p| p.display().to_string()),
         target: match server {
@@ -101,13 +95,8 @@ pub async fn execute(
         started_at: timestamp(SystemTime::now()),
         ended_at: String::new(),
         header_names: scenario.headers.iter().map(|(name, _)| name.clone()).collect(),
-        warnings,
     };
-    let capacity = Capacity {
-        connections: plan.connections,
-        callers: plan.callers(),
-    };
-    let timeout = plan.timeout;
+    let facts = facts(scenario, warnings, late);
     let warmup = plan.warmup;
     let whole_rate = plan.constant_rate();
     let capture = (scenario.equality.as_ref()).map(|e| Arc::new(engine::Capture::new(e.sample)));
@@ -119,12 +108,10 @@ pub async fn execute(
         polls,
         capture: capture.clone(),
         observe: scenario.observe.clone(),
+        facts,
     };
-    let mut summary = engine::run(spec, cancel, control, observe).await;
+    let summary = engine::run(spec, cancel, control, publish).await;
     meta.ended_at = timestamp(SystemTime::now());
-    meta.warnings.extend(run_warnings(&summary, capacity, timeout));
-    meta.warnings.extend(shard_warnings(scenario, late));
-    crate::stats::weigh_answers(&mut summary);
     drop(server);
     let thresholds = crate::thresholds::evaluate_all(&scenario.thresholds, &summary);
     let shard = scenario.shard.map(|shard| {
@@ -137,6 +124,7 @@ pub async fn execute(
         shard_record(scenario, shard, &meta, &summary, (clock, whole_rate))
     });
     Ok(RunReport {
+        format: crate::report::FORMAT,
         meta,
         summary,
         thresholds,
@@ -145,25 +133,19 @@ pub async fn execute(
     })
 }
 
-/// A start later than this after `--start-at` is said in the results.
-const LATE_START: Duration = Duration::from_millis(500);
-
-/// What a shard's results must say: a late start, and that its thresholds
-/// are judged on the whole.
-fn shard_warnings(scenario: &Scenario, late: Option<Duration>) -> Vec<String> {
-    let mut warnings = Vec::new();
-    if let Some(late) = late.filter(|l| *l >= LATE_START) {
-        warnings.push(format!(
-            "started {:.1} s after --start-at: its seconds do not line up with the other shards'",
-            late.as_secs_f64()
-        ));
+/// What the run's warnings weigh that only this command knows: the
+/// scenario's own warnings, TLS unverified, a late start, a shard's
+/// thresholds judged elsewhere.
+fn facts(scenario: &Scenario, warnings: Vec<String>, late: Option<Duration>) -> Facts {
+    Facts {
+        scenario: warnings,
+        insecure: is_insecure(scenario),
+        late_start: late,
+        shard_with_thresholds: (scenario.shard)
+            .filter(|_| !scenario.thresholds.is_empty())
+            .map(|shard| shard.to_string()),
+        ..Facts::default()
     }
-    if let Some(shard) = scenario.shard.filter(|_| !scenario.thresholds.is_empty()) {
-        warnings.push(format!(
-            "shard {shard}: these figures are this shard's share; the thresholds are judged on the whole by `volley merge` (a shard does not exit 2)"
-        ));
-    }
-    warnings
 }
 
 /// Waits for `at` on the wall clock, or a stop; returns how late it is,
@@ -281,101 +263,6 @@ pub(super) fn transport_options(scenario: &Scenario) -> crate::transport::Option
         tls: scenario.tls.clone(),
         server_answers: scenario.server_answers.clone(),
     }
-}
-
-/// What a reader must know to trust the figures: connection tasks that
-/// panicked, calls left unanswered at the end, and a schedule that was not
-/// kept, said with its cause.
-fn run_warnings(summary: &RunSummary, capacity: Capacity, timeout: Duration) -> Vec<String> {
-    use crate::report::count;
-    use crate::stats::Unanswered;
-    let mut warnings = Vec::new();
-    if summary.panicked_connections > 0 {
-        warnings.push(format!(
-            "{} panicked (a bug in volley: please report it); the calls they made are counted",
-            count(summary.panicked_connections, "connection task")
-        ));
-    }
-    let in_flight = summary.in_flight_at_end;
-    let run = Duration::from_secs_f64(summary.measured_seconds.max(0.0));
-    let run_shown = humantime::format_duration(Duration::from_millis(run.as_millis() as u64));
-    match crate::stats::unanswered(summary) {
-        Some(Unanswered::StoppedInWarmup) => warnings.push(
-            "stopped before the measured part began: nothing was measured (the warmup's calls are in no figure)".into(),
-        ),
-        Some(Unanswered::NothingSent) => warnings.push(format!(
-            "nothing was measured: no call was sent in the measured {run_shown} (after any warmup); a replay file used up in the warmup, or a run shorter than a call, leaves every figure at zero"
-        )),
-        // Advice about the timeout only where calls were left waiting.
-        Some(silence) if timeout > run && in_flight > 0 => warnings.push(format!(
-            "{silence}; {} still waiting for an answer when the run ended, in no figure: the timeout ({}) is longer than the run ({run_shown}), so none could count as a timeout. Give --timeout shorter than the run to count them",
-            count(in_flight, "call"),
-            humantime::format_duration(timeout),
-        )),
-        Some(silence) => warnings.push(format!("{silence}")),
-        None => {}
-    }
-    if let Some(subs) = summary.subscriptions.as_ref().filter(|s| s.notifications == 0) {
-        warnings.push(format!(
-            "subscriptions received nothing: {} opened, no notification came in the measured {run_shown} (are its params a topic the server sends on, and often enough for the run?)",
-            count(subs.opened, "subscription")
-        ));
-    }
-    let judged = f64::from(crate::compare::JUDGED_SECONDS);
-    if summary.total.calls > 0 && summary.measured_seconds < judged {
-        warnings.push(format!(
-            "a measured run of {run_shown} is too short for `volley compare` to tell a change from chance: measure at least {judged} s"
-        ));
-    }
-    if let Some(schedule) = summary.schedule.as_ref().filter(|s| s.behind) {
-        warnings.push(format!(
-            "{}: {} left more than {} ms late (start delay p99 {:.1} ms) and {} never sent; the latency figures include this wait",
-            behind_cause(summary, capacity),
-            count(schedule.late_requests, "request"),
-            crate::stats::LATE_THRESHOLD.as_millis(),
-            schedule.start_delay.p99_ms,
-            count(schedule.unsent, "request")
-        ));
-    }
-    warnings
-}
-
-/// Why an open-model run fell behind its schedule, with the remedy: the
-/// server down (connections refused), every caller waiting on a slow
-/// server, or volley itself.
-fn behind_cause(summary: &RunSummary, capacity: Capacity) -> String {
-    use crate::report::count;
-    let outcome = |name: &str| summary.total.outcomes.get(name).copied().unwrap_or(0);
-    let in_flight = summary.in_flight_at_end;
-    let unreachable = outcome("connect");
-    if unreachable > 0 {
-        return format!(
-            "the server could not be reached for part of the run ({} failed to connect): requests due then waited for it. This is the server's outage, not the generator",
-            count(unreachable, "call")
-        );
-    }
-    if in_flight as usize >= capacity.callers {
-        let over = match capacity.callers == capacity.connections {
-            true => count(capacity.connections as u64, "connection"),
-            false => format!(
-                "{} in flight at most over {}",
-                count(capacity.callers as u64, "call"),
-                count(capacity.connections as u64, "connection")
-            ),
-        };
-        return format!(
-            "every caller was waiting for an answer ({} in flight at the end): the server was too slow for this rate on {over}. Add connections (or --max-in-flight) or lower the rate to measure the server alone",
-            count(in_flight, "call"),
-        );
-    }
-    "the generator fell behind schedule: give it more threads (--threads) or lower the rate".into()
-}
-
-/// How many calls a run can have in flight, and over how many connections.
-#[derive(Clone, Copy, Debug)]
-pub(super) struct Capacity {
-    pub connections: usize,
-    pub callers: usize,
 }
 
 pub(super) fn timestamp(time: SystemTime) -> String {

@@ -12,7 +12,7 @@ use crate::results::ResultDir;
 /// `summary.json` and `latency.hlog`.
 pub fn command(args: ReportArgs) -> anyhow::Result<ExitCode> {
     let run = ResultDir::read(&args.dir)?;
-    let page = crate::report::html::render(&run.summary, &run.latencies());
+    let page = crate::report::html::render(&run.report, &run.latencies());
     let path = args.dir.join("report.html");
     std::fs::write(&path, page).with_context(|| format!("cannot write {}", path.display()))?;
     crate::output::print(&format!("{}\n", path.display()));

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use anyhow::Context;
 use tokio_util::sync::CancellationToken;
 
-use super::execute::{execute, is_insecure, RunError, INSECURE};
+use super::execute::{execute, is_insecure, RunError};
 use super::process::{
     dir_stamp, ensure_descriptors, runtime_with_signals, EXIT_BUG, EXIT_FAILED_CHECK, EXIT_RESULTS_ELSEWHERE,
     EXIT_SIGINT,
@@ -21,6 +21,7 @@ use crate::output::ResultDir;
 use crate::plan::Shard;
 use crate::report::{self, RunReport};
 use crate::scenario::{Overrides, Scenario, ScenarioError};
+use crate::stats::INSECURE;
 use crate::tui::{Dashboard, Tui};
 
 pub fn command(args: RunArgs) -> anyhow::Result<ExitCode> {
@@ -123,15 +124,16 @@ pub(super) fn run_to_report(args: &RunArgs, scenario: &Scenario) -> anyhow::Resu
         let mut tui = start_dashboard(args, scenario, &control, &cancel);
         let quiet = args.quiet;
         let mut warming = !scenario.load.warmup.is_zero();
-        let mut aborted: Option<String> = None;
-        let stop_on_fail = cancel.clone();
+        let mut aborted = false;
+        let (stop_on_fail, steer) = (cancel.clone(), control.clone());
         let report = execute(scenario, args.scenario.as_deref(), cancel, control, |snapshot| {
             if let Some(metrics) = &metrics {
                 metrics.publish(snapshot);
             }
-            if aborted.is_none() {
-                aborted = failed_so_far(scenario, snapshot);
-                if aborted.is_some() {
+            if !aborted {
+                if let Some(why) = failed_so_far(scenario, snapshot) {
+                    aborted = true;
+                    steer.stop_because(why);
                     stop_on_fail.cancel();
                 }
             }
@@ -160,10 +162,7 @@ pub(super) fn run_to_report(args: &RunArgs, scenario: &Scenario) -> anyhow::Resu
             signal => signal,
         };
         match report {
-            Ok(mut report) => {
-                report.meta.warnings.extend(aborted);
-                Ok((report, signal))
-            }
+            Ok(report) => Ok((report, signal)),
             Err(RunError::StoppedBeforeStart(_)) => Err(RunError::StoppedBeforeStart(signal).into()),
             Err(error) => Err(error.into()),
         }

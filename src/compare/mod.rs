@@ -11,7 +11,7 @@ mod significance;
 
 use std::path::{Path, PathBuf};
 
-use serde_json::Value;
+use crate::stats::MethodSummary;
 
 pub use limits::{ComparedFigure, Limit, Tolerances, DEFAULT_LIMITS};
 pub use render::{html_page, junit, markdown, render};
@@ -19,7 +19,7 @@ pub use significance::{rank_test_p, MIN_SAMPLES, SIGNIFICANCE};
 
 /// A run shorter than this gives too few samples for the rank test to
 /// tell any but a huge change from chance: `volley run` warns of it.
-pub const JUDGED_SECONDS: u32 = 2;
+pub use crate::stats::JUDGED_SECONDS;
 const JUDGED_SAMPLES: usize = (JUDGED_SECONDS * crate::stats::SAMPLES_PER_SECOND) as usize;
 
 /// One result directory, as compare reads it.
@@ -163,8 +163,8 @@ pub fn compare(baselines: &[PathBuf], current: &Path, tolerances: &Tolerances) -
     let methods = common_methods(&base, &cur, &mut notes);
     // Each method's share of a mix is drawn from the seed: with other seeds,
     // its rate differs by the draw, not by the server.
-    let seeds: std::collections::BTreeSet<String> = (base.iter().chain([&cur]))
-        .map(|r| r.run.summary["meta"]["seed"].to_string())
+    let seeds: std::collections::BTreeSet<u64> = (base.iter().chain([&cur]))
+        .map(|r| r.run.report.meta.seed)
         .collect();
     let one_seed = seeds.len() == 1;
     if !one_seed && methods.len() > 2 {
@@ -217,12 +217,14 @@ pub fn compare(baselines: &[PathBuf], current: &Path, tolerances: &Tolerances) -
 /// Notes where the runs differ in scenario or target.
 fn differences(base: &[Read], cur: &Read) -> Vec<String> {
     let mut notes = Vec::new();
-    for key in ["scenario", "target"] {
-        let b = &base[0].run.summary["meta"][key];
-        let c = &cur.run.summary["meta"][key];
+    let (b, c) = (&base[0].run.report.meta, &cur.run.report.meta);
+    for (key, b, c) in [
+        ("scenario", &b.scenario, &c.scenario),
+        ("target", &b.target, &c.target),
+    ] {
         if !same_place(b, c) {
             notes.push(format!(
-                "the runs differ in {key}: {b} against {c}; the comparison may not mean much"
+                "the runs differ in {key}: {b:?} against {c:?}; the comparison may not mean much"
             ));
         }
     }
@@ -233,8 +235,8 @@ fn differences(base: &[Read], cur: &Read) -> Vec<String> {
 /// that only some did.
 fn common_methods(base: &[Read], cur: &Read, notes: &mut Vec<String>) -> Vec<String> {
     let names = |run: &Run| -> Vec<String> {
-        (run.summary["summary"]["methods"].as_array().into_iter().flatten())
-            .filter_map(|m| m["method"].as_str().map(str::to_string))
+        (run.report.summary.methods.iter())
+            .map(|m| m.method.clone())
             .collect()
     };
     let current = names(&cur.run);
@@ -266,77 +268,56 @@ fn common_methods(base: &[Read], cur: &Read, notes: &mut Vec<String>) -> Vec<Str
 
 /// Why `read` (named `which`) cannot be compared, from its own verdict.
 fn invalid_reason(which: &str, read: &Read) -> Option<String> {
-    let verdict = &read.run.summary["summary"]["verdict"];
-    (verdict["valid"] == Value::Bool(false)).then(|| {
-        let reasons: Vec<&str> = (verdict["reasons"].as_array().into_iter().flatten())
-            .filter_map(Value::as_str)
-            .collect();
-        format!("the {which} run's verdict is invalid: {}", reasons.join("; "))
+    let verdict = &read.run.report.summary.verdict;
+    (!verdict.valid).then(|| {
+        format!(
+            "the {which} run's verdict is invalid: {}",
+            verdict.reasons.join("; ")
+        )
     })
 }
 
 /// Two runs on the built-in server are on the same server, whatever free
 /// port each was given (`builtin (http://127.0.0.1:PORT)`).
-fn same_place(a: &Value, b: &Value) -> bool {
-    let place = |v: &Value| {
-        let text = v.as_str().unwrap_or_default().to_string();
-        match text.strip_prefix("builtin (") {
-            Some(_) => "builtin".to_string(),
-            None => text,
-        }
+fn same_place(a: &str, b: &str) -> bool {
+    let place = |text: &str| match text.strip_prefix("builtin (") {
+        Some(_) => "builtin".to_string(),
+        None => text.to_string(),
     };
-    a == b || (a.is_string() && b.is_string() && place(a) == place(b))
+    place(a) == place(b)
 }
 
-/// The figure `summary.json` holds for `method`'s `metric`; a missing one
-/// is an error naming the file and the field (a renamed field must never
-/// compare as zero).
+/// `method`'s figures (the total's for `TOTAL`) in the run read.
+fn figures<'r>(read: &'r Read, method: &str) -> anyhow::Result<&'r MethodSummary> {
+    let summary = &read.run.report.summary;
+    match method == crate::stats::TOTAL_TAG {
+        true => Ok(&summary.total),
+        false => (summary.methods.iter())
+            .find(|m| m.method == method)
+            .ok_or_else(|| {
+                anyhow::anyhow!(
+                    "{}: no figures for {method}: cannot compare",
+                    read.dir.join("summary.json").display()
+                )
+            }),
+    }
+}
+
+/// The figure `summary.json` holds for `method`'s `metric`.
 fn figure(read: &Read, method: &str, metric: ComparedFigure) -> anyhow::Result<f64> {
-    let summary = &read.run.summary["summary"];
-    let (figures, at) = match method == crate::stats::TOTAL_TAG {
-        true => (&summary["total"], "summary.total".to_string()),
-        false => (
-            (summary["methods"].as_array().into_iter().flatten())
-                .find(|m| m["method"] == method)
-                .unwrap_or(&Value::Null),
-            format!("summary.methods[{method}]"),
-        ),
-    };
-    let (value, field) = match metric {
-        ComparedFigure::P50 => (&figures["latency"]["p50_ms"], "latency.p50_ms"),
-        ComparedFigure::P99 => (&figures["latency"]["p99_ms"], "latency.p99_ms"),
-        ComparedFigure::Rps => (&figures["calls_per_s"], "calls_per_s"),
-        ComparedFigure::ErrorRate => (&figures["error_rate"], "error_rate"),
-    };
-    value.as_f64().ok_or_else(|| {
-        anyhow::anyhow!(
-            "{}: `{at}.{field}` is missing or not a number (a renamed field?): cannot compare",
-            read.dir.join("summary.json").display()
-        )
+    let figures = figures(read, method)?;
+    Ok(match metric {
+        ComparedFigure::P50 => figures.latency.p50_ms,
+        ComparedFigure::P99 => figures.latency.p99_ms,
+        ComparedFigure::Rps => figures.rps,
+        ComparedFigure::ErrorRate => figures.error_rate,
     })
 }
 
 /// Errors and calls of `method` over the run, from `summary.json`.
 fn counts(read: &Read, method: &str) -> anyhow::Result<(f64, f64)> {
-    let errors = figure_count(read, method, "errors")?;
-    let calls = figure_count(read, method, "calls")?;
-    Ok((errors, calls))
-}
-
-fn figure_count(read: &Read, method: &str, field: &str) -> anyhow::Result<f64> {
-    let summary = &read.run.summary["summary"];
-    let figures = match method == crate::stats::TOTAL_TAG {
-        true => &summary["total"],
-        false => (summary["methods"].as_array().into_iter().flatten())
-            .find(|m| m["method"] == method)
-            .unwrap_or(&Value::Null),
-    };
-    figures[field].as_f64().ok_or_else(|| {
-        anyhow::anyhow!(
-            "{}: `{field}` of {method} is missing or not a number (a renamed field?): cannot compare",
-            read.dir.join("summary.json").display()
-        )
-    })
+    let figures = figures(read, method)?;
+    Ok((figures.errors as f64, figures.calls as f64))
 }
 
 /// The run's quarter-second samples of the very figure compared.
@@ -432,19 +413,13 @@ mod tests {
 
     #[test]
     fn the_built_in_server_on_two_ports_is_one_place() {
-        let json = Value::from;
         assert!(same_place(
-            &json("builtin (http://127.0.0.1:38969)"),
-            &json("builtin (http://127.0.0.1:41001)")
+            "builtin (http://127.0.0.1:38969)",
+            "builtin (http://127.0.0.1:41001)"
         ));
-        assert!(!same_place(
-            &json("http://127.0.0.1:38969"),
-            &json("http://127.0.0.1:41001")
-        ));
-        assert!(!same_place(
-            &json("builtin (http://127.0.0.1:1)"),
-            &json("http://127.0.0.1:1")
-        ));
+        assert!(!same_place("http://127.0.0.1:38969", "http://127.0.0.1:41001"));
+        assert!(!same_place("builtin (http://127.0.0.1:1)", "http://127.0.0.1:1"));
+        assert!(same_place("demo", "demo") && !same_place("demo", "other"));
     }
 
     #[test]

@@ -39,6 +39,8 @@ pub struct Control {
     /// Each pause as (from, to) in seconds from the start; `to` is
     /// infinite while it lasts. Paused time is no measured time.
     pauses: Mutex<Vec<(f64, f64)>>,
+    /// Why whoever steers the run stopped it early, when it did.
+    stopped_because: OnceLock<String>,
 }
 
 /// What steering needs to know of the run.
@@ -66,6 +68,7 @@ impl Default for Control {
             run: OnceLock::new(),
             events: Mutex::new(Vec::new()),
             pauses: Mutex::new(Vec::new()),
+            stopped_because: OnceLock::new(),
         }
     }
 }
@@ -148,6 +151,16 @@ impl Control {
     pub fn manual_target(&self) -> Option<f64> {
         let value = f64::from_bits(self.manual.load(Ordering::Acquire));
         (value > 0.0).then_some(value)
+    }
+
+    /// Says why the run is being stopped (the caller cancels it): the
+    /// summary's warnings carry the first reason given.
+    pub fn stop_because(&self, why: String) {
+        let _ = self.stopped_because.set(why);
+    }
+
+    pub fn stopped_because(&self) -> Option<String> {
+        self.stopped_because.get().cloned()
     }
 
     pub fn events(&self) -> Vec<ControlEvent> {

@@ -47,6 +47,8 @@ pub struct RunSpec {
     /// Server processes whose CPU and memory are watched (`--observe-pid`);
     /// a stdio target's children are watched always.
     pub observe: Vec<u32>,
+    /// What the summary's warnings weigh that only the caller knows.
+    pub facts: crate::stats::Facts,
 }
 
 /// Runs the load until the plan's end or until `cancel` fires (then the
@@ -73,7 +75,7 @@ enum Placement {
 }
 
 async fn run_placed(
-    spec: RunSpec,
+    mut spec: RunSpec,
     cancel: CancellationToken,
     control: Arc<Control>,
     mut publish: impl FnMut(&Snapshot),
@@ -81,6 +83,7 @@ async fn run_placed(
 ) -> RunSummary {
     let stop = cancel.child_token();
     let launched = Instant::now();
+    let facts = std::mem::take(&mut spec.facts);
     let plan = &spec.plan;
     let threads = plan.threads_used();
     let mut gatherer = Gatherer::new(
@@ -178,7 +181,7 @@ async fn run_placed(
         cpu: client_cpu(&shared, end - launched, threads),
         partial: cancel.is_cancelled(),
     };
-    let mut summary = summarize(&shared, &mut gatherer, &stage_bounds, ended);
+    let mut summary = summarize(&shared, &mut gatherer, &stage_bounds, ended, facts);
     add_server_usage(&mut summary, &watched);
     summary
 }
@@ -321,12 +324,14 @@ struct Ended {
     partial: bool,
 }
 
-/// The run's figures, from everything gathered.
+/// The run's figures, from everything gathered, with their verdict and
+/// warnings whole.
 fn summarize(
     shared: &RunState,
     gatherer: &mut Gatherer,
     stage_bounds: &[(f64, f64)],
     ended: Ended,
+    facts: crate::stats::Facts,
 ) -> RunSummary {
     let wall = ended.measured.as_secs_f64();
     let seconds = (wall - ended.paused).max(0.0);
@@ -380,6 +385,7 @@ fn summarize(
         steered_to: shared.control.steered_to(),
         client_cpu: ended.cpu,
         verdict,
+        warnings: Vec::new(),
         partial: ended.partial,
         timeseries: std::mem::take(&mut gatherer.timeseries),
         latency_log: std::mem::take(&mut gatherer.latency_log),
@@ -391,6 +397,16 @@ fn summarize(
         stages: std::mem::take(&mut gatherer.stage_totals),
         due,
     };
+    // What the plan carries, the engine knows: the caller says the rest.
+    summary.finish(&crate::stats::Facts {
+        stopped_because: shared.control.stopped_because(),
+        capacity: crate::stats::Capacity {
+            connections: shared.plan.connections,
+            callers: shared.plan.callers(),
+        },
+        timeout: shared.plan.timeout,
+        ..facts
+    });
     summary
 }
 

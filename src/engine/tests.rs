@@ -66,6 +66,7 @@ async fn run<F: std::future::Future<Output = ()> + 'static>(
         polls: Vec::new(),
         capture: None,
         observe: Vec::new(),
+        facts: Default::default(),
     };
     let local = tokio::task::LocalSet::new();
     let steering = local.spawn_local(steer(control.clone()));

@@ -83,6 +83,7 @@ impl RunState {
             polls,
             capture,
             observe,
+            facts: _,
         } = spec;
         let callers = plan.callers();
         // A shard's ids are a block of their own: no two shards send one.

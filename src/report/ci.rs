@@ -48,8 +48,8 @@ pub fn markdown(report: &RunReport) -> String {
             let _ = writeln!(out, "| `{}` | {} | {mark} |", cell(&t.expression), cell(&t.shown));
         }
     }
-    for warning in &meta.warnings {
-        let _ = writeln!(out, "\n> ⚠️ {}", cell(warning));
+    for warning in &report.summary.warnings {
+        let _ = writeln!(out, "\n> ⚠️ {}", cell(&warning.message));
     }
     out
 }

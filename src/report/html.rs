@@ -10,7 +10,9 @@ use std::collections::BTreeMap;
 use std::fmt::Write;
 
 use hdrhistogram::Histogram;
-use serde_json::Value;
+
+use super::RunReport;
+use crate::stats::{RunSummary, SecondRow};
 
 /// Each tag's (method's, and `TOTAL`'s) latencies over the whole run, µs.
 pub type Spectra = BTreeMap<String, Histogram<u64>>;
@@ -44,12 +46,11 @@ const COLORS: [&str; 8] = [
     "#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf",
 ];
 
-/// The page for `report` (a `summary.json` document) and its spectra.
-pub fn render(report: &Value, latencies: &Latencies) -> String {
-    let meta = &report["meta"];
-    let summary = &report["summary"];
+/// The page for `report` (what `summary.json` holds) and its spectra.
+pub fn render(report: &RunReport, latencies: &Latencies) -> String {
+    let (meta, summary) = (&report.meta, &report.summary);
     let mut out = String::new();
-    let title = format!("volley · {}", text(&meta["scenario"]));
+    let title = format!("volley · {}", meta.scenario);
     let _ = write!(
         out,
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>{}</title>\n<style>{STYLE}</style></head><body>\n",
@@ -59,27 +60,23 @@ pub fn render(report: &Value, latencies: &Latencies) -> String {
     let _ = writeln!(
         out,
         "<p class=\"meta\">{} ({}) · {} model · {:.2} s measured · started {}</p>",
-        esc(&text(&meta["target"])),
-        esc(&super::transport_shown(
-            &text(&meta["transport"]),
-            &text(&meta["jsonrpc"])
-        )),
-        esc(&text(&meta["load"]["model"])),
-        summary["measured_seconds"].as_f64().unwrap_or(0.0),
-        esc(&text(&meta["started_at"]))
+        esc(&meta.target),
+        esc(&meta.transport_shown()),
+        esc(meta.load.model),
+        summary.measured_seconds,
+        esc(&meta.started_at)
     );
     verdict(&mut out, report);
     table(&mut out, summary);
     let _ = writeln!(out, "<div class=\"charts\">");
     out.push_str(&spectrum_chart(&latencies.spectra));
     out.push_str(&per_method_chart(&latencies.p99_by_second));
-    let warmup = meta["load"]["warmup_s"].as_f64().unwrap_or(0.0);
-    for chart in time_charts(summary, warmup) {
+    for chart in time_charts(summary, meta.load.warmup_s) {
         out.push_str(&chart);
     }
     let _ = writeln!(out, "</div>");
-    for warning in summary_warnings(meta) {
-        let _ = writeln!(out, "<p class=\"warning\">warning: {}</p>", esc(&warning));
+    for warning in &summary.warnings {
+        let _ = writeln!(out, "<p class=\"warning\">warning: {}</p>", esc(&warning.message));
     }
     out.push_str("</body></html>\n");
     out
@@ -94,14 +91,6 @@ th:first-child,td:first-child{text-align:left}tr.total td{font-weight:600}\
 svg{background:#fff;border:1px solid #e5e5e5}.warning{color:#9a6700}\
 svg text{font:12px system-ui,sans-serif;fill:#333}";
 
-fn text(value: &Value) -> String {
-    match value {
-        Value::String(s) => s.clone(),
-        Value::Null => String::new(),
-        other => other.to_string(),
-    }
-}
-
 /// Text safe in HTML and SVG.
 fn esc(text: &str) -> String {
     text.replace('&', "&amp;")
@@ -110,80 +99,54 @@ fn esc(text: &str) -> String {
         .replace('"', "&quot;")
 }
 
-fn verdict(out: &mut String, report: &Value) {
-    let verdict = &report["summary"]["verdict"];
-    match verdict["valid"].as_bool() {
-        Some(false) => {
-            let reasons: Vec<String> = verdict["reasons"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .map(text)
-                .collect();
-            let _ = writeln!(
-                out,
-                "<p class=\"invalid\"><b>verdict: invalid</b>: {}</p>",
-                esc(&reasons.join("; "))
-            );
-        }
-        _ => {
-            let _ = writeln!(out, "<p class=\"valid\"><b>verdict: valid</b></p>");
-        }
-    }
-    let thresholds = report["thresholds"].as_array().cloned().unwrap_or_default();
-    if thresholds.is_empty() {
+fn verdict(out: &mut String, report: &RunReport) {
+    let verdict = &report.summary.verdict;
+    let _ = match verdict.valid {
+        false => writeln!(
+            out,
+            "<p class=\"invalid\"><b>verdict: invalid</b>: {}</p>",
+            esc(&verdict.reasons.join("; "))
+        ),
+        true => writeln!(out, "<p class=\"valid\"><b>verdict: valid</b></p>"),
+    };
+    if report.thresholds.is_empty() {
         return;
     }
     out.push_str("<table><tr><th>threshold</th><th>measured</th><th></th></tr>\n");
-    for t in &thresholds {
-        let passed = t["passed"].as_bool().unwrap_or(false);
+    for t in &report.thresholds {
         let _ = writeln!(
             out,
             "<tr><td><code>{}</code></td><td>{}</td><td class=\"{}\">{}</td></tr>",
-            esc(&text(&t["expression"])),
-            esc(&text(&t["shown"])),
-            if passed { "pass" } else { "fail" },
-            if passed { "pass" } else { "FAIL" }
+            esc(&t.expression),
+            esc(&t.shown),
+            if t.passed { "pass" } else { "fail" },
+            if t.passed { "pass" } else { "FAIL" }
         );
     }
     out.push_str("</table>\n");
 }
 
-fn table(out: &mut String, summary: &Value) {
+fn table(out: &mut String, summary: &RunSummary) {
     out.push_str("<table><tr><th>method</th><th>calls</th><th>ok</th><th>errors</th><th>calls/s</th><th>p50 ms</th><th>p90 ms</th><th>p99 ms</th><th>p99.9 ms</th><th>max ms</th></tr>\n");
-    let methods = summary["methods"].as_array().cloned().unwrap_or_default();
-    for (m, class) in methods
-        .iter()
-        .map(|m| (m, ""))
-        .chain([(&summary["total"], " class=\"total\"")])
-    {
-        let l = &m["latency"];
-        let f = |v: &Value| v.as_f64().unwrap_or(0.0);
+    let rows = (summary.methods.iter().map(|m| (m, ""))).chain([(&summary.total, " class=\"total\"")]);
+    for (m, class) in rows {
+        let l = &m.latency;
         let _ = writeln!(
             out,
             "<tr{class}><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{:.1}</td><td>{:.3}</td><td>{:.3}</td><td>{:.3}</td><td>{:.3}</td><td>{:.3}</td></tr>",
-            esc(&text(&m["method"])),
-            text(&m["calls"]),
-            text(&m["ok"]),
-            text(&m["errors"]),
-            f(&m["calls_per_s"]),
-            f(&l["p50_ms"]),
-            f(&l["p90_ms"]),
-            f(&l["p99_ms"]),
-            f(&l["p999_ms"]),
-            f(&l["max_ms"])
+            esc(&m.method),
+            m.calls,
+            m.ok,
+            m.errors,
+            m.rps,
+            l.p50_ms,
+            l.p90_ms,
+            l.p99_ms,
+            l.p999_ms,
+            l.max_ms
         );
     }
     out.push_str("</table>\n");
-}
-
-fn summary_warnings(meta: &Value) -> Vec<String> {
-    meta["warnings"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(text)
-        .collect()
 }
 
 /// A line of points in data coordinates.
@@ -334,33 +297,25 @@ fn spectrum_chart(spectra: &Spectra) -> String {
 
 /// `warmup`: events are timed from the run's start, the rows from the
 /// measured part's.
-fn time_charts(summary: &Value, warmup: f64) -> Vec<String> {
-    let rows = summary["timeseries"].as_array().cloned().unwrap_or_default();
-    let at = |row: &Value, key: &str| row[key].as_f64().unwrap_or(0.0);
-    let series = |name: &str, key: &str| Series {
+fn time_charts(summary: &RunSummary, warmup: f64) -> Vec<String> {
+    let rows = &summary.timeseries;
+    let series = |name: &str, figure: fn(&SecondRow) -> f64| Series {
         name: name.to_string(),
-        points: rows.iter().map(|r| (at(r, "second") + 1.0, at(r, key))).collect(),
+        points: rows
+            .iter()
+            .map(|r| (f64::from(r.second) + 1.0, figure(r)))
+            .collect(),
     };
-    let mut markers: Vec<(f64, String)> = summary["stages"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .skip(1)
-        .map(|s| (at(s, "start_s"), format!("stage {}", text(&s["stage"]))))
+    let mut markers: Vec<(f64, String)> = (summary.stages.iter().skip(1))
+        .map(|s| (s.start_s, format!("stage {}", s.number())))
         .collect();
-    markers.extend(
-        summary["events"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .map(|e| (at(e, "at_s") - warmup, text(&e["what"]))),
-    );
+    markers.extend((summary.events.iter()).map(|e| (e.at_s - warmup, e.what.clone())));
     vec![
         chart(
             "Calls per second",
             "second of the run",
             "calls/s",
-            &[series("calls/s", "calls_per_s")],
+            &[series("calls/s", |r| r.rps)],
             XAxis::Linear,
             &markers,
         ),
@@ -368,7 +323,7 @@ fn time_charts(summary: &Value, warmup: f64) -> Vec<String> {
             "Latency over time",
             "second of the run",
             "latency ms",
-            &[series("p50", "p50_ms"), series("p99", "p99_ms")],
+            &[series("p50", |r| r.p50_ms), series("p99", |r| r.p99_ms)],
             XAxis::Linear,
             &markers,
         ),
@@ -376,7 +331,7 @@ fn time_charts(summary: &Value, warmup: f64) -> Vec<String> {
             "Errors per second, by outcome",
             "second of the run",
             "errors",
-            &error_series(&rows),
+            &error_series(rows),
             XAxis::Linear,
             &markers,
         ),
@@ -385,16 +340,15 @@ fn time_charts(summary: &Value, warmup: f64) -> Vec<String> {
 
 /// One line per error outcome that happened (or one of all errors, at
 /// zero, when none did).
-fn error_series(rows: &[Value]) -> Vec<Series> {
-    let mut outcomes: Vec<String> = rows
+fn error_series(rows: &[SecondRow]) -> Vec<Series> {
+    let mut outcomes: Vec<&str> = rows
         .iter()
-        .filter_map(|r| r["error_outcomes"].as_object())
-        .flat_map(|o| o.keys().cloned())
+        .flat_map(|r| r.error_outcomes.keys().copied())
         .collect();
     outcomes.sort();
     outcomes.dedup();
     if outcomes.is_empty() {
-        outcomes.push("errors".into());
+        outcomes.push("errors");
     }
     outcomes
         .into_iter()
@@ -402,11 +356,11 @@ fn error_series(rows: &[Value]) -> Vec<Series> {
             points: rows
                 .iter()
                 .map(|r| {
-                    let second = r["second"].as_f64().unwrap_or(0.0) + 1.0;
-                    (second, r["error_outcomes"][&outcome].as_f64().unwrap_or(0.0))
+                    let errors = r.error_outcomes.get(outcome).copied().unwrap_or(0);
+                    (f64::from(r.second) + 1.0, errors as f64)
                 })
                 .collect(),
-            name: outcome,
+            name: outcome.to_string(),
         })
         .collect()
 }

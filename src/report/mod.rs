@@ -9,21 +9,31 @@ pub mod shard;
 mod table;
 pub mod targets;
 
+pub use crate::stats::count;
 pub(crate) use ci::{cell, xml};
 pub use ci::{junit, markdown};
-pub use table::{count, progress_line, render_table};
+pub use table::{progress_line, render_table};
 
 use std::path::{Path, PathBuf};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
 use crate::plan::{LoadPlan, Pacing};
+use crate::stats::read;
 use crate::stats::RunSummary;
 
-/// A run's figures and what is needed to read them.
-#[derive(Clone, Debug, Serialize)]
+/// The layout of `summary.json`, its first field. A later volley may add
+/// fields and keep it; one that renames or removes any raises it, and a
+/// reader refuses a layout it does not know.
+pub const FORMAT: u32 = 1;
+
+/// A run's figures and what is needed to read them: `summary.json`, as
+/// written and as read back.
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct RunReport {
+    /// [`FORMAT`].
+    pub format: u32,
     pub meta: RunMeta,
     pub summary: RunSummary,
     /// Each threshold asked for, judged on the summary, in order.
@@ -59,17 +69,20 @@ impl RunReport {
 }
 
 /// What was run, where and when.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct RunMeta {
-    pub tool: &'static str,
-    pub version: &'static str,
+    pub tool: String,
+    /// The volley that ran it.
+    pub version: String,
     pub scenario: String,
+    #[serde(deserialize_with = "read::required")]
     pub scenario_file: Option<String>,
     pub target: String,
     pub transport: String,
     /// The JSON-RPC spoken: "2.0", or "1.0" where the scenario says.
     pub jsonrpc: String,
     /// What TLS agreed on: version, cipher suite, ALPN.
+    #[serde(deserialize_with = "read::required")]
     pub tls: Option<String>,
     pub load: LoadMeta,
     pub seed: u64,
@@ -77,20 +90,24 @@ pub struct RunMeta {
     pub ended_at: String,
     /// Header names only: their values may be secrets.
     pub header_names: Vec<String>,
-    pub warnings: Vec<String>,
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct LoadMeta {
     /// "closed" or "open".
-    pub model: &'static str,
+    #[serde(deserialize_with = "read::model")]
+    pub model: read::Name,
     /// Requests/s of a constant open-model load. A staged load has no one
     /// rate: null, and each stage's figures are in `summary.stages`.
+    #[serde(deserialize_with = "read::required")]
     pub rate: Option<f64>,
     /// Calls in flight of a constant closed-model load (null otherwise).
+    #[serde(deserialize_with = "read::required")]
     pub concurrency: Option<usize>,
     pub connections: usize,
+    #[serde(deserialize_with = "read::required")]
     pub duration_s: Option<f64>,
+    #[serde(deserialize_with = "read::required")]
     pub requests: Option<u64>,
     pub warmup_s: f64,
     pub timeout_s: f64,
@@ -98,7 +115,7 @@ pub struct LoadMeta {
     /// Stages of a staged load (0: constant).
     pub stages: usize,
     /// `I/N` when this run was shard I of N: the figures above are its share.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shard: Option<String>,
     /// A replay sent at its recorded times (`timing = "recorded"`).
     pub recorded_pace: bool,
@@ -210,11 +227,9 @@ fn write_whole<'a>(
     Ok(written)
 }
 
-/// `report.html`, from the same document `summary.json` holds and the
-/// run's latencies per tag.
+/// `report.html`, from the run's report and its latencies per tag.
 fn page(report: &RunReport) -> Vec<u8> {
-    let document = serde_json::to_value(report).expect("the report is plain data");
-    html::render(&document, &latencies(report)).into_bytes()
+    html::render(report, &latencies(report)).into_bytes()
 }
 
 /// The run's latencies per tag, as the pages plot them.

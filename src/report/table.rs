@@ -4,7 +4,7 @@ use std::fmt::Write;
 
 use super::RunReport;
 use crate::stats::OutcomeKind;
-use crate::stats::{MethodSummary, RunSummary, SecondRow, LATE_THRESHOLD};
+use crate::stats::{count, noun_for, MethodSummary, RunSummary, SecondRow, LATE_THRESHOLD};
 
 pub fn render_table(report: &RunReport) -> String {
     let (meta, summary) = (&report.meta, &report.summary);
@@ -33,7 +33,7 @@ pub fn render_table(report: &RunReport) -> String {
     requests(&mut out, summary);
     stages(&mut out, summary);
     extras(&mut out, summary);
-    for warning in &meta.warnings {
+    for warning in &summary.warnings {
         let _ = writeln!(out, "warning: {warning}");
     }
     let verdict = &summary.verdict;
@@ -62,24 +62,6 @@ pub fn render_table(report: &RunReport) -> String {
         let _ = writeln!(out, "FAILED: {none}");
     }
     out
-}
-
-/// `1 connection`, `2 connections`, `3 batches`: a count and its noun,
-/// agreed, for every report that counts things in words.
-pub fn count(n: u64, noun: &str) -> String {
-    format!("{n} {}", noun_for(n == 1, noun))
-}
-
-/// The noun, or its regular English plural (every noun these reports use
-/// has one).
-fn noun_for(one: bool, noun: &str) -> String {
-    if one {
-        noun.to_string()
-    } else if ["s", "x", "ch", "sh"].iter().any(|end| noun.ends_with(end)) {
-        format!("{noun}es")
-    } else {
-        format!("{noun}s")
-    }
 }
 
 /// What was run against what, and whether it ran to its end.

@@ -4,7 +4,7 @@
 //! the connections' cost, not the server's answers.
 
 use hdrhistogram::Histogram;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::{micros, new_histogram, LatencySummary};
 
@@ -63,7 +63,7 @@ impl Connects {
 }
 
 /// The connections of a run, as reports show them.
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct ConnectSummary {
     /// Connections the run has.
     pub planned: u64,
@@ -73,6 +73,7 @@ pub struct ConnectSummary {
     pub reopened: u64,
     pub failed: u64,
     /// The first failure's reason.
+    #[serde(deserialize_with = "super::read::required")]
     pub error: Option<String>,
     /// How long an opening took.
     pub time: LatencySummary,

@@ -5,12 +5,14 @@ mod connects;
 mod examples;
 mod latency_log;
 mod outcome;
+pub mod read;
 mod sample;
 mod saved;
 mod snapshot;
 mod summary;
 mod usage;
 mod verdict;
+mod warnings;
 
 pub use connects::{ConnectSummary, Connects};
 pub use examples::{excerpt, Cause, ErrorExample, EXAMPLES_PER_OUTCOME, EXCERPT_BYTES};
@@ -27,6 +29,9 @@ pub use usage::{ServerUsage, UsageSample, Watched};
 pub use verdict::{
     none_succeeded, unanswered, weigh_answers, ClientCpu, Evidence, NoneSucceeded, Unanswered, Verdict,
     SATURATED_SHARE,
+};
+pub use warnings::{
+    count, noun_for, Capacity, Facts, Warning, WarningCode, INSECURE, JUDGED_SECONDS, LATE_START,
 };
 
 use std::time::Duration;

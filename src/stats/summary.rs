@@ -4,13 +4,13 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use hdrhistogram::Histogram;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
+use super::{read, OutcomeKind, ProtocolKind};
 use super::{ErrorExample, MethodStats, Recorder};
-use super::{OutcomeKind, ProtocolKind};
 
 /// Latency percentiles in milliseconds.
-#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 pub struct LatencySummary {
     pub mean_ms: f64,
     pub p50_ms: f64,
@@ -38,7 +38,7 @@ impl LatencySummary {
 }
 
 /// One method's figures (or the total's).
-#[derive(Clone, Debug, Default, Serialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct MethodSummary {
     pub method: String,
     pub calls: u64,
@@ -52,17 +52,23 @@ pub struct MethodSummary {
     pub latency: LatencySummary,
     /// From the actual send: what the server took.
     pub service: LatencySummary,
+    #[serde(deserialize_with = "read::by_outcome")]
     pub outcomes: BTreeMap<&'static str, u64>,
     pub rpc_error_codes: BTreeMap<i64, u64>,
+    #[serde(deserialize_with = "read::by_protocol_rule")]
     pub protocol_errors: BTreeMap<&'static str, u64>,
     pub http_statuses: BTreeMap<u16, u64>,
     pub answer_bytes_mean: f64,
     pub answer_bytes_max: u64,
     /// The first few answers that failed an expectation.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub assertion_examples: Vec<String>,
     /// The first few failed calls of each error outcome, by outcome.
-    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    #[serde(
+        default,
+        skip_serializing_if = "BTreeMap::is_empty",
+        deserialize_with = "read::by_outcome"
+    )]
     pub error_examples: BTreeMap<&'static str, Vec<ErrorExample>>,
 }
 
@@ -127,7 +133,7 @@ impl MethodSummary {
 }
 
 /// One second of the run.
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct SecondRow {
     pub second: u32,
     pub calls: u64,
@@ -140,12 +146,13 @@ pub struct SecondRow {
     pub p99_ms: f64,
     pub max_ms: f64,
     /// The second's errors by outcome (those that happened).
+    #[serde(deserialize_with = "read::by_outcome")]
     pub error_outcomes: BTreeMap<&'static str, u64>,
     /// The watched server processes over the second: CPU in cores (1.0 is
     /// one core busy) and resident bytes, all of them together.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server_cpu_cores: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server_rss_bytes: Option<u64>,
 }
 
@@ -183,7 +190,7 @@ impl SecondRow {
 }
 
 /// Whether the load generator kept to its schedule (open model only).
-#[derive(Clone, Debug, Default, Serialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct ScheduleSummary {
     /// Delay between intended and actual send.
     pub start_delay: LatencySummary,
@@ -226,7 +233,7 @@ fn fell_behind(late: u64, requests: u64, unsent: u64, due: u64) -> bool {
 }
 
 /// Batch requests: their round trips and the sizes sent.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct BatchSummary {
     pub requests: u64,
     /// Whole batch, from the intended send time to the answer.
@@ -257,10 +264,11 @@ impl BatchSummary {
 }
 
 /// Per-connection setup calls.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct SetupSummary {
     pub connections_ok: u64,
     pub connections_failed: u64,
+    #[serde(deserialize_with = "read::required")]
     pub first_error: Option<String>,
 }
 
@@ -275,7 +283,7 @@ impl SetupSummary {
 }
 
 /// Subscriptions opened by setup calls, and what they brought.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct SubscriptionSummary {
     pub opened: u64,
     pub notifications: u64,
@@ -285,6 +293,7 @@ pub struct SubscriptionSummary {
     pub per_subscription_per_second: f64,
     /// Between consecutive notifications of one subscription; `None` (null
     /// in `summary.json`) when no subscription had two, never zeros.
+    #[serde(deserialize_with = "read::required")]
     pub gap: Option<LatencySummary>,
 }
 
@@ -304,7 +313,7 @@ impl SubscriptionSummary {
 }
 
 /// How the stdio children ended once the run was over.
-#[derive(Clone, Debug, Default, Serialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct ChildShutdown {
     /// Exited with status 0 after the protocol's shutdown.
     pub clean: u64,
@@ -315,11 +324,14 @@ pub struct ChildShutdown {
 }
 
 /// One stage of a staged load.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct StageSummary {
     /// Its index, from 0. People count stages from 1, and so does every
     /// report (the table, `summary.json`): see [`StageSummary::number`].
-    #[serde(serialize_with = "number_from_one")]
+    #[serde(
+        serialize_with = "number_from_one",
+        deserialize_with = "read::number_from_one"
+    )]
     pub stage: usize,
     pub start_s: f64,
     pub end_s: f64,
@@ -362,7 +374,7 @@ pub fn over_one_percent(part: u64, whole: u64) -> bool {
 
 /// One change made during the run (pause, resume, a manual rate or
 /// concurrency), as the engine's control logs it.
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct ControlEvent {
     /// Seconds since the run's start (warmup included).
     pub at_s: f64,
@@ -402,7 +414,7 @@ impl std::fmt::Debug for Recorded {
 }
 
 /// All the figures of a run.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct RunSummary {
     pub methods: Vec<MethodSummary>,
     pub total: MethodSummary,
@@ -426,16 +438,22 @@ pub struct RunSummary {
     /// Child processes (stdio targets) that ended during the run.
     pub children_exited: u64,
     /// How the first of them ended, with the tail of its stderr.
+    #[serde(deserialize_with = "read::required")]
     pub child_exit: Option<String>,
     /// Present for a stdio target.
+    #[serde(deserialize_with = "read::required")]
     pub child_shutdown: Option<ChildShutdown>,
     /// Present when the scenario opens subscriptions.
+    #[serde(deserialize_with = "read::required")]
     pub subscriptions: Option<SubscriptionSummary>,
     /// Present in the open model.
+    #[serde(deserialize_with = "read::required")]
     pub schedule: Option<ScheduleSummary>,
     /// Present when batches were sent.
+    #[serde(deserialize_with = "read::required")]
     pub batches: Option<BatchSummary>,
     /// Present when the scenario has setup calls.
+    #[serde(deserialize_with = "read::required")]
     pub setup: Option<SetupSummary>,
     /// Present for a staged load.
     pub stages: Vec<StageSummary>,
@@ -443,7 +461,7 @@ pub struct RunSummary {
     pub events: Vec<ControlEvent>,
     /// What each watched server process spent (`--observe-pid`, stdio
     /// children); empty when none was watched.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub server: Vec<super::ServerUsage>,
     /// Calls abandoned in flight when the run stopped.
     pub in_flight_at_end: u64,
@@ -455,11 +473,14 @@ pub struct RunSummary {
     pub paused_seconds: f64,
     /// The target (requests/s, or calls in flight) set by hand that was
     /// in force at the end; `None` when the run was never steered.
+    #[serde(deserialize_with = "read::required")]
     pub steered_to: Option<f64>,
     /// volley's own CPU use over the run.
     pub client_cpu: super::ClientCpu,
     /// Whether the figures measure the server alone, and if not, why.
     pub verdict: super::Verdict,
+    /// What a reader must know to trust the figures, each with its code.
+    pub warnings: Vec<super::Warning>,
     /// The run was stopped early (Ctrl-C, SIGTERM, `q`): the figures cover
     /// only what ran. The CSVs say it too, in their `partial` column.
     pub partial: bool,
@@ -502,6 +523,7 @@ impl RunSummary {
                 valid: true,
                 reasons: Vec::new(),
             },
+            warnings: Vec::new(),
             partial: false,
         }
     }

@@ -2,7 +2,7 @@
 //! resident memory, sampled once a second (from `/proc`), turned into CPU
 //! seconds per 1,000 calls and the peak and final resident size.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// One reading of a process.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -26,7 +26,7 @@ pub struct Watched {
 }
 
 /// What one server process spent over the measured run.
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct ServerUsage {
     pub pid: u32,
     pub label: String,

@@ -24,7 +24,7 @@ pub struct ClientCpu {
     pub busy_share: f64,
 }
 
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct Verdict {
     pub valid: bool,
     /// Why not, in words; empty when valid.

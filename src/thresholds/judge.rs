@@ -37,7 +37,7 @@ impl Op {
 
 impl Limit {
     /// The unit of a measured value compared with this limit.
-    fn unit(self) -> &'static str {
+    pub(super) fn unit(self) -> &'static str {
         match self {
             Limit::Nanos(_) => "ms",
             Limit::PerSecond(_) => "calls/s",

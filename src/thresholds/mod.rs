@@ -8,7 +8,7 @@
 mod judge;
 mod parse;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::stats::{OutcomeKind, ProtocolKind};
 
@@ -91,21 +91,37 @@ pub struct Threshold {
     limit: Limit,
 }
 
-/// A threshold judged on a run, for the table and `summary.json`.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+/// A threshold judged on a run, for the table and `summary.json` (and
+/// read back from it).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ThresholdResult {
     pub expression: String,
     /// In `unit`; `None` when the figure does not exist in this run (a
     /// method that made no calls, a stage never reached): a failure.
+    #[serde(deserialize_with = "crate::stats::read::required")]
     pub measured: Option<f64>,
     /// `ms`, `calls/s`, `calls`, `%` or `fraction`.
-    pub unit: &'static str,
+    #[serde(deserialize_with = "unit_named")]
+    pub unit: crate::stats::read::Name,
     pub passed: bool,
     /// The measured value as people read it: `212.4 ms`, `0.37%`.
     pub shown: String,
     /// Why nothing was measured.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
+}
+
+/// A unit read back, as [`Limit::unit`] names it.
+fn unit_named<'de, D: serde::Deserializer<'de>>(from: D) -> Result<&'static str, D::Error> {
+    let units = [
+        Limit::Nanos(0),
+        Limit::PerSecond(0.0),
+        Limit::Count(0),
+        Limit::Percent(0.0),
+        Limit::Fraction(0.0),
+    ]
+    .map(Limit::unit);
+    crate::stats::read::one_of(from, &units, "unit")
 }
 
 impl Threshold {

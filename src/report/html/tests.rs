@@ -3,8 +3,6 @@
 //! of the verdict, thresholds and table. The plot area is 466 × 216
 //! pixels from (64, 36): a value's place is worked out by hand below.
 
-use serde_json::json;
-
 use super::*;
 
 fn histogram(values_us: impl IntoIterator<Item = u64>) -> Histogram<u64> {
@@ -272,34 +270,131 @@ fn each_second_adds_to_the_spectrum_and_to_its_p99_line() {
     assert_eq!(lines[1].split(' ').map(x).collect::<Vec<_>>(), ["297.0", "530.0"]);
 }
 
-fn summary() -> Value {
-    let method = |name: &str, calls: u64, ok: u64| {
-        json!({"method": name, "calls": calls, "ok": ok, "errors": calls - ok, "calls_per_s": 12.34,
-            "latency": {"p50_ms": 1.5, "p90_ms": 2.25, "p99_ms": 3.0, "p999_ms": 4.0, "max_ms": 5.125}})
+fn second(
+    second: u32,
+    calls_per_s: f64,
+    p50_ms: f64,
+    p99_ms: f64,
+    errors: &[(&'static str, u64)],
+) -> SecondRow {
+    SecondRow {
+        second,
+        calls: 0,
+        ok: 0,
+        errors: 0,
+        rps: calls_per_s,
+        p50_ms,
+        p99_ms,
+        max_ms: 0.0,
+        error_outcomes: errors.iter().copied().collect(),
+        server_cpu_cores: None,
+        server_rss_bytes: None,
+    }
+}
+
+fn meta() -> crate::report::RunMeta {
+    use crate::report::{LoadMeta, RunMeta};
+    let load = LoadMeta {
+        model: "closed",
+        rate: None,
+        concurrency: Some(1),
+        connections: 1,
+        duration_s: Some(4.0),
+        requests: None,
+        warmup_s: 2.0,
+        timeout_s: 1.0,
+        threads: 1,
+        stages: 2,
+        shard: None,
+        recorded_pace: false,
     };
-    json!({
-        "meta": {"scenario": "demo <1>", "target": "http://127.0.0.1:1/", "transport": "http/1.1",
-            "jsonrpc": "1.0", "load": {"model": "closed", "warmup_s": 2.0}, "started_at": "T0",
-            "warnings": ["the client & its load"]},
-        "summary": {
-            "measured_seconds": 4.0,
-            "verdict": {"valid": false, "reasons": ["fell behind", "too few calls"]},
-            "methods": [method("add", 10, 9), method("echo", 5, 5)],
-            "total": method("TOTAL", 15, 14),
-            "stages": [{"stage": 0, "start_s": 0.0}, {"stage": 1, "start_s": 2.0}],
-            "events": [{"at_s": 1.0, "what": "during warmup"}, {"at_s": 5.0, "what": "rate 200"}],
-            "timeseries": [
-                {"second": 0, "calls_per_s": 10.0, "p50_ms": 1.0, "p99_ms": 2.0, "error_outcomes": {"timeout": 2}},
-                {"second": 1, "calls_per_s": 20.0, "p50_ms": 1.0, "p99_ms": 4.0, "error_outcomes": {"io": 1}},
-                {"second": 2, "calls_per_s": 20.0, "p50_ms": 1.0, "p99_ms": 4.0, "error_outcomes": {}},
-                {"second": 3, "calls_per_s": 40.0, "p50_ms": 2.0, "p99_ms": 8.0}
-            ]
+    RunMeta {
+        tool: "volley".into(),
+        version: "0".into(),
+        scenario: "demo <1>".into(),
+        scenario_file: None,
+        target: "http://127.0.0.1:1/".into(),
+        transport: "http/1.1".into(),
+        jsonrpc: "1.0".into(),
+        tls: None,
+        load,
+        seed: 0,
+        started_at: "T0".into(),
+        ended_at: "T1".into(),
+        header_names: Vec::new(),
+    }
+}
+
+fn summary() -> RunReport {
+    use crate::stats::{ControlEvent, LatencySummary, MethodSummary, StageSummary, Verdict, Warning};
+    let method = |name: &str, calls: u64, ok: u64| MethodSummary {
+        method: name.into(),
+        calls,
+        ok,
+        errors: calls - ok,
+        rps: 12.34,
+        latency: LatencySummary {
+            mean_ms: 1.0,
+            p50_ms: 1.5,
+            p90_ms: 2.25,
+            p99_ms: 3.0,
+            p999_ms: 4.0,
+            max_ms: 5.125,
         },
-        "thresholds": [
-            {"expression": "p99 < 10ms", "shown": "3.000 ms", "passed": true},
-            {"expression": "errors < 1", "shown": "1", "passed": false}
-        ]
-    })
+        ..MethodSummary::default()
+    };
+    let (methods, total) = (
+        vec![method("add", 10, 9), method("echo", 5, 5)],
+        method("TOTAL", 15, 14),
+    );
+    let mut summary = RunSummary::of_methods(methods, total, 4.0);
+    summary.verdict = Verdict {
+        valid: false,
+        reasons: vec!["fell behind".into(), "too few calls".into()],
+    };
+    summary.stages = [(0, 0.0), (1, 2.0)]
+        .map(|(stage, start_s)| StageSummary {
+            stage,
+            start_s,
+            end_s: start_s + 2.0,
+            total: MethodSummary::default(),
+        })
+        .to_vec();
+    summary.events = [(1.0, "during warmup"), (5.0, "rate 200")]
+        .map(|(at_s, what)| ControlEvent {
+            at_s,
+            what: what.into(),
+        })
+        .to_vec();
+    summary.timeseries = vec![
+        second(0, 10.0, 1.0, 2.0, &[("timeout", 2)]),
+        second(1, 20.0, 1.0, 4.0, &[("io", 1)]),
+        second(2, 20.0, 1.0, 4.0, &[]),
+        second(3, 40.0, 2.0, 8.0, &[]),
+    ];
+    summary.warnings = vec![Warning::new(
+        crate::stats::WarningCode::Scenario,
+        "the client & its load",
+    )];
+    let threshold = |expression: &str, shown: &str, passed| crate::thresholds::ThresholdResult {
+        expression: expression.into(),
+        measured: Some(1.0),
+        unit: "ms",
+        passed,
+        shown: shown.into(),
+        note: None,
+    };
+    RunReport {
+        format: crate::report::FORMAT,
+        meta: meta(),
+        summary,
+        thresholds: vec![
+            threshold("p99 < 10ms", "3.000 ms", true),
+            threshold("errors < 1", "1", false),
+        ],
+        captured: Vec::new(),
+        shard: None,
+    }
 }
 
 #[test]
@@ -322,8 +417,11 @@ fn the_page_says_the_verdict_thresholds_and_each_methods_figures() {
     }
     assert!(page.contains("<p class=\"warning\">warning: the client &amp; its load</p>\n</body></html>\n"));
     let mut valid = summary();
-    valid["summary"]["verdict"] = json!({"valid": true, "reasons": []});
-    valid["thresholds"] = json!([]);
+    valid.summary.verdict = crate::stats::Verdict {
+        valid: true,
+        reasons: vec![],
+    };
+    valid.thresholds = vec![];
     let page = render(&valid, &Latencies::default());
     assert!(page.contains("<p class=\"valid\"><b>verdict: valid</b></p>"));
     assert!(!page.contains("<th>threshold</th>") && !page.contains("class=\"invalid\""));
@@ -331,7 +429,7 @@ fn the_page_says_the_verdict_thresholds_and_each_methods_figures() {
 
 #[test]
 fn the_time_charts_plot_each_second_with_stages_events_and_each_error_outcome() {
-    let charts = time_charts(&summary()["summary"], 2.0);
+    let charts = time_charts(&summary().summary, 2.0);
     assert_eq!(charts.len(), 3);
     // Four seconds, plotted at 1 to 4: x = 64 + s/4 × 466.
     // Calls/s up to nice(40) = 50: y = 252 − v/50 × 216.
@@ -342,9 +440,9 @@ fn the_time_charts_plot_each_second_with_stages_events_and_each_error_outcome() 
     // The second stage starts at 2 s; the event at 5 s of the run is at 3 s
     // of the measured part (2 s of warmup); one during the warmup is not shown.
     for svg in &charts {
-        assert!(svg.contains("<line x1=\"297.0\" x2=\"297.0\" y1=\"36\" y2=\"252\" stroke=\"#888\" stroke-dasharray=\"4 3\"><title>stage 1</title>"));
+        assert!(svg.contains("<line x1=\"297.0\" x2=\"297.0\" y1=\"36\" y2=\"252\" stroke=\"#888\" stroke-dasharray=\"4 3\"><title>stage 2</title>"));
         assert!(svg.contains("<line x1=\"413.5\" x2=\"413.5\" y1=\"36\" y2=\"252\" stroke=\"#888\" stroke-dasharray=\"4 3\"><title>rate 200</title>"));
-        assert!(!svg.contains("stage 0") && !svg.contains("during warmup"));
+        assert!(!svg.contains("stage 1") && !svg.contains("during warmup"));
     }
     assert_eq!(titles(&charts[1])[2..], ["p50", "p99"]);
     // y up to nice(8) = 10: p99 4 ms at 165.6, 8 ms at 79.2.
@@ -362,8 +460,8 @@ fn the_time_charts_plot_each_second_with_stages_events_and_each_error_outcome() 
         ]
     );
     let mut quiet = summary();
-    quiet["summary"]["timeseries"] = json!([{"second": 0, "calls_per_s": 1.0}]);
-    let charts = time_charts(&quiet["summary"], 0.0);
+    quiet.summary.timeseries = vec![second(0, 1.0, 0.0, 0.0, &[])];
+    let charts = time_charts(&quiet.summary, 0.0);
     // Without a warmup the event at 1 s is inside the one second plotted.
     assert_eq!(titles(&charts[2]), ["during warmup", "errors"]);
     assert_eq!(polylines(&charts[2]), ["530.0,252.0"]);
