@@ -817,7 +817,7 @@ fn run_help_states_the_flag_rule_and_the_defaults() {
     let output = volley().args(["run", "--help"]).output().unwrap();
     let help = text(&output.stdout);
     assert!(
-        help.contains("a flag replaces what it names in the file"),
+        help.contains("A flag replaces what it names in the file."),
         "{help}"
     );
     for default in ["or 16)", "default 10s", "default 0s", "default 64"] {
