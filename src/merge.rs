@@ -16,7 +16,7 @@ use crate::report::shard::{ShardRecord, FORMAT};
 use crate::report::{LoadMeta, RunMeta, RunReport};
 use crate::results::ResultDir;
 use crate::stats::{
-    self, BatchSummary, ClientCpu, Evidence, LatencyLog, LatencySummary, MethodSummary, Recorded, Recorder,
+    self, BatchSummary, ClientCpu, Evidence, Gathered, LatencyLog, LatencySummary, MethodSummary, Recorder,
     RunSummary, Sample, ScheduleSummary, SecondRow, SetupSummary, StageSummary, SubscriptionSummary, Verdict,
     Warning, WarningCode,
 };
@@ -299,7 +299,7 @@ fn summarize(shards: &[ShardRun]) -> RunSummary {
         verdict,
         warnings: warnings(shards),
         partial,
-        recorded: Recorded {
+        gathered: Gathered {
             total,
             stages: stage_totals,
             due,

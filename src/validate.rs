@@ -136,7 +136,7 @@ fn write_load(out: &mut String, plan: &LoadPlan) {
 
 fn write_stages(out: &mut String, plan: &LoadPlan) {
     if !plan.stages.is_empty() {
-        let unit = if matches!(plan.pacing, Pacing::Open { .. }) {
+        let unit = if plan.is_open() {
             "requests/s"
         } else {
             "calls in flight"

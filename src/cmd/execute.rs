@@ -79,22 +79,14 @@ pub async fn execute(
     };
     let started = SystemTime::now();
     let mut meta = RunMeta {
-        tool: "volley".into(),
-        version: env!("CARGO_PKG_VERSION").into(),
-        scenario: scenario.name.clone(),
         scenario_file: scenario_file.map(|p| p.display().to_string()),
         target: match server {
             Some(_) => format!("builtin ({url})"),
             None => url.clone(),
         },
         transport: target.transport_name().to_string(),
-        jsonrpc: scenario.version.to_string(),
         tls,
-        load: LoadMeta::new(&plan),
-        seed: plan.seed,
-        started_at: timestamp(SystemTime::now()),
-        ended_at: String::new(),
-        header_names: scenario.headers.iter().map(|(name, _)| name.clone()).collect(),
+        ..run_meta(scenario, &plan)
     };
     let facts = facts(scenario, warnings, late);
     let warmup = plan.warmup;
@@ -131,6 +123,26 @@ pub async fn execute(
         captured: capture.map_or_else(Vec::new, |c| c.take()),
         shard,
     })
+}
+
+/// What `summary.json` says of the run that the scenario and plan tell,
+/// as it begins.
+fn run_meta(scenario: &Scenario, plan: &crate::plan::LoadPlan) -> RunMeta {
+    RunMeta {
+        tool: "volley".into(),
+        version: env!("CARGO_PKG_VERSION").into(),
+        scenario: scenario.name.clone(),
+        scenario_file: None,
+        target: String::new(),
+        transport: String::new(),
+        jsonrpc: scenario.version.to_string(),
+        tls: None,
+        load: LoadMeta::new(plan),
+        seed: plan.seed,
+        started_at: timestamp(SystemTime::now()),
+        ended_at: String::new(),
+        header_names: scenario.headers.iter().map(|(name, _)| name.clone()).collect(),
+    }
 }
 
 /// What the run's warnings weigh that only this command knows: the
@@ -188,7 +200,7 @@ fn shard_record(
     summary: &RunSummary,
     (clock, rate): (ShardClock, Option<f64>),
 ) -> ShardRecord {
-    let recorded = &summary.recorded;
+    let recorded = &summary.gathered;
     ShardRecord {
         format: crate::report::shard::FORMAT,
         volley: env!("CARGO_PKG_VERSION").to_string(),

@@ -25,9 +25,9 @@ use tokio::time::Instant;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use crate::plan::{LoadPlan, Mix, Pacing, Poll, SetupCall};
+use crate::plan::{LoadPlan, Mix, Poll, SetupCall};
 use crate::stats::{
-    BatchSummary, ClientCpu, Evidence, MethodSummary, Recorded, Recorder, RunSummary, ScheduleSummary,
+    BatchSummary, ClientCpu, Evidence, Gathered, MethodSummary, Recorder, RunSummary, ScheduleSummary,
     SetupSummary, Snapshot, StageSummary, SubscriptionSummary, Verdict,
 };
 use crate::transport::Target;
@@ -92,14 +92,6 @@ async fn run_placed(
         plan.duration,
         plan.stages.len(),
     );
-    let base = Snapshot {
-        warmup: plan.warmup,
-        planned: plan.duration.map(|d| d + plan.warmup),
-        stages: plan.stages.len(),
-        open: matches!(plan.pacing, Pacing::Open { .. }),
-        ..Snapshot::default()
-    };
-    let stage_bounds = plan.stage_bounds();
     // The children there before the run (the reachability check's) are not
     // the run's: noted before the connections open theirs.
     let children = match &spec.target {
@@ -107,19 +99,10 @@ async fn run_placed(
         _ => None,
     };
     let shared = Arc::new(RunState::new(spec, stop.clone(), control.clone()));
-    let (shares, mut chunks, mut ready) = start_shares(&shared, threads, placement);
+    let (shares, mut chunks, ready) = start_shares(&shared, threads, placement);
     // Connections first, then the clock: every connection opens, with its
     // setup, before the schedule's first request is due.
-    let mut connected = 0;
-    while connected < threads {
-        tokio::select! {
-            one = ready.recv() => match one {
-                Some(()) => connected += 1,
-                None => break,
-            },
-            _ = stop.cancelled() => break,
-        }
-    }
+    all_connected(ready, threads, &stop).await;
     let start = Instant::now();
     shared.begin(start);
     let deadline = shared.plan.duration.map(|d| start + shared.plan.warmup + d);
@@ -127,34 +110,16 @@ async fn run_placed(
         stop_at(deadline, stop.clone());
     }
     let watching = watch_servers(&shared.observe, children, start + shared.plan.warmup);
-    let server_now = Arc::clone(&watching.now);
-
-    let snapshot_now = |gatherer: &mut Gatherer, finished: bool| {
-        let elapsed = start.elapsed();
-        let measured = elapsed.saturating_sub(shared.plan.warmup);
-        let seconds = measured.as_secs_f64();
-        let snapshot = Snapshot {
-            elapsed,
-            stage: stage_bounds
-                .iter()
-                .position(|(from, to)| seconds >= *from && seconds < *to),
-            target: control.target_now(),
-            paused: control.is_paused(),
-            server: *server_now.lock().unwrap_or_else(|p| p.into_inner()),
-            finished,
-            ..base.clone()
-        };
-        gatherer.snapshot(measured, snapshot)
-    };
+    let snapshots = Snapshots::new(&shared.plan, start, &control, &watching);
     // The first, as the run begins: a warmup has no figures for a while.
-    publish(&snapshot_now(&mut gatherer, false));
+    publish(&snapshots.now(&mut gatherer, false));
     // The run ends at each thread's last figures, not when the threads
     // end: after them they may still be shutting stdio children down.
     let mut threads_done = 0;
     while let Some(chunk) = chunks.recv().await {
         let last = chunk.last.is_some();
         if gatherer.add(chunk) {
-            publish(&snapshot_now(&mut gatherer, false));
+            publish(&snapshots.now(&mut gatherer, false));
         }
         threads_done += usize::from(last);
         if threads_done == threads {
@@ -170,20 +135,80 @@ async fn run_placed(
     let stopped_at = deadline.map_or(end, |d| end.min(d));
     let measured = stopped_at.saturating_duration_since(shared.clock().measure_start);
     gatherer.finish(measured);
-    publish(&snapshot_now(&mut gatherer, true));
+    publish(&snapshots.now(&mut gatherer, true));
     // Paused time is no measured time: rates are over the time the load ran.
     let warmup_s = shared.plan.warmup.as_secs_f64();
-    let paused = control.paused_within(warmup_s, warmup_s + measured.as_secs_f64());
     let ended = Ended {
         stopped_at,
         measured,
-        paused,
+        paused: control.paused_within(warmup_s, warmup_s + measured.as_secs_f64()),
         cpu: client_cpu(&shared, end - launched, threads),
         partial: cancel.is_cancelled(),
     };
-    let mut summary = summarize(&shared, &mut gatherer, &stage_bounds, ended, facts);
+    let mut summary = summarize(&shared, &mut gatherer, &snapshots.stage_bounds, ended, facts);
     add_server_usage(&mut summary, &watched);
     summary
+}
+
+/// Until every share says its connections are open (or the run is stopped).
+async fn all_connected(mut ready: mpsc::UnboundedReceiver<()>, shares: usize, stop: &CancellationToken) {
+    let mut connected = 0;
+    while connected < shares {
+        tokio::select! {
+            one = ready.recv() => match one {
+                Some(()) => connected += 1,
+                None => break,
+            },
+            _ = stop.cancelled() => break,
+        }
+    }
+}
+
+/// What a snapshot says beside the figures: where the run stands.
+struct Snapshots {
+    base: Snapshot,
+    stage_bounds: Vec<(f64, f64)>,
+    start: Instant,
+    warmup: std::time::Duration,
+    control: Arc<Control>,
+    /// The servers' latest reading.
+    server_now: Arc<std::sync::Mutex<Option<(f64, u64)>>>,
+}
+
+impl Snapshots {
+    fn new(plan: &LoadPlan, start: Instant, control: &Arc<Control>, watching: &Watching) -> Self {
+        Snapshots {
+            base: Snapshot {
+                warmup: plan.warmup,
+                planned: plan.duration.map(|d| d + plan.warmup),
+                stages: plan.stages.len(),
+                open: plan.is_open(),
+                ..Snapshot::default()
+            },
+            stage_bounds: plan.stage_bounds(),
+            start,
+            warmup: plan.warmup,
+            control: control.clone(),
+            server_now: Arc::clone(&watching.now),
+        }
+    }
+
+    /// The run now, with the figures gathered so far.
+    fn now(&self, gatherer: &mut Gatherer, finished: bool) -> Snapshot {
+        let elapsed = self.start.elapsed();
+        let measured = elapsed.saturating_sub(self.warmup);
+        let seconds = measured.as_secs_f64();
+        let snapshot = Snapshot {
+            elapsed,
+            stage: (self.stage_bounds.iter()).position(|(from, to)| seconds >= *from && seconds < *to),
+            target: self.control.target_now(),
+            paused: self.control.is_paused(),
+            server: *self.server_now.lock().unwrap_or_else(|p| p.into_inner()),
+            finished,
+            ..self.base.clone()
+        };
+        gatherer.snapshot(measured, snapshot)
+    }
 }
 
 /// The task reading what the server processes spend, and its stop.
@@ -337,17 +362,12 @@ fn summarize(
     let seconds = (wall - ended.paused).max(0.0);
     let total = &gatherer.total;
     let due = shared.clock().schedule.due_before(ended.stopped_at);
-    let schedule = matches!(shared.plan.pacing, Pacing::Open { .. })
+    let schedule = (shared.plan.is_open())
         .then(|| ScheduleSummary::of(&total.start_delay, due.saturating_sub(gatherer.sent), due));
     let verdict = Verdict::of(&Evidence {
         schedule: schedule.as_ref(),
         requests: total.start_delay.len(),
-        // The target in force at the end, when it was steered.
-        rate: shared.plan.constant_rate().map(|rate| {
-            (shared.control.steered_to())
-                .filter(|_| shared.plan.is_open())
-                .unwrap_or(rate)
-        }),
+        rate: rate_at_end(shared),
         measured_seconds: seconds,
         cpu: &ended.cpu,
         partial: ended.partial,
@@ -390,15 +410,27 @@ fn summarize(
         timeseries: std::mem::take(&mut gatherer.timeseries),
         latency_log: std::mem::take(&mut gatherer.latency_log),
         samples: std::mem::take(&mut gatherer.samples),
-        recorded: Default::default(),
+        gathered: Default::default(),
     };
-    summary.recorded = Recorded {
+    summary.gathered = Gathered {
         total: std::mem::replace(&mut gatherer.total, Recorder::new(0)),
         stages: std::mem::take(&mut gatherer.stage_totals),
         due,
     };
-    // What the plan carries, the engine knows: the caller says the rest.
-    summary.finish(&crate::stats::Facts {
+    summary.finish(&all_facts(shared, facts));
+    summary
+}
+
+/// The open model's constant rate in force at the end: the one steered
+/// to, if it was.
+fn rate_at_end(shared: &RunState) -> Option<f64> {
+    let steered = shared.control.steered_to().filter(|_| shared.plan.is_open());
+    shared.plan.constant_rate().map(|rate| steered.unwrap_or(rate))
+}
+
+/// The caller's facts, with what the plan carries, which the engine knows.
+fn all_facts(shared: &RunState, facts: crate::stats::Facts) -> crate::stats::Facts {
+    crate::stats::Facts {
         stopped_because: shared.control.stopped_because(),
         capacity: crate::stats::Capacity {
             connections: shared.plan.connections,
@@ -406,8 +438,7 @@ fn summarize(
         },
         timeout: shared.plan.timeout,
         ..facts
-    });
-    summary
+    }
 }
 
 /// The engine threads' CPU time against their wall time over the run.

@@ -17,6 +17,13 @@ pub enum Pacing {
     Open { rate: f64 },
 }
 
+impl Pacing {
+    /// Whether requests are due at set times.
+    pub fn is_open(self) -> bool {
+        matches!(self, Pacing::Open { .. })
+    }
+}
+
 /// Everything about the load, validated.
 #[derive(Clone, Debug)]
 pub struct LoadPlan {
@@ -67,7 +74,7 @@ pub struct Stage {
 impl LoadPlan {
     /// Whether requests are due at set times (the open model).
     pub fn is_open(&self) -> bool {
-        matches!(self.pacing, Pacing::Open { .. })
+        self.pacing.is_open()
     }
 
     /// Callers on each connection: at least one.

@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
-use crate::plan::{LoadPlan, Pacing};
+use crate::plan::LoadPlan;
 use crate::stats::read;
 use crate::stats::RunSummary;
 
@@ -124,25 +124,16 @@ pub struct LoadMeta {
 impl LoadMeta {
     /// What `plan` runs, as reports state it.
     pub fn new(plan: &LoadPlan) -> Self {
-        let open = matches!(plan.pacing, Pacing::Open { .. });
         LoadMeta {
-            model: if open { "open" } else { "closed" },
+            model: if plan.is_open() { "open" } else { "closed" },
             // The plan's own rate is where a staged load starts, not what it
             // ran: stating it as the run's rate misled.
             // A shard's own share of the run's rate and calls in flight.
             // A recorded pace has no one rate either.
-            rate: match plan.pacing {
-                Pacing::Open { .. } if plan.recorded.is_some() => None,
-                Pacing::Open { rate } if plan.stages.is_empty() => Some(rate / f64::from(plan.shard.count)),
-                _ => None,
-            },
-            concurrency: match plan.pacing {
-                Pacing::Closed if plan.stages.is_empty() => Some(
-                    (plan.shard.share(plan.initial_concurrency as u64) as usize)
-                        .min(plan.connections * plan.per_connection.max(1)),
-                ),
-                _ => None,
-            },
+            rate: (plan.constant_rate())
+                .filter(|_| plan.recorded.is_none())
+                .map(|rate| rate / f64::from(plan.shard.count)),
+            concurrency: (!plan.is_open() && plan.stages.is_empty()).then(|| plan.closed_concurrency()),
             connections: plan.connections,
             duration_s: plan.duration.map(|d| d.as_secs_f64()),
             requests: plan.requests,

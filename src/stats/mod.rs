@@ -22,7 +22,7 @@ pub use sample::{Quarter, Sample, SAMPLES_PER_SECOND};
 pub use saved::{SavedMethod, SavedRecorder};
 pub use snapshot::{latency_buckets, Snapshot};
 pub use summary::{
-    over_one_percent, BatchSummary, ChildShutdown, ControlEvent, LatencySummary, MethodSummary, Recorded,
+    over_one_percent, BatchSummary, ChildShutdown, ControlEvent, Gathered, LatencySummary, MethodSummary,
     RunSummary, ScheduleSummary, SecondRow, SetupSummary, StageSummary, SubscriptionSummary, LATE_THRESHOLD,
 };
 pub use usage::{ServerUsage, UsageSample, Watched};

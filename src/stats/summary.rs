@@ -384,7 +384,7 @@ pub struct ControlEvent {
 /// A run's counts and histograms as gathered, before any summary: what
 /// shards of one run add up to the whole's.
 #[derive(Clone)]
-pub struct Recorded {
+pub struct Gathered {
     pub total: Recorder,
     /// Each stage's, in order.
     pub stages: Vec<Recorder>,
@@ -392,9 +392,9 @@ pub struct Recorded {
     pub due: u64,
 }
 
-impl Default for Recorded {
+impl Default for Gathered {
     fn default() -> Self {
-        Recorded {
+        Gathered {
             total: Recorder::new(0),
             stages: Vec::new(),
             due: 0,
@@ -402,11 +402,11 @@ impl Default for Recorded {
     }
 }
 
-impl std::fmt::Debug for Recorded {
+impl std::fmt::Debug for Gathered {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "Recorded {{ calls: {}, due: {} }}",
+            "Gathered {{ calls: {}, due: {} }}",
             self.total.calls(),
             self.due
         )
@@ -427,7 +427,7 @@ pub struct RunSummary {
     pub samples: Vec<super::Sample>,
     /// Everything counted, whole, for a shard's record (a merge adds these).
     #[serde(skip)]
-    pub recorded: Recorded,
+    pub gathered: Gathered,
     /// How the connections opened, before the schedule and during it.
     pub connections: super::ConnectSummary,
     pub requests: u64,
@@ -498,7 +498,7 @@ impl RunSummary {
             timeseries: Vec::new(),
             latency_log: Default::default(),
             samples: Vec::new(),
-            recorded: Default::default(),
+            gathered: Default::default(),
             server: Vec::new(),
             connections: super::ConnectSummary::of(&super::Connects::default(), 1),
             http_statuses: Default::default(),

@@ -48,9 +48,9 @@ impl Lateness {
         let schedule = summary.schedule.as_ref().filter(|s| s.behind)?;
         Some(Lateness {
             late: schedule.late_requests,
-            timed: summary.recorded.total.start_delay.len(),
+            timed: summary.gathered.total.start_delay.len(),
             unsent: schedule.unsent,
-            due: summary.recorded.due,
+            due: summary.gathered.due,
             in_flight: summary.in_flight_at_end,
             unreachable: summary.total.outcomes.get("connect").copied().unwrap_or(0),
         })
@@ -305,7 +305,7 @@ pub(super) mod tests {
             requests: calls,
             schedule: Some(ScheduleSummary::of(&delays, 0, calls)),
             in_flight_at_end: 4,
-            recorded: crate::stats::Recorded {
+            gathered: crate::stats::Gathered {
                 total: recorder,
                 stages: Vec::new(),
                 due: calls,

@@ -234,9 +234,7 @@ impl RawScenario {
         };
         let replay = replay(at, base_dir, raw)?;
         if replay.times.is_some()
-            && (matches!(load.pacing, crate::plan::Pacing::Open { .. })
-                || load.concurrency.is_some()
-                || !load.stages.is_empty())
+            && (load.pacing.is_open() || load.concurrency.is_some() || !load.stages.is_empty())
         {
             return Err(at.error(
                 Some(raw.span()),
