@@ -14,7 +14,7 @@ use serde_json::Value;
 
 use crate::report::shard::{ShardRecord, FORMAT};
 use crate::report::{LoadMeta, RunMeta, RunReport};
-use crate::results::ResultDir;
+use crate::results::SavedRun;
 use crate::stats::{
     self, BatchSummary, ClientCpu, Evidence, Gathered, LatencyLog, LatencySummary, MethodSummary, Recorder,
     RunSummary, Sample, ScheduleSummary, SecondRow, SetupSummary, StageSummary, SubscriptionSummary, Verdict,
@@ -27,7 +27,7 @@ pub struct ShardRun {
     pub record: ShardRecord,
     pub total: Recorder,
     pub stages: Vec<Recorder>,
-    pub results: ResultDir,
+    pub results: SavedRun,
 }
 
 impl ShardRun {
@@ -76,7 +76,7 @@ impl ShardRun {
                 record.stage_bounds.len()
             );
         }
-        let results = ResultDir::read(dir)?;
+        let results = SavedRun::read(dir)?;
         Ok(ShardRun {
             dir: dir.to_path_buf(),
             record,

@@ -15,24 +15,24 @@ const CLAIM_FILE: &str = "summary.json";
 
 /// A result directory this run owns.
 #[derive(Debug)]
-pub struct ResultDir {
+pub struct OutputDir {
     pub path: PathBuf,
     /// Made by this run, so removed again if the run never happens.
     created: bool,
 }
 
-impl ResultDir {
+impl OutputDir {
     /// Claims `out` (which must be new or empty), or a new directory
     /// `results/<stamp>-<scenario>[-N]`, atomically: of two runs started at
     /// once, one gets it and the other is refused or takes the next name.
-    pub fn claim(out: Option<&Path>, stamp: &str, scenario: &str) -> anyhow::Result<ResultDir> {
+    pub fn claim(out: Option<&Path>, stamp: &str, scenario: &str) -> anyhow::Result<OutputDir> {
         match out {
             Some(dir) => Self::claim_given(dir),
             None => Self::claim_default(stamp, scenario),
         }
     }
 
-    fn claim_given(dir: &Path) -> anyhow::Result<ResultDir> {
+    fn claim_given(dir: &Path) -> anyhow::Result<OutputDir> {
         let shown = dir.display();
         if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
             fs::create_dir_all(parent)
@@ -53,7 +53,7 @@ impl ResultDir {
             }
             Err(e) => return Err(e).with_context(|| format!("--out {shown}: cannot create the directory")),
         };
-        let claimed = ResultDir {
+        let claimed = OutputDir {
             path: dir.to_path_buf(),
             created,
         };
@@ -61,7 +61,7 @@ impl ResultDir {
         Ok(claimed)
     }
 
-    fn claim_default(stamp: &str, scenario: &str) -> anyhow::Result<ResultDir> {
+    fn claim_default(stamp: &str, scenario: &str) -> anyhow::Result<OutputDir> {
         let name: String = scenario
             .chars()
             .map(|c| match c {
@@ -80,7 +80,7 @@ impl ResultDir {
             };
             match fs::create_dir(&path) {
                 Ok(()) => {
-                    let claimed = ResultDir { path, created: true };
+                    let claimed = OutputDir { path, created: true };
                     claimed.take_claim().inspect_err(|_| claimed.remove_dir())?;
                     return Ok(claimed);
                 }
@@ -199,8 +199,8 @@ mod tests {
     #[test]
     fn a_directory_is_claimed_once() {
         let dir = scratch("once");
-        let first = ResultDir::claim(Some(&dir), "s", "x").expect("the first run claims it");
-        let second = ResultDir::claim(Some(&dir), "s", "x").expect_err("the second is refused");
+        let first = OutputDir::claim(Some(&dir), "s", "x").expect("the first run claims it");
+        let second = OutputDir::claim(Some(&dir), "s", "x").expect_err("the second is refused");
         assert!(second.to_string().contains("already holds files"), "{second}");
         first.release();
         assert!(!dir.exists(), "a claim never used is given back");
@@ -209,9 +209,9 @@ mod tests {
     #[test]
     fn runs_started_in_the_same_second_take_different_directories() {
         let stamp = format!("test{}", std::process::id());
-        let claims: Vec<ResultDir> = std::thread::scope(|scope| {
+        let claims: Vec<OutputDir> = std::thread::scope(|scope| {
             let handles: Vec<_> = (0..4)
-                .map(|_| scope.spawn(|| ResultDir::claim(None, &stamp, "same").unwrap()))
+                .map(|_| scope.spawn(|| OutputDir::claim(None, &stamp, "same").unwrap()))
                 .collect();
             handles.into_iter().map(|h| h.join().unwrap()).collect()
         });
@@ -219,14 +219,14 @@ mod tests {
         paths.sort();
         paths.dedup();
         assert_eq!(paths.len(), 4, "{paths:?}");
-        claims.into_iter().for_each(ResultDir::release);
+        claims.into_iter().for_each(OutputDir::release);
     }
 
     #[test]
     fn a_file_in_the_way_is_named_before_the_run() {
         let dir = scratch("file");
         fs::write(&dir, "data").unwrap();
-        let error = ResultDir::claim(Some(&dir), "s", "x").expect_err("a file is not a directory");
+        let error = OutputDir::claim(Some(&dir), "s", "x").expect_err("a file is not a directory");
         assert!(error.to_string().contains("a file is in the way"), "{error}");
         assert_eq!(
             fs::read_to_string(&dir).unwrap(),
@@ -240,7 +240,7 @@ mod tests {
     fn an_empty_directory_given_stays_after_release() {
         let dir = scratch("empty");
         fs::create_dir(&dir).unwrap();
-        ResultDir::claim(Some(&dir), "s", "x").unwrap().release();
+        OutputDir::claim(Some(&dir), "s", "x").unwrap().release();
         assert!(dir.is_dir(), "a directory the user made is not removed");
         assert_eq!(fs::read_dir(&dir).unwrap().count(), 0);
         fs::remove_dir(&dir).unwrap();

@@ -14,7 +14,7 @@ use serde_json::Value;
 
 use crate::report::{RunReport, FORMAT};
 
-pub struct ResultDir {
+pub struct SavedRun {
     /// `summary.json`, read back whole.
     pub report: RunReport,
     /// Per tag (method or TOTAL): each second's latency histogram, its
@@ -25,8 +25,8 @@ pub struct ResultDir {
     pub samples: Option<Vec<crate::stats::Sample>>,
 }
 
-impl ResultDir {
-    pub fn read(dir: &Path) -> anyhow::Result<ResultDir> {
+impl SavedRun {
+    pub fn read(dir: &Path) -> anyhow::Result<SavedRun> {
         let bytes = std::fs::read(dir.join("summary.json"))
             .with_context(|| format!("{}: no summary.json", dir.display()))?;
         let report = read_summary(dir, &bytes)?;
@@ -60,7 +60,7 @@ impl ResultDir {
                 .push((histogram, length, start));
         }
         let samples = read_samples(dir)?;
-        Ok(ResultDir {
+        Ok(SavedRun {
             report,
             seconds,
             samples,

@@ -95,7 +95,7 @@ fn total(summary: &Value) -> &Value {
 fn union_of_histograms(dirs: &[PathBuf]) -> hdrhistogram::Histogram<u64> {
     let mut union = volley::stats::new_histogram();
     for dir in dirs {
-        let run = volley::results::ResultDir::read(dir).unwrap();
+        let run = volley::results::SavedRun::read(dir).unwrap();
         for (histogram, _, _) in &run.seconds[TOTAL_TAG] {
             union.add(histogram).unwrap();
         }

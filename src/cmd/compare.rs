@@ -7,7 +7,7 @@ use anyhow::Context;
 
 use crate::cli::CompareArgs;
 use crate::compare::{compare, html_page, junit, markdown, render};
-use crate::results::ResultDir as Run;
+use crate::results::SavedRun;
 
 /// `volley compare`: prints the table; exit 2 on a regression, on runs
 /// that cannot be compared, or on an inconclusive result (unless allowed).
@@ -27,7 +27,7 @@ pub fn command(args: CompareArgs) -> anyhow::Result<ExitCode> {
     if let Some(path) = &args.html {
         // The spectra are the first baseline's against the current run's.
         let first = crate::compare::expand(baselines)?;
-        let (base, cur) = (Run::read(&first[0])?, Run::read(current)?);
+        let (base, cur) = (SavedRun::read(&first[0])?, SavedRun::read(current)?);
         let page = html_page(&comparison, &base, &cur);
         std::fs::write(path, page).with_context(|| format!("--html {}", path.display()))?;
     }

@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use super::process::{dir_stamp, EXIT_BUG, EXIT_FAILED_CHECK};
 use crate::cli::MergeArgs;
 use crate::merge::{self, ShardRun};
-use crate::output::ResultDir;
+use crate::output::OutputDir;
 use crate::report;
 
 pub fn command(args: MergeArgs) -> anyhow::Result<ExitCode> {
@@ -15,7 +15,7 @@ pub fn command(args: MergeArgs) -> anyhow::Result<ExitCode> {
         .map(|dir| ShardRun::read(dir))
         .collect::<anyhow::Result<Vec<_>>>()?;
     let report = merge::merge(&shards)?;
-    let out = ResultDir::claim(
+    let out = OutputDir::claim(
         args.out.as_deref(),
         &dir_stamp(),
         &format!("{}-merged", report.meta.scenario),

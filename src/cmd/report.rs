@@ -6,12 +6,12 @@ use std::process::ExitCode;
 use anyhow::Context;
 
 use crate::cli::ReportArgs;
-use crate::results::ResultDir;
+use crate::results::SavedRun;
 
 /// `volley report DIR`: renders `report.html` again from the directory's
 /// `summary.json` and `latency.hlog`.
 pub fn command(args: ReportArgs) -> anyhow::Result<ExitCode> {
-    let run = ResultDir::read(&args.dir)?;
+    let run = SavedRun::read(&args.dir)?;
     let page = crate::report::html::render(&run.report, &run.latencies());
     let path = args.dir.join("report.html");
     std::fs::write(&path, page).with_context(|| format!("cannot write {}", path.display()))?;

@@ -17,7 +17,7 @@ use super::process::{
 use crate::cli::RunArgs;
 use crate::engine::Control;
 use crate::metrics::{self, Metrics};
-use crate::output::ResultDir;
+use crate::output::OutputDir;
 use crate::plan::Shard;
 use crate::report::{self, RunReport};
 use crate::scenario::{Overrides, Scenario, ScenarioError};
@@ -32,7 +32,7 @@ pub fn command(args: RunArgs) -> anyhow::Result<ExitCode> {
     ensure_descriptors(scenario.compile().plan.connections)?;
     // Claimed before anything is sent: a directory in the way, unwritable
     // or taken by another run is an error now, not after the run.
-    let out = ResultDir::claim(args.out.as_deref(), &dir_stamp(), &scenario.name)?;
+    let out = OutputDir::claim(args.out.as_deref(), &dir_stamp(), &scenario.name)?;
     let (report, signal) = match run_to_report(&args, &scenario) {
         Ok(done) => done,
         Err(error) => {

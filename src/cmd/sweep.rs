@@ -16,7 +16,7 @@ use super::execute::execute;
 use super::process::{dir_stamp, runtime_with_signals, EXIT_FAILED_CHECK};
 use crate::cli::SweepArgs;
 use crate::engine::Control;
-use crate::output::ResultDir;
+use crate::output::OutputDir;
 use crate::report;
 use crate::scenario::{Overrides, Scenario};
 use crate::sweep::{self, Capacity, Found, Judging, Next, Purpose, Search, Step};
@@ -76,7 +76,7 @@ pub fn command(mut args: SweepArgs) -> anyhow::Result<ExitCode> {
     let name = firsts[0].name.clone();
     // Several targets' steps go in a directory each, named as `run` names them.
     let dirs = file_targets;
-    let out = ResultDir::claim(args.out.as_deref(), &dir_stamp(), &format!("sweep-{name}"))?;
+    let out = OutputDir::claim(args.out.as_deref(), &dir_stamp(), &format!("sweep-{name}"))?;
     let (runtime, mut signals) = runtime_with_signals()?;
     let cancel = CancellationToken::new();
     let stop = cancel.clone();
@@ -297,7 +297,7 @@ fn step_scenario(
 /// The sweep's files: a CSV row per step (of every target), the
 /// latency-versus-throughput plot (a line per target and percentile), and
 /// `summary.json` last (it held the directory's claim).
-fn write_results(out: &ResultDir, summary: &Summary) -> anyhow::Result<()> {
+fn write_results(out: &OutputDir, summary: &Summary) -> anyhow::Result<()> {
     let write = |name: &str, bytes: &[u8]| {
         let path = out.path.join(name);
         std::fs::write(&path, bytes).with_context(|| format!("cannot write {}", path.display()))

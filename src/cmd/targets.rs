@@ -15,7 +15,7 @@ use super::process::{dir_stamp, ensure_descriptors, runtime_with_signals, EXIT_B
 use crate::cli::RunArgs;
 use crate::engine::Control;
 use crate::equality::TargetAnswers;
-use crate::output::ResultDir;
+use crate::output::OutputDir;
 use crate::report::targets::TargetRun;
 use crate::report::{self, RunReport};
 use crate::scenario::Scenario;
@@ -43,7 +43,7 @@ pub fn command(args: &RunArgs, mut scenario: Scenario) -> anyhow::Result<ExitCod
         true => connections.saturating_mul(runs.len()),
         false => connections,
     })?;
-    let out = ResultDir::claim(args.out.as_deref(), &dir_stamp(), &scenario.name)?;
+    let out = OutputDir::claim(args.out.as_deref(), &dir_stamp(), &scenario.name)?;
     let names: Vec<&str> = scenario.targets.iter().map(|t| t.name.as_str()).collect();
     let done = match args.parallel_targets {
         true => all_at_once(args, &runs, &names),

@@ -53,12 +53,12 @@ impl ComparedFigure {
 /// plus `absolute` in the figure's own unit (ms, calls/s; for the error
 /// rate, a fraction: percentage points / 100).
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Limit {
+pub struct Tolerance {
     pub relative: f64,
     pub absolute: f64,
 }
 
-impl Limit {
+impl Tolerance {
     /// The change allowed from `baseline`, in the figure's unit.
     pub fn allowed(&self, baseline: f64) -> f64 {
         self.relative * baseline.abs() + self.absolute
@@ -67,7 +67,7 @@ impl Limit {
 
 /// Each metric's limit.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Tolerances(pub BTreeMap<ComparedFigure, Limit>);
+pub struct Tolerances(pub BTreeMap<ComparedFigure, Tolerance>);
 
 /// The limits when none are given. A fixed-rate run of one unchanged
 /// server differs from the next by tenths of a millisecond at the median
@@ -109,7 +109,7 @@ impl std::str::FromStr for Tolerances {
     }
 }
 
-fn parse_limit(metric: ComparedFigure, value: &str) -> Result<Limit, String> {
+fn parse_limit(metric: ComparedFigure, value: &str) -> Result<Tolerance, String> {
     let (share, floor) = match value.split_once('+') {
         Some((share, floor)) => (share.trim(), Some(floor.trim())),
         None => (value, None),
@@ -120,7 +120,7 @@ fn parse_limit(metric: ComparedFigure, value: &str) -> Result<Limit, String> {
                 .strip_suffix("pp")
                 .ok_or("the error rate moves in percentage points: give e.g. error_rate=0.1pp")?;
             return match floor {
-                None => Ok(Limit {
+                None => Ok(Tolerance {
                     relative: 0.0,
                     absolute: number(points)? / 100.0,
                 }),
@@ -150,7 +150,7 @@ fn parse_limit(metric: ComparedFigure, value: &str) -> Result<Limit, String> {
         )?,
         (_, Some(floor)) => milliseconds(floor)?,
     };
-    Ok(Limit { relative, absolute })
+    Ok(Tolerance { relative, absolute })
 }
 
 fn number(text: &str) -> Result<f64, String> {
@@ -171,7 +171,7 @@ fn milliseconds(text: &str) -> Result<f64, String> {
 }
 
 /// A limit as it is written: `25%+0.5ms`, `5%`, `0.10pp`.
-pub fn shown(metric: ComparedFigure, limit: &Limit) -> String {
+pub fn shown(metric: ComparedFigure, limit: &Tolerance) -> String {
     let share = format!("{}%", trim(limit.relative * 100.0));
     match metric {
         ComparedFigure::ErrorRate => format!("{:.2}pp", limit.absolute * 100.0),
@@ -198,21 +198,21 @@ mod tests {
             .unwrap();
         assert_eq!(
             t.0[&ComparedFigure::P99],
-            Limit {
+            Tolerance {
                 relative: 0.2,
                 absolute: 1.0
             }
         );
         assert_eq!(
             t.0[&ComparedFigure::P50],
-            Limit {
+            Tolerance {
                 relative: 0.1,
                 absolute: 0.2
             }
         );
         assert_eq!(
             t.0[&ComparedFigure::Rps],
-            Limit {
+            Tolerance {
                 relative: 0.05,
                 absolute: 10.0
             }
@@ -247,7 +247,7 @@ mod tests {
 
     #[test]
     fn a_limit_allows_its_share_and_its_floor() {
-        let limit = Limit {
+        let limit = Tolerance {
             relative: 0.25,
             absolute: 0.5,
         };
@@ -256,7 +256,7 @@ mod tests {
         assert_eq!(
             shown(
                 ComparedFigure::Rps,
-                &Limit {
+                &Tolerance {
                     relative: 0.05,
                     absolute: 0.0
                 }
@@ -266,7 +266,7 @@ mod tests {
         assert_eq!(
             shown(
                 ComparedFigure::ErrorRate,
-                &Limit {
+                &Tolerance {
                     relative: 0.0,
                     absolute: 0.001
                 }

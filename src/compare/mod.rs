@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 
 use crate::stats::MethodSummary;
 
-pub use limits::{ComparedFigure, Limit, Tolerances, DEFAULT_LIMITS};
+pub use limits::{ComparedFigure, Tolerance, Tolerances, DEFAULT_LIMITS};
 pub use render::{html_page, junit, markdown, render};
 pub use significance::{rank_test_p, MIN_SAMPLES, SIGNIFICANCE};
 
@@ -23,17 +23,17 @@ pub use crate::stats::JUDGED_SECONDS;
 const JUDGED_SAMPLES: usize = (JUDGED_SECONDS * crate::stats::SAMPLES_PER_SECOND) as usize;
 
 /// One result directory, as compare reads it.
-pub(crate) type Run = crate::results::ResultDir;
+pub(crate) use crate::results::SavedRun;
 
 /// A run read, and where from (every error names the file).
 struct Read {
     dir: PathBuf,
-    run: Run,
+    run: SavedRun,
 }
 
 /// What a row concluded.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Verdict {
+pub enum Change {
     Ok,
     Improved,
     Regression,
@@ -43,14 +43,14 @@ pub enum Verdict {
     NotJudged,
 }
 
-impl Verdict {
+impl Change {
     pub fn name(self) -> &'static str {
         match self {
-            Verdict::Ok => "ok",
-            Verdict::Improved => "improved",
-            Verdict::Regression => "REGRESSION",
-            Verdict::Inconclusive => "inconclusive",
-            Verdict::NotJudged => "-",
+            Change::Ok => "ok",
+            Change::Improved => "improved",
+            Change::Regression => "REGRESSION",
+            Change::Inconclusive => "inconclusive",
+            Change::NotJudged => "-",
         }
     }
 }
@@ -65,13 +65,13 @@ pub struct Row {
     pub current: f64,
     /// Relative change (error rate: the difference, as a fraction).
     pub change: f64,
-    pub limit: Limit,
+    pub limit: Tolerance,
     /// How far the baselines lie from their median, at most (0 with one).
     pub spread: f64,
     /// The probability of a difference this large by chance; `None` when
     /// too few samples to tell.
     pub p_value: Option<f64>,
-    pub verdict: Verdict,
+    pub verdict: Change,
 }
 
 pub struct Comparison {
@@ -89,11 +89,11 @@ pub struct Comparison {
 
 impl Comparison {
     pub fn regressed(&self) -> bool {
-        self.rows.iter().any(|r| r.verdict == Verdict::Regression)
+        self.rows.iter().any(|r| r.verdict == Change::Regression)
     }
 
     pub fn inconclusive(&self) -> bool {
-        self.rows.iter().any(|r| r.verdict == Verdict::Inconclusive)
+        self.rows.iter().any(|r| r.verdict == Change::Inconclusive)
     }
 
     /// A regression, a run that cannot be compared, or (unless allowed) a
@@ -143,7 +143,7 @@ pub fn expand(paths: &[PathBuf]) -> anyhow::Result<Vec<PathBuf>> {
 /// directory, or a directory of them).
 pub fn compare(baselines: &[PathBuf], current: &Path, tolerances: &Tolerances) -> anyhow::Result<Comparison> {
     let read = |dir: &Path| -> anyhow::Result<Read> {
-        let run = Run::read(dir)?;
+        let run = SavedRun::read(dir)?;
         if run.samples.is_none() {
             anyhow::bail!(
                 "{}: no samples.csv, which compare tests (written by volley 0.2 and later): run it again with this volley",
@@ -194,7 +194,7 @@ pub fn compare(baselines: &[PathBuf], current: &Path, tolerances: &Tolerances) -
         .collect();
     if !invalid.is_empty() {
         // Figures that cannot be trusted are not judged row by row.
-        rows.iter_mut().for_each(|r| r.verdict = Verdict::NotJudged);
+        rows.iter_mut().for_each(|r| r.verdict = Change::NotJudged);
     }
     let fewest_samples = (base.iter().chain([&cur]))
         .map(|r| whole_samples(&r.run, crate::stats::TOTAL_TAG))
@@ -234,7 +234,7 @@ fn differences(base: &[Read], cur: &Read) -> Vec<String> {
 /// The methods every run called (and the total), with a note for those
 /// that only some did.
 fn common_methods(base: &[Read], cur: &Read, notes: &mut Vec<String>) -> Vec<String> {
-    let names = |run: &Run| -> Vec<String> {
+    let names = |run: &SavedRun| -> Vec<String> {
         (run.report.summary.methods.iter())
             .map(|m| m.method.clone())
             .collect()
@@ -321,7 +321,7 @@ fn counts(read: &Read, method: &str) -> anyhow::Result<(f64, f64)> {
 }
 
 /// The run's quarter-second samples of the very figure compared.
-fn samples(run: &Run, method: &str, metric: ComparedFigure) -> Vec<f64> {
+fn samples(run: &SavedRun, method: &str, metric: ComparedFigure) -> Vec<f64> {
     let of_method = (run.samples.iter().flatten()).filter(|s| s.method == method);
     match metric {
         ComparedFigure::P50 => of_method.filter_map(|s| s.p50_ms).collect(),
@@ -334,7 +334,7 @@ fn samples(run: &Run, method: &str, metric: ComparedFigure) -> Vec<f64> {
     }
 }
 
-fn whole_samples(run: &Run, method: &str) -> usize {
+fn whole_samples(run: &SavedRun, method: &str) -> usize {
     (run.samples.iter().flatten())
         .filter(|s| s.method == method && s.is_whole())
         .count()
@@ -349,7 +349,13 @@ fn median(values: &mut [f64]) -> f64 {
     }
 }
 
-fn row(base: &[Read], cur: &Read, method: &str, metric: ComparedFigure, limit: Limit) -> anyhow::Result<Row> {
+fn row(
+    base: &[Read],
+    cur: &Read,
+    method: &str,
+    metric: ComparedFigure,
+    limit: Tolerance,
+) -> anyhow::Result<Row> {
     let mut figures: Vec<f64> = base
         .iter()
         .map(|b| figure(b, method, metric))
@@ -389,10 +395,10 @@ fn row(base: &[Read], cur: &Read, method: &str, metric: ComparedFigure, limit: L
     let room = limit.allowed(baseline).max(spread);
     let significant = p_value.is_some_and(|p| p < SIGNIFICANCE);
     let verdict = match (worse > room, worse < -room, significant) {
-        (true, _, true) => Verdict::Regression,
-        (true, _, false) => Verdict::Inconclusive,
-        (_, true, true) => Verdict::Improved,
-        _ => Verdict::Ok,
+        (true, _, true) => Change::Regression,
+        (true, _, false) => Change::Inconclusive,
+        (_, true, true) => Change::Improved,
+        _ => Change::Ok,
     };
     Ok(Row {
         method: method.to_string(),

@@ -4,7 +4,7 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use super::{limits, ComparedFigure, Comparison, Row, Run, Verdict};
+use super::{limits, Change, ComparedFigure, Comparison, Row, SavedRun};
 
 /// The verdict line every format ends with.
 pub(super) fn result_line(comparison: &Comparison) -> String {
@@ -19,7 +19,7 @@ pub(super) fn result_line(comparison: &Comparison) -> String {
         let past = comparison
             .rows
             .iter()
-            .filter(|r| r.verdict == Verdict::Inconclusive)
+            .filter(|r| r.verdict == Change::Inconclusive)
             .count();
         return format!(
             "result: INCONCLUSIVE: {past} change{} past {} limit{} that the samples cannot tell from chance; what would settle it: {}",
@@ -57,7 +57,7 @@ fn change_and_limit(r: &Row) -> (String, String) {
 }
 
 /// `--html`: the table, coloured by verdict, and the spectra overlaid.
-pub fn html_page(comparison: &Comparison, base: &Run, cur: &Run) -> String {
+pub fn html_page(comparison: &Comparison, base: &SavedRun, cur: &SavedRun) -> String {
     use crate::report::html::{compare_page, CompareRow};
     let rows: Vec<CompareRow> = comparison
         .rows
@@ -129,7 +129,7 @@ pub fn junit(comparison: &Comparison) -> String {
     let mut cases = Vec::new();
     for r in &comparison.rows {
         let (change, limit) = change_and_limit(r);
-        let failure = matches!(r.verdict, Verdict::Regression | Verdict::Inconclusive).then(|| {
+        let failure = matches!(r.verdict, Change::Regression | Change::Inconclusive).then(|| {
             format!(
                 "{} {} {} → {} ({change}, limit {limit})",
                 r.verdict.name(),
