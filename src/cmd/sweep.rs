@@ -19,7 +19,8 @@ use crate::engine::Control;
 use crate::output::OutputDir;
 use crate::report;
 use crate::scenario::{Overrides, Scenario};
-use crate::sweep::{self, Capacity, Found, Judging, Next, Purpose, Search, Step};
+use crate::stats::Capacity;
+use crate::sweep::{self, Found, Judging, Next, Purpose, Search, Step};
 use crate::thresholds::Threshold;
 
 /// One target's sweep.

@@ -31,7 +31,7 @@ pub use verdict::{
     SATURATED_SHARE,
 };
 pub use warnings::{
-    count, noun_for, Capacity, Facts, Warning, WarningCode, INSECURE, JUDGED_SECONDS, LATE_START,
+    count, noun_for, BehindCause, Capacity, Facts, Warning, WarningCode, INSECURE, JUDGED_SECONDS, LATE_START,
 };
 
 use std::time::Duration;

@@ -89,7 +89,7 @@ pub const LATE_START: Duration = Duration::from_millis(500);
 pub const JUDGED_SECONDS: u32 = 2;
 
 /// How many calls a run can have in flight, and over how many connections.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Capacity {
     pub connections: usize,
     pub callers: usize,
@@ -228,33 +228,59 @@ fn unanswered(summary: &RunSummary, timeout: Duration) -> Option<Warning> {
     Some(Warning::new(code, message))
 }
 
-/// Why an open-model run fell behind its schedule, with the remedy: the
-/// server down (connections refused), every caller waiting on a slow
-/// server, or volley itself.
+/// Why an open-model run fell behind its schedule: the one rule, which
+/// the run's warning and a sweep step's reason each put in their words.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BehindCause {
+    /// Calls failed to connect: the server's outage, not the generator.
+    Unreachable { calls: u64 },
+    /// Every caller was waiting on an answer: the server at this rate.
+    EveryCallerBusy,
+    /// Callers to spare: volley itself sent late.
+    Generator,
+}
+
+impl BehindCause {
+    /// From the calls that failed to connect and those in flight at the
+    /// end, against what the plan could carry.
+    pub fn of(unreachable: u64, in_flight: u64, capacity: Capacity) -> Self {
+        if unreachable > 0 {
+            BehindCause::Unreachable { calls: unreachable }
+        } else if in_flight >= capacity.callers as u64 {
+            BehindCause::EveryCallerBusy
+        } else {
+            BehindCause::Generator
+        }
+    }
+}
+
+/// Why an open-model run fell behind its schedule, with the remedy.
 fn behind_cause(summary: &RunSummary, capacity: Capacity) -> String {
     let unreachable = summary.total.outcome(super::OutcomeKind::Connect);
     let in_flight = summary.in_flight_at_end;
-    if unreachable > 0 {
-        return format!(
+    match BehindCause::of(unreachable, in_flight, capacity) {
+        BehindCause::Unreachable { calls } => format!(
             "the server could not be reached for part of the run ({} failed to connect): requests due then waited for it. This is the server's outage, not the generator",
-            count(unreachable, "call")
-        );
+            count(calls, "call")
+        ),
+        BehindCause::EveryCallerBusy => {
+            let over = match capacity.callers == capacity.connections {
+                true => count(capacity.connections as u64, "connection"),
+                false => format!(
+                    "{} in flight at most over {}",
+                    count(capacity.callers as u64, "call"),
+                    count(capacity.connections as u64, "connection")
+                ),
+            };
+            format!(
+                "every caller was waiting for an answer ({} in flight at the end): the server was too slow for this rate on {over}. Add connections (or --max-in-flight) or lower the rate to measure the server alone",
+                count(in_flight, "call"),
+            )
+        }
+        BehindCause::Generator => {
+            "the generator fell behind schedule: give it more threads (--threads) or lower the rate".into()
+        }
     }
-    if in_flight as usize >= capacity.callers {
-        let over = match capacity.callers == capacity.connections {
-            true => count(capacity.connections as u64, "connection"),
-            false => format!(
-                "{} in flight at most over {}",
-                count(capacity.callers as u64, "call"),
-                count(capacity.connections as u64, "connection")
-            ),
-        };
-        return format!(
-            "every caller was waiting for an answer ({} in flight at the end): the server was too slow for this rate on {over}. Add connections (or --max-in-flight) or lower the rate to measure the server alone",
-            count(in_flight, "call"),
-        );
-    }
-    "the generator fell behind schedule: give it more threads (--threads) or lower the rate".into()
 }
 
 /// `1 connection`, `2 connections`, `3 batches`: a count and its noun,
@@ -279,6 +305,18 @@ pub fn noun_for(one: bool, noun: &str) -> String {
 mod tests {
     use super::*;
     use crate::stats::{MethodSummary, ScheduleSummary};
+
+    #[test]
+    fn a_schedule_falls_behind_for_an_outage_first_then_a_slow_server_then_volley() {
+        let capacity = Capacity {
+            connections: 4,
+            callers: 8,
+        };
+        let cause = |unreachable, in_flight| BehindCause::of(unreachable, in_flight, capacity);
+        assert_eq!(cause(3, 8), BehindCause::Unreachable { calls: 3 });
+        assert_eq!(cause(0, 8), BehindCause::EveryCallerBusy);
+        assert_eq!(cause(0, 7), BehindCause::Generator);
+    }
 
     fn run_of(calls: u64, seconds: f64) -> RunSummary {
         let mut total = MethodSummary {

@@ -9,7 +9,7 @@
 
 mod step;
 
-pub use step::{broke_so_far, knees, per_method, Capacity, Judging, Lateness, Step};
+pub use step::{broke_so_far, knees, per_method, Judging, Lateness, Step};
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;

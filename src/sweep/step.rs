@@ -7,7 +7,9 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use super::Purpose;
-use crate::stats::{over_one_percent, ClientCpu, RunSummary, LATE_THRESHOLD, SATURATED_SHARE};
+use crate::stats::{
+    over_one_percent, BehindCause, Capacity, ClientCpu, RunSummary, LATE_THRESHOLD, SATURATED_SHARE,
+};
 use crate::thresholds::{Scope, Threshold, ThresholdResult};
 
 /// How a step is judged.
@@ -17,13 +19,6 @@ pub struct Judging<'a> {
     /// `--slo-only`: a rate not kept is said, but fails nothing.
     pub slo_only: bool,
     pub capacity: Capacity,
-}
-
-/// How many calls a step can have in flight, over how many connections.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Capacity {
-    pub connections: usize,
-    pub callers: usize,
 }
 
 /// How a step's schedule was not kept: the figures its reason needs.
@@ -77,22 +72,20 @@ impl Lateness {
         if what.is_empty() {
             what.push("the rate was not kept".into());
         }
-        // The order of `behind_cause` in cmd/execute.rs: an outage, then
-        // every caller held by the server, then volley itself.
-        let cause = if self.unreachable > 0 {
-            format!(
-                "the server could not be reached ({} calls failed to connect)",
-                self.unreachable
-            )
-        } else if self.in_flight as usize >= capacity.callers && capacity.callers == capacity.connections {
-            format!("every connection busy waiting on the server: {AT_ITS_LIMIT}")
-        } else if self.in_flight as usize >= capacity.callers {
-            format!(
+        let cause = match BehindCause::of(self.unreachable, self.in_flight, capacity) {
+            BehindCause::Unreachable { calls } => {
+                format!("the server could not be reached ({calls} calls failed to connect)")
+            }
+            BehindCause::EveryCallerBusy if capacity.callers == capacity.connections => {
+                format!("every connection busy waiting on the server: {AT_ITS_LIMIT}")
+            }
+            BehindCause::EveryCallerBusy => format!(
                 "every caller busy waiting on the server ({} calls in flight over {} connections): {AT_ITS_LIMIT}",
                 capacity.callers, capacity.connections
-            )
-        } else {
-            "connections to spare: volley itself sent late (this machine stalled or was busy)".to_string()
+            ),
+            BehindCause::Generator => {
+                "connections to spare: volley itself sent late (this machine stalled or was busy)".to_string()
+            }
         };
         format!("{}: {cause}", what.join(" and "))
     }
