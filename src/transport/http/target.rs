@@ -62,7 +62,9 @@ impl HttpTarget {
             .map(|p| p.as_str())
             .filter(|p| !p.is_empty())
             .unwrap_or("/");
-        let authority = uri.authority().map(|a| a.as_str()).unwrap_or(host);
+        // RFC 9110 §7.2: the Host header is the host and port only, never
+        // the credentials a URL may carry.
+        let authority = host_port;
         for (name, value) in extra {
             crate::transport::header_for_target(name, value)?;
         }
@@ -135,7 +137,8 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(target.addrs, ["[::1]:80".parse().unwrap()]);
-        assert!(target.head.starts_with(b"POST /rpc HTTP/1.1\r\n"));
+        assert!(target.head.starts_with(b"POST /rpc HTTP/1.1\r\nHost: [::1]\r\n"));
+        assert!(!String::from_utf8_lossy(&target.head).contains("pw"));
         let target = HttpTarget::resolve("http://127.0.0.1:8545", &options)
             .await
             .unwrap();
