@@ -62,11 +62,9 @@ impl Upstream {
         if authority.is_empty() {
             return Err(format!("'{url}': no host"));
         }
-        let authority = if authority.contains(':') && !authority.ends_with(']') {
-            authority.to_string()
-        } else {
-            format!("{authority}:80")
-        };
+        let (host, port) =
+            crate::transport::host_and_port(url, authority, Some(80)).map_err(|e| e.to_string())?;
+        let authority = format!("{host}:{port}");
         Ok(Upstream {
             websocket,
             authority,
@@ -324,7 +322,8 @@ mod tests {
             Upstream::parse("http://[::1]:9000/").unwrap().authority,
             "[::1]:9000"
         );
-        for bad in ["https://x:1", "tcp://x:1", "http://", "x"] {
+        let bad_ports = ["http://h:abc", "http://h:0", "http://h:70000", "ws://h:+80", "http://:80"];
+        for bad in ["https://x:1", "tcp://x:1", "http://", "x"].into_iter().chain(bad_ports) {
             assert!(Upstream::parse(bad).is_err(), "{bad}");
         }
     }

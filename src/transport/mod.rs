@@ -140,8 +140,9 @@ async fn lookup<'a>(
 /// The host and port of a URL's `authority` (`host:port`, `[::1]:port`,
 /// or a bare host when the scheme has a `default_port`). A port that is
 /// not a number from 1 to 65535 is an error naming the URL, never a quiet
-/// fall back to the scheme's default.
-fn host_and_port<'a>(
+/// fall back to the scheme's default. The one reading of a host and port,
+/// for targets and the recording proxy's upstream alike.
+pub fn host_and_port<'a>(
     url: &str,
     authority: &'a str,
     default_port: Option<u16>,
