@@ -124,7 +124,8 @@ async fn a_request_limited_run_ends_after_its_concurrency_is_lowered() {
 
 /// `+` and `-` move the calls in flight over all 256 callers of 4
 /// multiplexed connections, not over the 4 connections: the peer holds
-/// exactly the target, read between two answers.
+/// exactly the target, read between two answers, spread over every
+/// connection rather than filling the first ones.
 #[tokio::test(start_paused = true)]
 async fn steering_a_multiplexed_closed_run_moves_its_callers_not_its_connections() {
     let peer = Peer::new(Duration::from_millis(10));
@@ -138,7 +139,7 @@ async fn steering_a_multiplexed_closed_run_moves_its_callers_not_its_connections
         for (second, up) in [(1, false), (2, true), (3, true), (4, true)] {
             // Half way between two answers, every active caller waits on one.
             sleep_until(start + Duration::from_millis(second * 1000 + 5)).await;
-            held.push(counts.counts().in_flight.load(Ordering::Relaxed));
+            held.push(counts.counts().in_flight_on_each());
             control.step(up);
         }
         let _ = seen_tx.send(held);
@@ -146,7 +147,11 @@ async fn steering_a_multiplexed_closed_run_moves_its_callers_not_its_connections
     let summary = run(plan, &peer, steer).await.expect("the run ended");
     // 256 - 25.6 rounds to 230; 230 + 23 = 253; 253 + 25.3 rounds to 278,
     // past the 256 callers the run has: 256.
-    assert_eq!(seen.recv().unwrap(), [256, 230, 253, 256]);
+    let held = seen.recv().unwrap();
+    let totals: Vec<u64> = held.iter().map(|each| each.iter().sum()).collect();
+    assert_eq!(totals, [256, 230, 253, 256]);
+    assert_eq!(held[1], [58, 58, 57, 57], "230 spread over the 4 connections");
+    assert_eq!(held[2], [64, 63, 63, 63], "253 spread over the 4 connections");
     let events: Vec<&str> = summary.events.iter().map(|e| e.what.as_str()).collect();
     assert_eq!(
         events,

@@ -322,8 +322,17 @@ mod tests {
             Upstream::parse("http://[::1]:9000/").unwrap().authority,
             "[::1]:9000"
         );
-        let bad_ports = ["http://h:abc", "http://h:0", "http://h:70000", "ws://h:+80", "http://:80"];
-        for bad in ["https://x:1", "tcp://x:1", "http://", "x"].into_iter().chain(bad_ports) {
+        let bad_ports = [
+            "http://h:abc",
+            "http://h:0",
+            "http://h:70000",
+            "ws://h:+80",
+            "http://:80",
+        ];
+        for bad in ["https://x:1", "tcp://x:1", "http://", "x"]
+            .into_iter()
+            .chain(bad_ports)
+        {
             assert!(Upstream::parse(bad).is_err(), "{bad}");
         }
     }

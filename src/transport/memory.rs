@@ -29,6 +29,24 @@ pub struct PeerCounts {
     pub in_flight: AtomicU64,
     /// The most requests it ever held unanswered at once.
     pub most_in_flight: AtomicU64,
+    /// Requests unanswered now on each connection, in the order opened.
+    on_each: std::sync::Mutex<Vec<u64>>,
+}
+
+impl PeerCounts {
+    /// Requests unanswered now on each connection, in the order opened.
+    pub fn in_flight_on_each(&self) -> Vec<u64> {
+        self.on_each.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Adds `delta` to connection `index`'s requests unanswered.
+    fn change_on(&self, index: usize, delta: i64) {
+        let mut on_each = self.on_each.lock().unwrap_or_else(|p| p.into_inner());
+        if on_each.len() <= index {
+            on_each.resize(index + 1, 0);
+        }
+        on_each[index] = on_each[index].saturating_add_signed(delta);
+    }
 }
 
 /// A scripted server: it answers every call with `"0x1"` after `latency`
@@ -55,16 +73,17 @@ impl Peer {
     /// A new connection to the peer, which starts serving its far end.
     /// Must run inside a `LocalSet`.
     pub(super) fn open(&self, limit: usize) -> Rc<MuxConnection> {
-        self.counts.connections.fetch_add(1, Ordering::Relaxed);
+        let index = self.counts.connections.fetch_add(1, Ordering::Relaxed) as usize;
+        self.counts.change_on(index, 0);
         let (ours, theirs) = tokio::io::duplex(1 << 16);
         let (reader, writer) = tokio::io::split(ours);
-        tokio::task::spawn_local(self.clone().serve(theirs));
+        tokio::task::spawn_local(self.clone().serve(theirs, index));
         MuxConnection::over(reader, writer, false, limit)
     }
 
     /// Reads one request a line and answers each after the latency, in a
     /// task of its own; ends when the connection's side is dropped.
-    async fn serve(self, end: DuplexStream) {
+    async fn serve(self, end: DuplexStream, index: usize) {
         let (reader, writer) = tokio::io::split(end);
         // Answers finish in any order; the lock keeps each one whole.
         let writer = Rc::new(tokio::sync::Mutex::new(writer));
@@ -79,10 +98,12 @@ impl Peer {
             let Some(answer) = self.answer(&line) else {
                 continue;
             };
+            self.counts.change_on(index, 1);
             let (peer, writer) = (self.clone(), writer.clone());
             tokio::task::spawn_local(async move {
                 tokio::time::sleep(peer.latency).await;
                 peer.counts.in_flight.fetch_sub(1, Ordering::Relaxed);
+                peer.counts.change_on(index, -1);
                 // A connection whose side is gone takes no answer.
                 let _ = writer.lock().await.write_all(&answer).await;
             });
