@@ -65,7 +65,7 @@ impl Tolerance {
     }
 }
 
-/// Each metric's limit.
+/// Each compared figure's tolerance.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Tolerances(pub BTreeMap<ComparedFigure, Tolerance>);
 
