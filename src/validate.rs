@@ -193,6 +193,9 @@ fn write_mix(out: &mut String, scenario: &Scenario) {
                 call.weight as f64 * 100.0 / total as f64,
                 call.method
             );
+            if let Some(name) = &call.name {
+                let _ = write!(line, "  (row `{name}`)");
+            }
             if let Some(size) = &call.batch {
                 let _ = write!(line, "  (batches of {size})");
             }

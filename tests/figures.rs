@@ -295,3 +295,48 @@ fn stages_shorter_than_a_second_count_their_own_calls() {
         "every call in a stage"
     );
 }
+
+/// Two entries of one method with names are two rows (each with its own
+/// threshold), while each request still carries the method: the built-in
+/// server answers every one.
+#[test]
+fn named_calls_of_one_method_are_rows_of_their_own() {
+    let server = server(ServeConfig::default());
+    let text = format!(
+        "target = \"{}\"\nseed = 3\n[thresholds]\nchecks = [\"chain-a.p99 < 60s\", \"chain-b.calls > 0\"]\n\
+         [load]\nconcurrency = 4\nrequests = 2000\n\
+         [[calls]]\nmethod = \"eth_chainId\"\nname = \"chain-a\"\n\
+         [[calls]]\nmethod = \"eth_chainId\"\nname = \"chain-b\"\nweight = 3\n\
+         [[calls]]\nmethod = \"eth_blockNumber\"\n",
+        server.url()
+    );
+    let scenario = common::scenario(&text);
+    scenario.check_thresholds().expect("thresholds name the rows");
+    let report = common::run(&scenario);
+    let rows: Vec<(&str, u64, u64)> = (report.summary.methods.iter())
+        .map(|m| (m.method.as_str(), m.calls, m.ok))
+        .collect();
+    assert_eq!(
+        rows.iter().map(|r| r.0).collect::<Vec<_>>(),
+        ["chain-a", "chain-b", "eth_blockNumber"]
+    );
+    assert!(
+        rows.iter().all(|(_, calls, ok)| calls == ok && *calls > 0),
+        "{rows:?}"
+    );
+    assert_eq!(rows.iter().map(|r| r.1).sum::<u64>(), 2000);
+    assert_eq!(ServerStats::get(&server.stats.calls), 2000);
+    let judged: Vec<(&str, bool)> = (report.thresholds.iter())
+        .map(|t| (t.expression.as_str(), t.passed))
+        .collect();
+    assert_eq!(judged, [("chain-a.p99 < 60s", true), ("chain-b.calls > 0", true)]);
+    // The method is no longer a row: a threshold on it is refused.
+    let on_method = text.replace("chain-a.p99", "eth_chainId.p99");
+    let refused = volley::scenario::Scenario::parse(&on_method, "test.toml", "test", &|_| None)
+        .expect_err("a threshold on a method that is no row")
+        .to_string();
+    assert!(
+        refused.contains("no method `eth_chainId` in this run"),
+        "{refused}"
+    );
+}

@@ -218,7 +218,7 @@ impl Scenario {
             .iter()
             .map(|call| {
                 let mix_call = MixCall {
-                    method: methods.index(&call.method),
+                    method: methods.index(call.row()),
                     // Params come compiled from a file, or as plain JSON from
                     // the command line.
                     template: match &call.template {

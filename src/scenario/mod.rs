@@ -157,6 +157,9 @@ pub struct Load {
 #[derive(Clone, Debug)]
 pub struct CallSpec {
     pub method: String,
+    /// Its row in every report, its threshold and compare key; `None`: the
+    /// method's own row (calls of one method and no name share it).
+    pub name: Option<String>,
     pub weight: u32,
     /// The params as written, templates unexpanded.
     pub params: Option<Value>,
@@ -164,6 +167,13 @@ pub struct CallSpec {
     pub batch: Option<BatchSize>,
     pub notification: bool,
     pub expect: Option<Expectation>,
+}
+
+impl CallSpec {
+    /// The row its calls are counted in: its name, else its method.
+    pub fn row(&self) -> &str {
+        self.name.as_deref().unwrap_or(&self.method)
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -319,7 +329,8 @@ impl Scenario {
         let calls: Vec<String> = (self.calls.iter())
             .map(|c| {
                 let params = c.params.as_ref().map_or(String::new(), |p| format!(" {p}"));
-                format!("{} x{}{params}", c.method, c.weight)
+                let name = c.name.as_ref().map_or(String::new(), |n| format!(" as {n}"));
+                format!("{}{name} x{}{params}", c.method, c.weight)
             })
             .collect();
         let mut whole = self.clone();
@@ -392,6 +403,7 @@ impl Scenario {
             },
             calls: vec![CallSpec {
                 method: method.to_string(),
+                name: None,
                 weight: 1,
                 template: None,
                 params,

@@ -120,6 +120,7 @@ impl Scenario {
     fn replace_mix(&mut self, method: &str) {
         self.calls = vec![CallSpec {
             method: method.to_string(),
+            name: None,
             weight: 1,
             params: None,
             template: None,

@@ -179,6 +179,9 @@ fn scenario_language_mistakes_name_their_key() {
         (call("expect = { error = true }"), 4, "calls[0].expect", "expect.error must be a code"),
         ("target = \"builtin\"\nreplay = 5\n".to_string(), 2, "replay", "replay must be a file path"),
         (call("notification = true\nexpect = { result = \"any\" }"), 5, "calls[0].expect", "gets no answer"),
+        (call("name = \"\""), 4, "calls[0].name", "name is empty"),
+        (call("name = \"TOTAL\""), 4, "calls[0].name", "every call together"),
+        (call("name = \"flow:x\""), 4, "calls[0].name", "kept for flows"),
         ("target = \"builtin\"\nreplay = \"missing.jsonl\"\n".to_string(), 2, "replay", "cannot read"),
         (
             "target = \"builtin\"\n[load]\nstages = [{ duration = \"1s\", rate = 5 }, { duration = \"1s\", concurrency = 2 }]\n[[calls]]\nmethod = \"m\"\n".to_string(),
@@ -265,4 +268,16 @@ fn connections_and_calls_per_connection_follow_the_transport() {
         let got = (plan.connections, plan.per_connection, plan.initial_concurrency);
         assert_eq!(got, expected, "{target} {load}");
     }
+}
+
+#[test]
+fn a_calls_name_is_its_row_and_calls_of_one_method_and_no_name_share_one() {
+    let text = "target = \"builtin\"\n\
+        [[calls]]\nmethod = \"tools/call\"\nname = \"get-sum\"\n\
+        [[calls]]\nmethod = \"tools/call\"\nname = \"get-structured\"\n\
+        [[calls]]\nmethod = \"ping\"\n[[calls]]\nmethod = \"ping\"\n";
+    let mix = parse(text).unwrap().compile().mix;
+    assert_eq!(mix.methods, ["get-sum", "get-structured", "ping"]);
+    let rows: Vec<u32> = mix.calls.iter().map(|c| c.method).collect();
+    assert_eq!(rows, [0, 1, 2, 2]);
 }

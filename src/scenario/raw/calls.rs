@@ -18,6 +18,8 @@ use crate::scenario::{CallSpec, Replay};
 #[serde(deny_unknown_fields)]
 pub(super) struct RawCall {
     method: Spanned<String>,
+    /// The call's row, threshold and compare key (default: its method).
+    name: Option<Spanned<String>>,
     weight: Option<Spanned<i64>>,
     params: Option<Spanned<Value>>,
     batch: Option<Spanned<RawBatchSize>>,
@@ -74,6 +76,9 @@ impl RawCall {
         if self.method.get_ref().is_empty() {
             return Err(at.error(Some(self.method.span()), Some(&key("method")), "method is empty"));
         }
+        if let Some(name) = &self.name {
+            row_name(name.get_ref()).map_err(|why| at.error(Some(name.span()), Some(&key("name")), why))?;
+        }
         let weight = match &self.weight {
             Some(w) => match u32::try_from(*w.get_ref()) {
                 Ok(n) if n > 0 => n,
@@ -127,6 +132,7 @@ impl RawCall {
         }
         Ok(CallSpec {
             method: self.method.get_ref().clone(),
+            name: self.name.as_ref().map(|n| n.get_ref().clone()),
             weight,
             params,
             template,
@@ -135,6 +141,25 @@ impl RawCall {
             expect,
         })
     }
+}
+
+/// Whether `name` may name a row of the report: not empty, not the total's
+/// row, and not a flow's (`flow:` names a journey's row).
+fn row_name(name: &str) -> Result<(), String> {
+    if name.trim().is_empty() {
+        return Err("name is empty".into());
+    }
+    if name == crate::stats::TOTAL_TAG {
+        return Err(format!(
+            "`{name}` is the row of every call together: choose another name"
+        ));
+    }
+    if name.starts_with("flow:") {
+        return Err(format!(
+            "`{name}`: names starting with `flow:` are kept for flows"
+        ));
+    }
+    Ok(())
 }
 
 /// The mix draws from its weights' sum in 32 bits: a sum past u32::MAX is
