@@ -65,6 +65,32 @@ pub enum Command {
     /// Record real traffic: a transparent JSON-RPC proxy (HTTP or WebSocket) that writes every
     /// request with its arrival time and connection (header names only) for replay.
     Record(RecordArgs),
+    /// Send one call and print its answer, pretty, with the JSON pointers of its result (what a
+    /// capture or an expect points at); exit 2 when the answer is not a right one.
+    Call(CallArgs),
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct CallArgs {
+    /// The endpoint: an http, https, ws, wss, tcp or unix URL, `builtin` (the built-in server),
+    /// or `-` for the --scenario's own target (its `command` too).
+    pub target: String,
+    /// The method to call.
+    pub method: String,
+    /// Its params, as JSON: an array (by position) or an object (by name).
+    pub params: Option<String>,
+    /// A scenario whose headers, TLS settings and [[setup]] calls go first, on the same
+    /// connection, as a run sends them.
+    #[arg(long, value_name = "FILE")]
+    pub scenario: Option<PathBuf>,
+    /// Send the call as a notification: no id, no answer awaited over a stream.
+    #[arg(long)]
+    pub notification: bool,
+    /// How long the connection, each setup call and the call are awaited.
+    #[arg(long, value_parser = parse_duration, default_value = "10s")]
+    pub timeout: Duration,
+    #[command(flatten)]
+    pub connection: ConnectionArgs,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -187,7 +213,7 @@ pub struct CheckArgs {
     pub connection: ConnectionArgs,
 }
 
-/// How `check` and `sweep` reach a target beyond its URL.
+/// How `check`, `sweep` and `call` reach a target beyond its URL.
 #[derive(Args, Debug, Clone)]
 pub struct ConnectionArgs {
     /// Extra HTTP header, 'Name: value' (repeatable; ${VAR} is replaced from the environment).

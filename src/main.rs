@@ -25,6 +25,7 @@ fn main() -> ExitCode {
         Command::Sweep(args) => cmd::sweep::command(*args),
         Command::Merge(args) => cmd::merge::command(args),
         Command::Record(args) => cmd::record::command(args),
+        Command::Call(args) => cmd::call::command(args),
     };
     match result {
         Ok(code) => code,

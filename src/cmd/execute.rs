@@ -231,7 +231,7 @@ fn shard_record(
 
 /// The target resolved and reached once, and the polls made a first time,
 /// before anything is measured; returns what TLS agreed on, if any.
-async fn prepare(
+pub(super) async fn prepare(
     scenario: &Scenario,
     url: &str,
     polls: &[Poll],
@@ -254,7 +254,7 @@ async fn prepare(
 }
 
 /// The built-in server on a free loopback port, when the target is it.
-fn builtin_server(scenario: &Scenario) -> Result<Option<serve::ServerHandle>, RunError> {
+pub(super) fn builtin_server(scenario: &Scenario) -> Result<Option<serve::ServerHandle>, RunError> {
     match scenario.target {
         TargetSpec::Builtin => serve::spawn(ServeConfig {
             listen: "127.0.0.1:0".parse().expect("a valid loopback address"),

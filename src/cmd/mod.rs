@@ -2,6 +2,7 @@
 //! work for the layers below and says what came of it; `main.rs` only
 //! parses and dispatches.
 
+pub mod call;
 pub mod check;
 pub mod compare;
 mod execute;

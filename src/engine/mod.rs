@@ -10,6 +10,7 @@ mod gather;
 mod observe;
 mod poll;
 mod schedule;
+mod single;
 mod slot;
 mod worker;
 
@@ -17,6 +18,7 @@ pub use capture::{Capture, Captured};
 pub use control::Control;
 pub use observe::readable as observable;
 pub use poll::first as first_poll;
+pub use single::{call_by_hand, Answered};
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
