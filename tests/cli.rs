@@ -736,3 +736,41 @@ fn call_sends_the_scenarios_setup_first_and_shows_no_header_value() {
     assert!(text(&output.stderr).contains("no --scenario is given"));
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// `volley call` over the stream transports: TCP, WebSocket and a child's
+/// stdio (a scenario's `command`, named by TARGET `-`).
+#[test]
+fn call_speaks_every_transport() {
+    let server = volley::serve::spawn(volley::serve::ServeConfig {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        tcp: Some("127.0.0.1:0".parse().unwrap()),
+        ws: Some("127.0.0.1:0".parse().unwrap()),
+        threads: 1,
+        ..Default::default()
+    })
+    .unwrap();
+    let tcp = format!("tcp://{}", server.tcp_addr.unwrap());
+    let ws = format!("ws://{}", server.ws_addr.unwrap());
+    for target in [server.url(), tcp, ws] {
+        let output = volley().args(["call", &target, "eth_chainId"]).output().unwrap();
+        let stdout = text(&output.stdout);
+        assert_eq!(output.status.code(), Some(0), "{target}: {stdout}");
+        assert!(stdout.contains("\"result\": \"0x"), "{target}: {stdout}");
+    }
+    let dir = temp_dir("call-stdio");
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("stdio.toml");
+    let command = format!(
+        "command = [\"{}\", \"serve\", \"--stdio\"]\n[[calls]]\nmethod = \"eth_chainId\"\n",
+        env!("CARGO_BIN_EXE_volley")
+    );
+    std::fs::write(&file, command).unwrap();
+    let output = volley()
+        .args(["call", "-", "add", "[2, 3]", "--scenario", file.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let stdout = text(&output.stdout);
+    assert_eq!(output.status.code(), Some(0), "{stdout}{}", text(&output.stderr));
+    assert!(stdout.contains("\"result\": 5"), "{stdout}");
+    let _ = std::fs::remove_dir_all(dir);
+}
