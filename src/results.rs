@@ -137,9 +137,28 @@ fn read_samples(dir: &Path) -> anyhow::Result<Option<Vec<crate::stats::Sample>>>
         return Ok(None);
     };
     let mut reader = csv::Reader::from_reader(file);
+    let header = reader
+        .headers()
+        .with_context(|| format!("{}: its header does not read", path.display()))?;
+    // A renamed column must not read as a column of empty figures.
+    if let Some(why) = header_mismatch(header, &crate::stats::SAMPLE_COLUMNS) {
+        anyhow::bail!("{}: {why}: cannot compare", path.display());
+    }
     let rows = reader
         .deserialize()
         .enumerate()
         .map(|(i, row)| row.with_context(|| format!("{}: row {} does not read", path.display(), i + 2)));
     Ok(Some(rows.collect::<anyhow::Result<_>>()?))
+}
+
+/// How a CSV header differs from the columns it must have, if it does.
+fn header_mismatch(header: &csv::StringRecord, columns: &[&str]) -> Option<String> {
+    for (i, column) in columns.iter().enumerate() {
+        match header.get(i) {
+            Some(found) if found == *column => {}
+            Some(found) => return Some(format!("column {} is `{found}`, expected `{column}`", i + 1)),
+            None => return Some(format!("no column `{column}`")),
+        }
+    }
+    (header.len() > columns.len()).then(|| format!("{} columns, expected {}", header.len(), columns.len()))
 }

@@ -428,6 +428,18 @@ fn a_renamed_field_is_refused_by_compare_merge_and_report_naming_the_file_and_th
     ];
     refused(&[report, &later], &says);
     refused(&[compare, &run, &later], &says);
+    // samples.csv, what compare tests, is read by its columns too: a
+    // renamed one is refused, never read as a column of empty figures.
+    let samples = root.join("renamed-samples");
+    edited_copy(&run, &samples, "samples.csv", |text| {
+        text.replacen("p99_ms", "slowbad", 1)
+    });
+    let says = [
+        &shown(&samples, "samples.csv")[..],
+        "column 7 is `slowbad`, expected `p99_ms`",
+    ];
+    refused(&[compare, &run, &samples], &says);
+    refused(&[compare, &samples, &run], &says);
     assert!(!out.exists(), "no merge was written");
     std::fs::remove_dir_all(&root).unwrap();
 }

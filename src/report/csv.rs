@@ -81,10 +81,8 @@ pub fn samples(report: &RunReport) -> Vec<u8> {
     }
     if report.summary.samples.is_empty() {
         // The header alone: a run with no calls has no samples.
-        out.write_record([
-            "tick", "method", "length_s", "calls", "errors", "p50_ms", "p99_ms",
-        ])
-        .expect("writing to memory");
+        out.write_record(crate::stats::SAMPLE_COLUMNS)
+            .expect("writing to memory");
     }
     out.into_inner().expect("writing to memory")
 }

@@ -18,7 +18,7 @@ pub use connects::{ConnectSummary, Connects};
 pub use examples::{excerpt, Cause, ErrorExample, EXAMPLES_PER_OUTCOME, EXCERPT_BYTES};
 pub use latency_log::{tag_for, Interval, LatencyLog, TOTAL_TAG};
 pub use outcome::{Outcome, OutcomeKind, ProtocolKind};
-pub use sample::{Quarter, Sample, SAMPLES_PER_SECOND};
+pub use sample::{Quarter, Sample, SAMPLES_PER_SECOND, SAMPLE_COLUMNS};
 pub use saved::{SavedMethod, SavedRecorder};
 pub use snapshot::{latency_buckets, Snapshot};
 pub use summary::{

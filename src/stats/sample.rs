@@ -11,6 +11,13 @@ use super::{new_histogram, MethodStats};
 /// Samples a second: the engine's hand-overs.
 pub const SAMPLES_PER_SECOND: u32 = 4;
 
+/// `samples.csv`'s columns, in order: its header, written and demanded
+/// back whole (a renamed or missing column is refused, never read as
+/// empty).
+pub const SAMPLE_COLUMNS: [&str; 7] = [
+    "tick", "method", "length_s", "calls", "errors", "p50_ms", "p99_ms",
+];
+
 /// One quarter second of one method's calls (or of all, as `TOTAL`),
 /// written a row each to `samples.csv` and read back by the same type.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
@@ -84,5 +91,27 @@ impl Quarter {
             p50_ms: quantile(0.5),
             p99_ms: quantile(0.99),
         }
+    }
+}
+
+#[cfg(test)]
+mod columns {
+    use super::*;
+
+    #[test]
+    fn a_written_sample_has_the_columns_demanded_back() {
+        let mut out = csv::Writer::from_writer(Vec::new());
+        let sample = Sample {
+            tick: 0,
+            method: "m".into(),
+            length_s: 0.25,
+            calls: 1,
+            errors: 0,
+            p50_ms: Some(1.0),
+            p99_ms: None,
+        };
+        out.serialize(&sample).unwrap();
+        let text = String::from_utf8(out.into_inner().unwrap()).unwrap();
+        assert_eq!(text.lines().next().unwrap(), SAMPLE_COLUMNS.join(","));
     }
 }
