@@ -96,3 +96,36 @@ fn errors_the_scenario_expects_are_successes() {
     assert_eq!(output.status.code(), Some(0), "{stdout}{}", text(&output.stderr));
     assert!(!stdout.contains("no call succeeded"), "{stdout}");
 }
+
+/// A server that answers nothing, with a timeout longer than the run: no
+/// call ended, so none succeeded; the run fails, saying so, not exit 0.
+#[test]
+fn a_server_that_answers_nothing_within_the_run_fails_it() {
+    let (mut server, url) = serve(&["--chaos", "hang=1.0"]);
+    let out = temp_dir("hung");
+    let output = run_guarded(
+        &[
+            "run",
+            "--target",
+            &url,
+            "--method",
+            "eth_chainId",
+            "-c",
+            "2",
+            "-d",
+            "1s",
+            "--timeout",
+            "10s",
+            "--quiet",
+        ],
+        &out,
+    );
+    server.kill().unwrap();
+    let stdout = text(&output.stdout);
+    assert_eq!(output.status.code(), Some(2), "{stdout}{}", text(&output.stderr));
+    assert_eq!(
+        last_line(&stdout),
+        "FAILED: no call succeeded: 2 of 2 calls ended in no answer (still waiting when the run ended). Is the server answering? Give --timeout shorter than the run to count them as timeouts."
+    );
+    let _ = std::fs::remove_dir_all(out);
+}

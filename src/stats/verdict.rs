@@ -214,6 +214,16 @@ impl fmt::Display for NoneSucceeded {
 /// success: the scenario asked for it), and why, by the commonest cause.
 pub fn none_succeeded(summary: &RunSummary) -> Option<NoneSucceeded> {
     let total = &summary.total;
+    // Calls sent and never answered, with a timeout longer than the run:
+    // no call ended, and none succeeded either.
+    if total.calls == 0 && summary.in_flight_at_end > 0 {
+        return Some(NoneSucceeded {
+            calls: summary.in_flight_at_end,
+            cause: "no answer (still waiting when the run ended)".into(),
+            count: summary.in_flight_at_end,
+            hint: "Is the server answering? Give --timeout shorter than the run to count them as timeouts.",
+        });
+    }
     if total.calls == 0 || total.ok > 0 {
         return None;
     }
