@@ -351,8 +351,11 @@ fn warnings(shards: &[ShardRun]) -> Vec<Warning> {
                 format!("shard {name} started {late:.3} s after --start-at"),
             ));
         }
-        let own = &shard.results.report.summary.warnings;
-        warnings.extend(own.iter().map(|w| w.of_shard(&name)));
+        // A shard's note that the whole judges its thresholds is done with
+        // once the whole is here.
+        let own =
+            (shard.results.report.summary.warnings.iter()).filter(|w| w.code != WarningCode::ShardThresholds);
+        warnings.extend(own.map(|w| w.of_shard(&name)));
     }
     warnings
 }

@@ -161,6 +161,13 @@ fn three_shards_merge_into_the_servers_counts_with_exact_percentiles() {
     );
     assert_eq!(summary["thresholds"][0]["passed"], false);
     assert_eq!(summary["thresholds"][1]["passed"], true);
+    // The shards' note that the whole judges their thresholds is not
+    // repeated in the whole, which just did.
+    let merged_codes: Vec<&str> = (summary["summary"]["warnings"].as_array().unwrap().iter())
+        .map(|w| w["code"].as_str().unwrap())
+        .collect();
+    assert_eq!(merged_codes.first(), Some(&"merged"), "{merged_codes:?}");
+    assert!(!merged_codes.contains(&"shard_thresholds"), "{merged_codes:?}");
     for dir in &dirs {
         let shard = summary_json(dir);
         assert_eq!(
