@@ -41,14 +41,9 @@ impl ShardRun {
                 "{shown}: no shard.json: not the result of a shard (a run with --shard or --shards)"
             )
         })?;
-        let format: Value = serde_json::from_slice(&text)
+        let document: Value = serde_json::from_slice(&text)
             .map_err(|e| anyhow::anyhow!("{shown}/shard.json is not JSON: {e}"))?;
-        if format["format"].as_u64() != Some(u64::from(FORMAT)) {
-            anyhow::bail!(
-                "{shown}/shard.json is in layout {}, this volley reads layout {FORMAT}: merge with the volley that ran the shards",
-                format["format"]
-            );
-        }
+        crate::results::check_layout(&dir.join("shard.json"), &document, FORMAT)?;
         let record: ShardRecord = crate::results::from_json(&dir.join("shard.json"), &text)?;
         let restore = |saved: &stats::SavedRecorder| {
             let recorder = saved

@@ -100,17 +100,36 @@ fn read_summary(dir: &Path, bytes: &[u8]) -> anyhow::Result<RunReport> {
             }
         );
     }
-    match document.get("format").and_then(Value::as_u64) {
-        Some(format) if format == u64::from(FORMAT) => from_json(&path, bytes),
-        Some(format) => anyhow::bail!(
-            "{}: layout {format}, and this volley reads layout {FORMAT}: read it with the volley that wrote it ({})",
-            path.display(),
-            document["meta"]["version"].as_str().map_or("a later one".into(), |v| format!("volley {v}"))
-        ),
+    check_layout(&path, &document, FORMAT)?;
+    from_json(&path, bytes)
+}
+
+/// Whether a result file (`summary.json`, `shard.json`) is in the layout
+/// `expected`, by its `format`: else an error naming the file, and saying
+/// whether the number is missing, not a layout number, or another one.
+pub fn check_layout(path: &Path, document: &Value, expected: u32) -> anyhow::Result<()> {
+    let written_by = || {
+        document["meta"]["version"]
+            .as_str()
+            .map_or("the volley that wrote it".into(), |v| format!("volley {v}"))
+    };
+    match document.get("format") {
         None => anyhow::bail!(
             "{}: no `format`: written by an older volley, whose layout this one does not read; run it again with this volley",
             path.display()
         ),
+        Some(format) => match format.as_u64() {
+            Some(format) if format == u64::from(expected) => Ok(()),
+            Some(format) => anyhow::bail!(
+                "{}: layout {format}, and this volley reads layout {expected}: read it with {}",
+                path.display(),
+                written_by()
+            ),
+            None => anyhow::bail!(
+                "{}: `format` is {format}, not a layout number (this volley reads layout {expected})",
+                path.display()
+            ),
+        },
     }
 }
 
@@ -161,4 +180,30 @@ fn header_mismatch(header: &csv::StringRecord, columns: &[&str]) -> Option<Strin
         }
     }
     (header.len() > columns.len()).then(|| format!("{} columns, expected {}", header.len(), columns.len()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_layout_is_refused_missing_mistyped_or_other_naming_the_file() {
+        let path = Path::new("x/summary.json");
+        let said = |document: Value| check_layout(path, &document, 1).unwrap_err().to_string();
+        assert!(check_layout(path, &json!({"format": 1}), 1).is_ok());
+        assert!(said(json!({})).starts_with("x/summary.json: no `format`"));
+        let later = said(json!({"format": 2, "meta": {"version": "0.3.0"}}));
+        assert_eq!(
+            later,
+            "x/summary.json: layout 2, and this volley reads layout 1: read it with volley 0.3.0"
+        );
+        for odd in [json!(1.1), json!("1"), json!(null)] {
+            let text = said(json!({ "format": odd }));
+            assert!(
+                text.contains(&format!("`format` is {odd}, not a layout number")),
+                "{text}"
+            );
+        }
+    }
 }

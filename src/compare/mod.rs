@@ -146,7 +146,7 @@ pub fn compare(baselines: &[PathBuf], current: &Path, tolerances: &Tolerances) -
         let run = SavedRun::read(dir)?;
         if run.samples.is_none() {
             anyhow::bail!(
-                "{}: no samples.csv, which compare tests (written by volley 0.2 and later): run it again with this volley",
+                "{}: no samples.csv, which compare tests: run it again with this volley",
                 dir.display()
             );
         }
