@@ -549,9 +549,14 @@ fn a_server_that_stops_answering_is_reported_as_such() {
             .spawn()
             .unwrap();
         let output = wait_or_kill(child, Duration::from_secs(30));
-        assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
+        // No call answered is no call succeeded: the run fails (exit 2).
+        assert_eq!(output.status.code(), Some(2), "{}", text(&output.stderr));
         let table = text(&output.stdout);
         assert!(table.contains("requests completed: 0"), "{table}");
+        assert!(
+            table.contains("FAILED: no call succeeded: 4 of 4 calls ended in no answer"),
+            "{table}"
+        );
         assert!(
             table.contains("calls in flight when the run stopped (not counted): 4"),
             "{table}"
@@ -930,7 +935,8 @@ fn the_closed_model_keeps_exactly_its_concurrency_in_flight() {
         .spawn()
         .unwrap();
     let output = wait_or_kill(child, Duration::from_secs(30));
-    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
+    // The silent server answered no call: the run fails (exit 2).
+    assert_eq!(output.status.code(), Some(2), "{}", text(&output.stderr));
     let json = summary_json(&out);
     assert_eq!(json["summary"]["in_flight_at_end"], 10);
     assert_eq!(json["meta"]["load"]["concurrency"], 10);
