@@ -17,28 +17,23 @@ fn last_line(stdout: &str) -> &str {
     lines.next().unwrap_or("")
 }
 
+/// `volley run --target URL --method METHOD` with `load` flags, which must
+/// fail (exit 2); its stdout.
+fn failed_run(url: &str, method: &str, load: &[&str], name: &str) -> String {
+    let out = temp_dir(name);
+    let run = ["run", "--target", url, "--method", method, "--quiet"];
+    let output = run_guarded(&[&run[..], load].concat(), &out);
+    let stdout = text(&output.stdout);
+    assert_eq!(output.status.code(), Some(2), "{stdout}{}", text(&output.stderr));
+    let _ = std::fs::remove_dir_all(out);
+    stdout
+}
+
 #[test]
 fn a_method_name_typo_fails_the_run_and_asks_about_the_name() {
     let (mut server, url) = serve(&[]);
-    let out = temp_dir("typo");
-    let output = run_guarded(
-        &[
-            "run",
-            "--target",
-            &url,
-            "--method",
-            "eth_chainIdd",
-            "-n",
-            "50",
-            "-c",
-            "2",
-            "--quiet",
-        ],
-        &out,
-    );
+    let stdout = failed_run(&url, "eth_chainIdd", &["-n", "50", "-c", "2"], "typo");
     server.kill().unwrap();
-    let stdout = text(&output.stdout);
-    assert_eq!(output.status.code(), Some(2), "{stdout}{}", text(&output.stderr));
     assert_eq!(
         last_line(&stdout),
         "FAILED: no call succeeded: 50 of 50 calls ended in rpc_error -32601. Is the method name right? The server has no such method."
@@ -52,25 +47,8 @@ fn a_method_name_typo_fails_the_run_and_asks_about_the_name() {
 #[test]
 fn a_wrong_path_fails_the_run_and_asks_about_the_path() {
     let addr = common::crafted_server(|_| (404, "<html><body>Not Found</body></html>".into()));
-    let out = temp_dir("wrong-path");
     let url = format!("http://{addr}/no-such-path");
-    let output = run_guarded(
-        &[
-            "run",
-            "--target",
-            &url,
-            "--method",
-            "eth_chainId",
-            "-n",
-            "40",
-            "-c",
-            "2",
-            "--quiet",
-        ],
-        &out,
-    );
-    let stdout = text(&output.stdout);
-    assert_eq!(output.status.code(), Some(2), "{stdout}{}", text(&output.stderr));
+    let stdout = failed_run(&url, "eth_chainId", &["-n", "40", "-c", "2"], "wrong-path");
     assert_eq!(
         last_line(&stdout),
         "FAILED: no call succeeded: 40 of 40 calls ended in http_status 404. Is the target's path right? The server has nothing at it."
@@ -102,30 +80,11 @@ fn errors_the_scenario_expects_are_successes() {
 #[test]
 fn a_server_that_answers_nothing_within_the_run_fails_it() {
     let (mut server, url) = serve(&["--chaos", "hang=1.0"]);
-    let out = temp_dir("hung");
-    let output = run_guarded(
-        &[
-            "run",
-            "--target",
-            &url,
-            "--method",
-            "eth_chainId",
-            "-c",
-            "2",
-            "-d",
-            "1s",
-            "--timeout",
-            "10s",
-            "--quiet",
-        ],
-        &out,
-    );
+    let load = ["-c", "2", "-d", "1s", "--timeout", "10s"];
+    let stdout = failed_run(&url, "eth_chainId", &load, "hung");
     server.kill().unwrap();
-    let stdout = text(&output.stdout);
-    assert_eq!(output.status.code(), Some(2), "{stdout}{}", text(&output.stderr));
     assert_eq!(
         last_line(&stdout),
         "FAILED: no call succeeded: 2 of 2 calls ended in no answer (still waiting when the run ended). Is the server answering? Give --timeout shorter than the run to count them as timeouts."
     );
-    let _ = std::fs::remove_dir_all(out);
 }
