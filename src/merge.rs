@@ -282,6 +282,7 @@ fn summarize(shards: &[ShardRun]) -> RunSummary {
         stages: StageSummary::each(&stage_totals, &first.stage_bounds, seconds),
         events: Vec::new(),
         server: Vec::new(),
+        flows: stats::FlowSummary::each(&first.methods, &total),
         in_flight_at_end: shards.iter().map(|s| s.record.in_flight_at_end).sum(),
         panicked_connections: panicked,
         measured_seconds: seconds,

@@ -17,43 +17,43 @@ use super::call;
 use super::schedule::Claim;
 use super::slot::{ConnectionSlot, OpenFailure};
 use super::worker::{RunState, ThreadState};
-use crate::plan::{Planned, RequestBuilder};
+use crate::plan::{Next, Planned, RequestBuilder};
 use crate::rpc::Judge;
 use crate::stats::{micros, Outcome, Recorder};
 use crate::transport::{Connection, Target};
 
 /// Reconnection waits grow from 10 ms to 1 s so a dead server is not hammered.
-const BACKOFF_MIN: Duration = Duration::from_millis(10);
-const BACKOFF_MAX: Duration = Duration::from_secs(1);
+pub(super) const BACKOFF_MIN: Duration = Duration::from_millis(10);
+pub(super) const BACKOFF_MAX: Duration = Duration::from_secs(1);
 /// The resolution of tokio's timer.
 const TIMER_TICK: Duration = Duration::from_millis(1);
 
 /// One caller: a task that claims the run's requests one at a time and
 /// sends each over its slot's connection, opening it when needed.
-struct Caller {
-    shared: Arc<RunState>,
-    local: Rc<ThreadState>,
-    slot: Rc<ConnectionSlot>,
-    builder: RequestBuilder,
-    judge: Judge,
+pub(super) struct Caller {
+    pub(super) shared: Arc<RunState>,
+    pub(super) local: Rc<ThreadState>,
+    pub(super) slot: Rc<ConnectionSlot>,
+    pub(super) builder: RequestBuilder,
+    pub(super) judge: Judge,
     planned: Vec<Planned>,
-    backoff: Duration,
+    pub(super) backoff: Duration,
     /// The last connection opened failed its first call: it opened but never
     /// worked (an HTTP/1.1 server met with --http2 closes each one), so the
     /// next opening waits the backoff too rather than spin.
-    reopen_after_failure: bool,
-    open_model: bool,
+    pub(super) reopen_after_failure: bool,
+    pub(super) open_model: bool,
     /// Only HTTP answers have a status worth counting.
-    http: bool,
+    pub(super) http: bool,
 }
 
 /// A connection in the caller's hand, and what it took to get it.
-struct InHand {
-    connection: Connection,
+pub(super) struct InHand {
+    pub(super) connection: Connection,
     /// The call waited for setup calls (its own or another caller's).
-    waited_for_setup: bool,
+    pub(super) waited_for_setup: bool,
     /// This caller opened it for this call.
-    opened_now: bool,
+    pub(super) opened_now: bool,
 }
 
 /// When a request left and was answered, against when it was due.
@@ -138,8 +138,13 @@ impl Caller {
         // spreads consecutive numbers over the seed space).
         let mut rng =
             SmallRng::seed_from_u64(shared.plan.seed ^ claim.seq.wrapping_mul(0x9E37_79B9_7F4A_7C15));
-        let Some(batch) = shared.mix.next_request(claim.seq, &mut rng, &mut self.planned) else {
-            return false;
+        let batch = match shared.mix.next(claim.seq, &mut rng, &mut self.planned) {
+            None => return false,
+            Some(Next::Flow(flow)) => {
+                self.run_flow(claim, flow, &mut rng).await;
+                return true;
+            }
+            Some(Next::Request { batch }) => batch,
         };
         let calls = self.planned.iter().filter(|p| !p.notification).count() as u64;
         let first_id = self.local.take_ids(shared, calls);
@@ -211,7 +216,7 @@ impl Caller {
 
     /// The slot's connection, waiting for a caller that is opening it, or
     /// opening it (after the backoff when the last one failed at once).
-    async fn connection(&mut self) -> Result<InHand, OpenFailure> {
+    pub(super) async fn connection(&mut self) -> Result<InHand, OpenFailure> {
         let (shared, local, slot) = (&self.shared, &self.local, &self.slot);
         let mut waited_for_setup = false;
         loop {

@@ -41,10 +41,19 @@ pub(super) struct Gatherer {
     fresh_rows: Vec<SecondRow>,
     last_error: Option<String>,
     published_tick: Option<u32>,
+    /// An empty recorder of the run's shape, for each new window.
+    blank: Recorder,
 }
 
 impl Gatherer {
-    pub fn new(methods: Vec<String>, threads: usize, duration: Option<Duration>, stages: usize) -> Self {
+    /// `blank` is an empty recorder of the run's shape (its rows and flows).
+    pub fn new(
+        methods: Vec<String>,
+        blank: Recorder,
+        threads: usize,
+        duration: Option<Duration>,
+        stages: usize,
+    ) -> Self {
         Gatherer {
             windows: BTreeMap::new(),
             reported: vec![None; threads],
@@ -55,8 +64,8 @@ impl Gatherer {
             last_tick: duration
                 .map(|d| ((d.as_secs_f64() * f64::from(TICKS_PER_SECOND)).ceil() as u32).max(1) - 1),
             samples: Vec::new(),
-            stage_totals: vec![Recorder::new(methods.len()); stages],
-            total: Recorder::new(methods.len()),
+            stage_totals: vec![blank.clone(); stages],
+            total: blank.clone(),
             sent: 0,
             timeseries: Vec::new(),
             latency_log: LatencyLog::default(),
@@ -65,6 +74,7 @@ impl Gatherer {
             last_error: None,
             published_tick: None,
             methods,
+            blank,
         }
     }
 
@@ -85,10 +95,7 @@ impl Gatherer {
         if let Some(last) = self.last_second {
             second = second.min(last);
         }
-        let window = self
-            .windows
-            .entry(second)
-            .or_insert_with(|| Recorder::new(self.methods.len()));
+        let window = self.windows.entry(second).or_insert_with(|| self.blank.clone());
         window.merge(&chunk.recorder);
         chunk
             .stages
@@ -154,9 +161,13 @@ impl Gatherer {
             .or_insert_with(|| vec![Quarter::default(); methods + 1]);
         let recorders = std::iter::once(&chunk.recorder).chain(chunk.stages.iter().map(|(_, r)| r));
         for recorder in recorders {
+            let calls = recorder.call_rows().len();
             for (i, stats) in recorder.methods.iter().enumerate() {
                 quarter[i].add(stats);
-                quarter[methods].add(stats);
+                // A flow's row is not a call: its steps are counted already.
+                if i < calls {
+                    quarter[methods].add(stats);
+                }
             }
         }
     }

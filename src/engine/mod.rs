@@ -6,6 +6,7 @@ mod call;
 mod caller;
 mod capture;
 mod control;
+mod flow;
 mod gather;
 mod observe;
 mod poll;
@@ -90,6 +91,7 @@ async fn run_placed(
     let threads = plan.threads_used();
     let mut gatherer = Gatherer::new(
         spec.mix.methods.clone(),
+        spec.mix.recorder(),
         threads,
         plan.duration,
         plan.stages.len(),
@@ -400,6 +402,7 @@ fn summarize(
         stages: StageSummary::each(&gatherer.stage_totals, stage_bounds, wall),
         events: shared.control.events(),
         server: Vec::new(),
+        flows: crate::stats::FlowSummary::each(&shared.mix.methods, total),
         in_flight_at_end: shared.in_flight_at_end.load(Ordering::Relaxed),
         panicked_connections: shared.panicked.load(Ordering::Relaxed),
         measured_seconds: seconds,

@@ -238,11 +238,11 @@ impl ThreadState {
     }
 
     /// The stages' calls since the last hand-over, leaving fresh recorders.
-    fn take_stages(&self, methods: usize) -> Vec<(usize, Recorder)> {
+    fn take_stages(&self, blank: &Recorder) -> Vec<(usize, Recorder)> {
         let mut stages = self.stages.borrow_mut();
         (stages.iter_mut().enumerate())
             .filter(|(_, recorder)| !recorder.is_empty())
-            .map(|(i, recorder)| (i, std::mem::replace(recorder, Recorder::new(methods))))
+            .map(|(i, recorder)| (i, std::mem::replace(recorder, blank.clone())))
             .collect()
     }
 
@@ -280,11 +280,8 @@ pub(super) async fn run_share(
     connections: Vec<usize>,
 ) {
     let local = Rc::new(ThreadState {
-        recorder: RefCell::new(Recorder::new(shared.mix.methods.len())),
-        stages: RefCell::new(vec![
-            Recorder::new(shared.mix.methods.len());
-            shared.plan.stages.len()
-        ]),
+        recorder: RefCell::new(shared.mix.recorder()),
+        stages: RefCell::new(vec![shared.mix.recorder(); shared.plan.stages.len()]),
         ids: Cell::new((0, 0)),
         sent: Cell::new(0),
         in_flight: Cell::new(0),
@@ -333,7 +330,7 @@ pub(super) async fn run_share(
         recorder,
         in_flight: 0,
         last: Some(local.sent.get()),
-        stages: local.take_stages(0),
+        stages: local.take_stages(&Recorder::new(0)),
     });
     // After the last figures: the children's shutdown is no part of the run.
     shut_down(&shared, &slots).await;
@@ -369,13 +366,13 @@ fn start_hand_over(
     chunks: UnboundedSender<Chunk>,
 ) -> tokio::task::JoinHandle<()> {
     let (local, tick, shared) = (local.clone(), tick.clone(), shared.clone());
-    let methods = shared.mix.methods.len();
+    let blank = shared.mix.recorder();
     let every = Duration::from_secs(1) / TICKS_PER_SECOND;
     tokio::task::spawn_local(async move {
         let mut ticks = tokio::time::interval_at(shared.clock().measure_start + every, every);
         loop {
             ticks.tick().await;
-            let recorder = local.recorder.replace(Recorder::new(methods));
+            let recorder = local.recorder.replace(blank.clone());
             let in_flight = local.in_flight.get();
             let _ = chunks.send(Chunk {
                 thread,
@@ -383,7 +380,7 @@ fn start_hand_over(
                 recorder,
                 in_flight,
                 last: None,
-                stages: local.take_stages(methods),
+                stages: local.take_stages(&blank),
             });
             tick.set(tick.get() + 1);
         }

@@ -122,6 +122,17 @@ impl RequestBuilder {
     }
 
     pub fn push<R: RngExt>(&mut self, template: &CallTemplate, entry: Entry, rng: &mut R) {
+        self.push_with(template, entry, rng, &super::Vars::NONE);
+    }
+
+    /// As [`RequestBuilder::push`], a flow's variables read from `vars`.
+    pub fn push_with<R: RngExt>(
+        &mut self,
+        template: &CallTemplate,
+        entry: Entry,
+        rng: &mut R,
+        vars: &super::Vars,
+    ) {
         if self.batch && !self.entries.is_empty() {
             self.buf.put_u8(b',');
         }
@@ -134,7 +145,7 @@ impl RequestBuilder {
             }
             Params::Generated(params) => {
                 self.buf.put_slice(br#","params":"#);
-                params.write(&mut self.buf, rng);
+                params.write_with(&mut self.buf, rng, vars);
             }
         }
         match entry.id {

@@ -10,6 +10,7 @@ use rand::RngExt;
 
 use super::data::DataFile;
 use super::poll::Polled;
+use super::vars::Vars;
 
 /// A compiled expression, ready to evaluate on the hot path.
 #[derive(Debug)]
@@ -32,6 +33,8 @@ pub enum Expr {
     Now,
     NowMs,
     Poll(Arc<Polled>, usize),
+    /// A flow's variable, by slot (see [`Vars`]).
+    Var(usize),
     Add(Box<Expr>, Box<Expr>),
     Sub(Box<Expr>, Box<Expr>),
 }
@@ -50,14 +53,15 @@ pub enum Generated<'a> {
 }
 
 impl Expr {
-    pub fn eval<R: RngExt>(&self, rng: &mut R) -> Generated<'_> {
+    /// The expression's value; a flow's variables come from `vars`.
+    pub fn eval<'a, R: RngExt>(&'a self, rng: &mut R, vars: &'a Vars) -> Generated<'a> {
         match self {
             Expr::Int(low, high) => Generated::Int(rng.random_range(*low..=*high)),
             Expr::Float(low, high) => Generated::Float(uniform_float(*low, *high, rng)),
             Expr::Quantity(low, high) => Generated::Quantity(rng.random_range(*low..=*high)),
             Expr::Hex(bytes) => Generated::Hex(*bytes),
             Expr::Literal(json) => Generated::Json(json),
-            Expr::Choice(options) => options[rng.random_range(0..options.len())].eval(rng),
+            Expr::Choice(options) => options[rng.random_range(0..options.len())].eval(rng, vars),
             Expr::File {
                 data,
                 sequential,
@@ -74,8 +78,22 @@ impl Expr {
             Expr::Now => Generated::Int(unix_time().as_secs() as i64),
             Expr::NowMs => Generated::Int(unix_time().as_millis() as i64),
             Expr::Poll(polled, index) => polled.get(*index),
-            Expr::Add(a, b) => arithmetic(a.eval(rng), b.eval(rng), Op::Add),
-            Expr::Sub(a, b) => arithmetic(a.eval(rng), b.eval(rng), Op::Sub),
+            Expr::Var(slot) => Generated::Json(vars.text(*slot)),
+            Expr::Add(a, b) => arithmetic(a.eval(rng, vars), b.eval(rng, vars), Op::Add),
+            Expr::Sub(a, b) => arithmetic(a.eval(rng, vars), b.eval(rng, vars), Op::Sub),
+        }
+    }
+
+    /// The slots of the flow's variables it reads, into `out`.
+    pub fn vars_used(&self, out: &mut Vec<usize>) {
+        match self {
+            Expr::Var(slot) if !out.contains(slot) => out.push(*slot),
+            Expr::Choice(options) => options.iter().for_each(|o| o.vars_used(out)),
+            Expr::Add(a, b) | Expr::Sub(a, b) => {
+                a.vars_used(out);
+                b.vars_used(out);
+            }
+            _ => {}
         }
     }
 
@@ -301,6 +319,9 @@ pub struct Scope<'a> {
     /// Where data files are looked up.
     pub base_dir: &'a Path,
     pub polled: &'a Arc<Polled>,
+    /// A flow's variables known where the expression stands (its `vars`
+    /// and what earlier steps captured), each name's slot its index.
+    pub vars: &'a [String],
 }
 
 /// Parses the text between `${` and `}`.
@@ -475,12 +496,17 @@ impl Parser<'_> {
                 } else {
                     match name.as_str() {
                         "true" | "false" | "null" => Ok(Expr::Literal(name.into())),
-                        _ => match self.scope.polled.index(&name) {
-                            Some(index) => Ok(Expr::Poll(self.scope.polled.clone(), index)),
-                            None => Err(format!(
-                                "unknown name `{name}`: not a generator call (add `(...)`) and no [poll.{name}] is defined"
-                            )),
-                        },
+                        _ => {
+                            if let Some(slot) = self.scope.vars.iter().position(|v| *v == name) {
+                                return Ok(Expr::Var(slot));
+                            }
+                            match self.scope.polled.index(&name) {
+                                Some(index) => Ok(Expr::Poll(self.scope.polled.clone(), index)),
+                                None => Err(format!(
+                                    "unknown name `{name}`: not a generator call (add `(...)`), no [poll.{name}] is defined, and no flow's `vars` or earlier step's `capture` makes it"
+                                )),
+                            }
+                        }
                     }
                 }
             }

@@ -7,7 +7,7 @@ use rand::RngExt;
 
 use bytes::Bytes;
 
-use super::{CallTemplate, RequestBuilder};
+use super::{CallTemplate, Flow, RequestBuilder};
 use crate::rpc::{Entry, Expectation};
 
 /// How many calls a batch carries.
@@ -102,11 +102,24 @@ impl ReplaySource {
     }
 }
 
+/// What an arrival brings.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Next {
+    /// A request (planned into the caller's list), a batch or not.
+    Request { batch: bool },
+    /// A flow, by its index in [`Mix::flows`].
+    Flow(u32),
+}
+
 #[derive(Debug)]
 pub struct Mix {
-    /// Distinct method names; statistics are kept per method.
+    /// Each row's name: the calls' and steps' (a name, else the method),
+    /// then one per flow (`flow:NAME`), the last `flows.len()` rows.
+    /// Statistics are kept per row.
     pub methods: Vec<String>,
     pub calls: Vec<MixCall>,
+    /// Journeys, drawn by weight with the calls.
+    pub flows: Vec<Flow>,
     /// What each call's answer must look like, indexed like `calls`.
     pub expectations: Vec<Option<Expectation>>,
     weights: Option<WeightedIndex<u32>>,
@@ -121,17 +134,39 @@ impl Mix {
         calls: Vec<(MixCall, u32, Option<Expectation>)>,
         batch: Option<MixBatch>,
     ) -> Self {
-        let weights = WeightedIndex::new(calls.iter().map(|(_, w, _)| *w))
-            .expect("the scenario guarantees at least one call and positive weights");
+        Self::with_flows(methods, calls, Vec::new(), batch)
+    }
+
+    /// A weighted mix of calls and flows, each with its weight (all
+    /// positive); a flow's row and its steps' are among `methods`.
+    pub fn with_flows(
+        methods: Vec<String>,
+        calls: Vec<(MixCall, u32, Option<Expectation>)>,
+        flows: Vec<(Flow, u32)>,
+        batch: Option<MixBatch>,
+    ) -> Self {
+        let weights = calls
+            .iter()
+            .map(|(_, w, _)| *w)
+            .chain(flows.iter().map(|(_, w)| *w));
+        let weights = WeightedIndex::new(weights)
+            .expect("the scenario guarantees at least one call or flow and positive weights");
         let (calls, expectations) = calls.into_iter().map(|(c, _, e)| (c, e)).unzip();
         Mix {
             methods,
             calls,
+            flows: flows.into_iter().map(|(f, _)| f).collect(),
             expectations,
             weights: Some(weights),
             batch,
             replay: None,
         }
+    }
+
+    /// A recorder shaped for the mix: a row per name, the flows' counts.
+    pub fn recorder(&self) -> crate::stats::Recorder {
+        let steps: Vec<usize> = self.flows.iter().map(|f| f.steps.len()).collect();
+        crate::stats::Recorder::with_flows(self.methods.len(), &steps)
     }
 
     /// A replay of recorded requests over `calls`.
@@ -147,6 +182,7 @@ impl Mix {
         Mix {
             methods,
             calls,
+            flows: Vec::new(),
             expectations,
             weights: None,
             batch: None,
@@ -157,9 +193,10 @@ impl Mix {
     /// The JSON-RPC the mix's calls are written in (one for all: the
     /// scenario's `protocol`), which their answers are judged by.
     pub fn version(&self) -> crate::rpc::Version {
-        self.calls
-            .first()
-            .map_or_else(Default::default, |call| call.template.version())
+        let first_step = self.flows.first().and_then(|f| f.steps.first());
+        (self.calls.first().map(|call| &call.template))
+            .or(first_step.map(|step| &step.template))
+            .map_or_else(Default::default, CallTemplate::version)
     }
 
     /// One call drawn by weight. Lossless: an index below `calls.len()`,
@@ -169,6 +206,36 @@ impl Mix {
             Some(weights) => weights.sample(rng) as u32,
             None => 0,
         }
+    }
+
+    /// Plans the next arrival: a flow, or a request planned into `planned`;
+    /// `None` when a replay that does not loop has run out.
+    pub fn next<R: RngExt>(&self, seq: u64, rng: &mut R, planned: &mut Vec<Planned>) -> Option<Next> {
+        if !self.flows.is_empty() {
+            let drawn = self.pick(rng);
+            let calls = self.calls.len() as u32;
+            if drawn >= calls {
+                planned.clear();
+                return Some(Next::Flow(drawn - calls));
+            }
+            return Some(Next::Request {
+                batch: self.plan_call(drawn, rng, planned),
+            });
+        }
+        self.next_request(seq, rng, planned)
+            .map(|batch| Next::Request { batch })
+    }
+
+    /// Plans one `[[calls]]` entry's request; returns whether it is a batch.
+    fn plan_call<R: RngExt>(&self, call: u32, rng: &mut R, planned: &mut Vec<Planned>) -> bool {
+        planned.clear();
+        let spec = &self.calls[call as usize];
+        let count = spec.batch.as_ref().map_or(1, |size| size.sample(rng));
+        planned.extend((0..count).map(|_| Planned {
+            call,
+            notification: spec.notification,
+        }));
+        spec.batch.is_some()
     }
 
     /// Plans the next request into `planned`; returns whether it is a batch,
@@ -196,13 +263,7 @@ impl Mix {
             return Some(true);
         }
         let call = self.pick(rng);
-        let spec = &self.calls[call as usize];
-        let count = spec.batch.as_ref().map_or(1, |size| size.sample(rng));
-        planned.extend((0..count).map(|_| Planned {
-            call,
-            notification: spec.notification,
-        }));
-        Some(spec.batch.is_some())
+        Some(self.plan_call(call, rng, planned))
     }
 
     /// Writes the planned request; its calls get consecutive ids from `first_id`.

@@ -6,16 +6,22 @@
 mod call;
 mod data;
 mod expr;
+mod flow;
 mod load;
 mod mix;
+mod pointer;
 mod poll;
 mod shard;
 mod template;
+mod vars;
 
 pub use call::{CallTemplate, RequestBuilder, SetupCall};
 pub use expr::Scope;
+pub use flow::{Capture, Check, Flow, ForEach, Pick, Step, Until, FOR_EACH_LIMIT};
 pub use load::{LoadPlan, Pacing, Profile, Stage};
-pub use mix::{BatchSize, Mix, MixBatch, MixCall, Planned, ReplaySource};
+pub use mix::{BatchSize, Mix, MixBatch, MixCall, Next, Planned, ReplaySource};
+pub use pointer::Pointer;
 pub use poll::{Poll, PollSpec, Polled};
 pub use shard::{Shard, MAX_SHARDS};
 pub use template::{split, Part, Template};
+pub use vars::Vars;

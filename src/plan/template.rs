@@ -14,6 +14,7 @@ use rand::RngExt;
 use serde_json::Value;
 
 use super::expr::{self, Expr, Generated, Scope};
+use super::vars::Vars;
 
 #[derive(Debug)]
 pub struct Template {
@@ -53,13 +54,29 @@ impl Template {
     }
 
     pub fn write<R: RngExt>(&self, out: &mut BytesMut, rng: &mut R) {
+        self.write_with(out, rng, &Vars::NONE);
+    }
+
+    /// Writes the value, a flow's variables read from `vars`.
+    pub fn write_with<R: RngExt>(&self, out: &mut BytesMut, rng: &mut R, vars: &Vars) {
         for piece in &self.pieces {
             match piece {
                 Piece::Static(bytes) => out.put_slice(bytes),
-                Piece::Value(expr) => write_value(out, expr.eval(rng), rng),
-                Piece::InString(expr) => write_in_string(out, expr.eval(rng), rng),
+                Piece::Value(expr) => write_value(out, expr.eval(rng, vars), rng),
+                Piece::InString(expr) => write_in_string(out, expr.eval(rng, vars), rng),
             }
         }
+    }
+
+    /// The slots of the flow's variables it reads, in the order it reads them.
+    pub fn vars_used(&self) -> Vec<usize> {
+        let mut slots = Vec::new();
+        for piece in &self.pieces {
+            if let Piece::Value(expr) | Piece::InString(expr) = piece {
+                expr.vars_used(&mut slots);
+            }
+        }
+        slots
     }
 }
 
@@ -274,6 +291,7 @@ mod tests {
             &Scope {
                 base_dir: dir,
                 polled: &polled,
+                vars: &[],
             },
         )
     }

@@ -5,7 +5,8 @@ use std::time::SystemTime;
 
 use super::{Replay, Scenario, TargetSpec, DEFAULT_CONCURRENCY, DEFAULT_DURATION, DEFAULT_OPEN_CONNECTIONS};
 use crate::plan::{
-    CallTemplate, LoadPlan, Mix, MixBatch, MixCall, Pacing, Planned, Poll, ReplaySource, SetupCall,
+    CallTemplate, Flow, LoadPlan, Mix, MixBatch, MixCall, Pacing, Planned, Poll, ReplaySource, SetupCall,
+    Step,
 };
 
 pub struct Compiled {
@@ -234,12 +235,45 @@ impl Scenario {
             })
             .collect::<Vec<_>>();
         // `Mix::pick` draws indexes below this, as 32 bits.
-        table_index(calls.len());
+        table_index(calls.len() + self.flows.len());
         let batch = self.batch.as_ref().map(|b| MixBatch {
             size: b.size.clone(),
             notifications: b.notifications,
         });
-        Mix::weighted(methods.names, calls, batch)
+        // The steps' rows among the calls', then the flows' own rows last:
+        // every total leaves those out.
+        let steps: Vec<Vec<Step>> = (self.flows.iter())
+            .map(|flow| {
+                flow.steps
+                    .iter()
+                    .map(|step| self.step(step, &mut methods))
+                    .collect()
+            })
+            .collect();
+        let flows = (self.flows.iter().zip(steps))
+            .map(|(flow, steps)| {
+                let compiled = Flow {
+                    row: methods.index(&flow.row()),
+                    vars: flow.vars.iter().map(|(slot, t, _)| (*slot, t.clone())).collect(),
+                    steps,
+                    slots: flow.slots.len(),
+                };
+                (compiled, flow.weight)
+            })
+            .collect();
+        Mix::with_flows(methods.names, calls, flows, batch)
+    }
+
+    fn step(&self, step: &crate::scenario::StepSpec, methods: &mut Methods) -> Step {
+        Step {
+            row: methods.index(step.row()),
+            template: CallTemplate::generated(self.version, &step.method, step.template.clone()),
+            notification: step.notification,
+            expect: step.expect.clone(),
+            captures: step.captures.clone(),
+            until: step.until.clone(),
+            for_each: step.for_each,
+        }
     }
 }
 

@@ -160,6 +160,7 @@ impl super::Scenario {
                 let scope = crate::plan::Scope {
                     base_dir: &base_dir,
                     polled: &polled,
+                    vars: &[],
                 };
                 let template = super::Template::compile(params, &scope)?;
                 call.template = Some(std::sync::Arc::new(template));

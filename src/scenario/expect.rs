@@ -12,20 +12,20 @@ use crate::rpc::{Expectation, JsonType, ResultCheck};
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawExpect {
-    result: Option<String>,
+    pub(super) result: Option<String>,
     #[serde(rename = "type")]
-    json_type: Option<String>,
-    pointer: Option<String>,
-    regex: Option<String>,
-    equals: Option<Value>,
-    error: Option<RawCodes>,
+    pub(super) json_type: Option<String>,
+    pub(super) pointer: Option<String>,
+    pub(super) regex: Option<String>,
+    pub(super) equals: Option<Value>,
+    pub(super) error: Option<RawCodes>,
 }
 
 /// `expect.error`. Its name appears in serde's message for a value that
 /// matches no variant, which `raw::SHAPES` replaces.
-#[derive(Deserialize)]
+#[derive(Clone, Deserialize)]
 #[serde(untagged)]
-enum RawCodes {
+pub(super) enum RawCodes {
     One(i64),
     Many(Vec<i64>),
     Any(String),

@@ -65,6 +65,8 @@ pub struct Scenario {
     pub observe: Vec<u32>,
     /// The weighted mix (empty when replaying).
     pub calls: Vec<CallSpec>,
+    /// Journeys drawn by weight with the calls (`[[flows]]`).
+    pub flows: Vec<FlowSpec>,
     /// Every request a batch drawn from the mix.
     pub batch: Option<BatchSpec>,
     pub replay: Option<Replay>,
@@ -170,6 +172,50 @@ pub struct CallSpec {
 }
 
 impl CallSpec {
+    /// The row its calls are counted in: its name, else its method.
+    pub fn row(&self) -> &str {
+        self.name.as_deref().unwrap_or(&self.method)
+    }
+}
+
+/// A `[[flows]]` entry, checked: its steps' params and checks compiled
+/// against the variables known where each stands.
+#[derive(Clone, Debug)]
+pub struct FlowSpec {
+    pub name: String,
+    pub weight: u32,
+    /// Every variable the flow has (its `vars`, then each new capture
+    /// name), each one's slot its index.
+    pub slots: Vec<String>,
+    /// `vars`: each made once per flow, by slot, with its text as written.
+    pub vars: Vec<(usize, Arc<Template>, String)>,
+    pub steps: Vec<StepSpec>,
+}
+
+impl FlowSpec {
+    /// The flow's row in every report: `flow:NAME`.
+    pub fn row(&self) -> String {
+        format!("flow:{}", self.name)
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct StepSpec {
+    pub method: String,
+    /// Its row, as a call's `name` is (default: the method).
+    pub name: Option<String>,
+    pub params: Option<Value>,
+    pub template: Option<Arc<Template>>,
+    pub notification: bool,
+    pub expect: Option<crate::plan::Check>,
+    pub captures: Vec<crate::plan::Capture>,
+    pub until: Option<crate::plan::Until>,
+    pub for_each: Option<crate::plan::ForEach>,
+    /// The variables its params and checks read, by name.
+    pub uses: Vec<String>,
+}
+
+impl StepSpec {
     /// The row its calls are counted in: its name, else its method.
     pub fn row(&self) -> &str {
         self.name.as_deref().unwrap_or(&self.method)
@@ -347,6 +393,7 @@ impl Scenario {
             ("target", self.target.to_string()),
             ("jsonrpc", self.version.to_string()),
             ("calls", calls.join(", ")),
+            ("flows", self.flow_description()),
             (
                 "batch",
                 format!("{:?}", self.batch.as_ref().map(|b| (&b.size, b.notifications))),
@@ -368,6 +415,22 @@ impl Scenario {
         .into_iter()
         .map(|(k, v)| (k.to_string(), v))
         .collect()
+    }
+
+    /// The flows, each its name, weight and steps' methods and params.
+    fn flow_description(&self) -> String {
+        let flows: Vec<String> = (self.flows.iter())
+            .map(|f| {
+                let steps: Vec<String> = (f.steps.iter())
+                    .map(|s| {
+                        let params = s.params.as_ref().map_or(String::new(), |p| format!(" {p}"));
+                        format!("{}{params}", s.method)
+                    })
+                    .collect();
+                format!("{} x{}: {}", f.name, f.weight, steps.join(" -> "))
+            })
+            .collect();
+        flows.join(", ")
     }
 
     /// A scenario with one method and no file, for quick runs.
@@ -401,6 +464,7 @@ impl Scenario {
                 max_in_flight: None,
                 stages: Vec::new(),
             },
+            flows: Vec::new(),
             calls: vec![CallSpec {
                 method: method.to_string(),
                 name: None,

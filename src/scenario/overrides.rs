@@ -118,6 +118,7 @@ impl Scenario {
     /// `--method` with a file: the file's mix, replay or batch mix gives way
     /// to one call; everything else (target, headers, setup, load) stays.
     fn replace_mix(&mut self, method: &str) {
+        self.flows.clear();
         self.calls = vec![CallSpec {
             method: method.to_string(),
             name: None,
@@ -161,6 +162,7 @@ impl Scenario {
         let scope = Scope {
             base_dir: Path::new("."),
             polled: &self.polled,
+            vars: &[],
         };
         let template = Template::compile(&value, &scope).map_err(|m| flag("--params", m))?;
         let call = &mut self.calls[0];

@@ -120,9 +120,13 @@ impl Display for Reason<'_> {
             (Cause::Answer, Outcome::Protocol(kind)) => {
                 write!(f, "{}: {}", kind.name(), rule_broken(kind))
             }
-            (Cause::Answer, Outcome::Assertion) => match self.expected {
+            (Cause::Answer, Outcome::Assertion | Outcome::Until) => match self.expected {
                 Some(expected) => write!(f, "expected {expected}"),
                 None => f.write_str("not what the scenario expected"),
+            },
+            (Cause::Answer, Outcome::Capture) => match self.expected {
+                Some(expected) => write!(f, "nothing to capture: expected {expected}"),
+                None => f.write_str("nothing to capture"),
             },
             (Cause::Answer, other) => other.fmt(f),
         }

@@ -3,6 +3,7 @@
 
 mod connects;
 mod examples;
+mod flows;
 mod latency_log;
 mod outcome;
 pub mod read;
@@ -16,10 +17,11 @@ mod warnings;
 
 pub use connects::{ConnectSummary, Connects};
 pub use examples::{excerpt, Cause, ErrorExample, EXAMPLES_PER_OUTCOME, EXCERPT_BYTES};
+pub use flows::{FailedStep, FlowCounts, FlowSummary};
 pub use latency_log::{tag_for, Interval, LatencyLog, TOTAL_TAG};
 pub use outcome::{Outcome, OutcomeKind, ProtocolKind};
 pub use sample::{Quarter, Sample, SAMPLES_PER_SECOND, SAMPLE_COLUMNS};
-pub use saved::{SavedMethod, SavedRecorder};
+pub use saved::{SavedFlow, SavedMethod, SavedRecorder};
 pub use snapshot::{latency_buckets, Snapshot};
 pub use summary::{
     over_one_percent, BatchSummary, ChildShutdown, ControlEvent, Gathered, LatencySummary, MethodSummary,
@@ -208,6 +210,10 @@ pub struct Recorder {
     pub notification_gaps: Histogram<u64>,
     /// How connections opened.
     pub connects: Connects,
+    /// Each flow's counts beside its row. Flows' rows are the last
+    /// `flows.len()` of `methods`, outside every total (their steps are
+    /// counted as calls already).
+    pub flows: Vec<FlowCounts>,
 }
 
 impl Recorder {
@@ -231,7 +237,21 @@ impl Recorder {
             notifications: 0,
             notification_gaps: new_histogram(),
             connects: Connects::default(),
+            flows: Vec::new(),
         }
+    }
+
+    /// A recorder of `rows` rows, the last of them one per flow, each
+    /// flow of `steps` steps.
+    pub fn with_flows(rows: usize, steps: &[usize]) -> Self {
+        let mut recorder = Recorder::new(rows);
+        recorder.flows = steps.iter().map(|n| FlowCounts::new(*n)).collect();
+        recorder
+    }
+
+    /// The rows of calls (every row but the flows').
+    pub fn call_rows(&self) -> &[MethodStats] {
+        &self.methods[..self.methods.len().saturating_sub(self.flows.len())]
     }
 
     pub fn note_child_exit(&mut self, exit: String) {
@@ -291,19 +311,25 @@ impl Recorder {
         if other.last_error.is_some() {
             self.last_error.clone_from(&other.last_error);
         }
+        if self.flows.len() < other.flows.len() {
+            self.flows.resize(other.flows.len(), FlowCounts::default());
+        }
+        for (a, b) in self.flows.iter_mut().zip(&other.flows) {
+            a.merge(b);
+        }
     }
 
-    /// All methods together.
+    /// All calls together (flows' rows left out: their steps are calls).
     pub fn total(&self) -> MethodStats {
         let mut total = MethodStats::default();
-        for method in &self.methods {
+        for method in self.call_rows() {
             total.merge(method);
         }
         total
     }
 
     pub fn calls(&self) -> u64 {
-        self.methods.iter().map(MethodStats::calls).sum()
+        self.call_rows().iter().map(MethodStats::calls).sum()
     }
 
     pub fn is_empty(&self) -> bool {

@@ -16,6 +16,11 @@ pub enum Outcome {
     Protocol(ProtocolKind),
     /// A valid answer that is not what the scenario expected.
     Assertion,
+    /// A flow's step whose answer held nothing where its capture points
+    /// (an empty block, a missing member, an error answer).
+    Capture,
+    /// A flow's step whose `until` never held within its time.
+    Until,
     Timeout,
     Connect,
     Io,
@@ -30,6 +35,8 @@ impl Outcome {
             Outcome::InvalidJson => OutcomeKind::InvalidJson,
             Outcome::Protocol(_) => OutcomeKind::Protocol,
             Outcome::Assertion => OutcomeKind::Assertion,
+            Outcome::Capture => OutcomeKind::Capture,
+            Outcome::Until => OutcomeKind::Until,
             Outcome::Timeout => OutcomeKind::Timeout,
             Outcome::Connect => OutcomeKind::Connect,
             Outcome::Io => OutcomeKind::Io,
@@ -46,13 +53,15 @@ pub enum OutcomeKind {
     InvalidJson,
     Protocol,
     Assertion,
+    Capture,
+    Until,
     Timeout,
     Connect,
     Io,
 }
 
 impl OutcomeKind {
-    pub const COUNT: usize = 9;
+    pub const COUNT: usize = 11;
     pub const ALL: [OutcomeKind; Self::COUNT] = [
         OutcomeKind::Ok,
         OutcomeKind::RpcError,
@@ -60,6 +69,8 @@ impl OutcomeKind {
         OutcomeKind::InvalidJson,
         OutcomeKind::Protocol,
         OutcomeKind::Assertion,
+        OutcomeKind::Capture,
+        OutcomeKind::Until,
         OutcomeKind::Timeout,
         OutcomeKind::Connect,
         OutcomeKind::Io,
@@ -73,6 +84,8 @@ impl OutcomeKind {
             OutcomeKind::InvalidJson => "invalid_json",
             OutcomeKind::Protocol => "protocol",
             OutcomeKind::Assertion => "assertion",
+            OutcomeKind::Capture => "capture",
+            OutcomeKind::Until => "until",
             OutcomeKind::Timeout => "timeout",
             OutcomeKind::Connect => "connect",
             OutcomeKind::Io => "io",

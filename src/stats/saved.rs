@@ -54,6 +54,42 @@ pub struct SavedRecorder {
     pub connections_reopened: u64,
     pub connections_failed: u64,
     pub connect_error: Option<String>,
+    /// Each flow's counts; its rows are the last of `methods`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub flows: Vec<SavedFlow>,
+}
+
+/// A flow's counts as `shard.json` holds them.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct SavedFlow {
+    /// Per step, the flows that stopped there, by outcome name.
+    pub failed_at: Vec<BTreeMap<String, u64>>,
+    pub skipped: u64,
+}
+
+impl SavedFlow {
+    fn of(counts: &super::FlowCounts) -> Self {
+        SavedFlow {
+            failed_at: (counts.failed_at.iter())
+                .map(|outcomes| by_name(OutcomeKind::ALL.iter().map(|k| k.name()), outcomes))
+                .collect(),
+            skipped: counts.skipped,
+        }
+    }
+
+    fn restore(&self) -> Result<super::FlowCounts, String> {
+        let mut counts = super::FlowCounts::new(self.failed_at.len());
+        for (step, outcomes) in self.failed_at.iter().enumerate() {
+            for (name, n) in outcomes {
+                let at = (OutcomeKind::ALL.iter())
+                    .position(|k| k.name() == name)
+                    .ok_or_else(|| format!("unknown outcome '{name}'"))?;
+                counts.failed_at[step][at] = *n;
+            }
+        }
+        counts.skipped = self.skipped;
+        Ok(counts)
+    }
 }
 
 impl SavedRecorder {
@@ -80,6 +116,7 @@ impl SavedRecorder {
             connections_reopened: recorder.connects.reopened,
             connections_failed: recorder.connects.failed,
             connect_error: recorder.connects.error.clone(),
+            flows: recorder.flows.iter().map(SavedFlow::of).collect(),
         }
     }
 
@@ -113,6 +150,11 @@ impl SavedRecorder {
             failed: self.connections_failed,
             error: self.connect_error.clone(),
         };
+        for (index, flow) in self.flows.iter().enumerate() {
+            recorder
+                .flows
+                .push(flow.restore().map_err(|e| format!("flow {index}: {e}"))?);
+        }
         Ok(recorder)
     }
 }

@@ -463,6 +463,10 @@ pub struct RunSummary {
     /// children); empty when none was watched.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub server: Vec<super::ServerUsage>,
+    /// Each flow's figures beside its row (none when the scenario has no
+    /// flows).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub flows: Vec<super::FlowSummary>,
     /// Calls abandoned in flight when the run stopped.
     pub in_flight_at_end: u64,
     /// Connection tasks that panicked (a bug); their calls so far are counted.
@@ -513,6 +517,7 @@ impl RunSummary {
             setup: None,
             stages: Vec::new(),
             events: Vec::new(),
+            flows: Vec::new(),
             in_flight_at_end: 0,
             panicked_connections: 0,
             measured_seconds: seconds,

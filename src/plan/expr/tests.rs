@@ -16,6 +16,7 @@ fn compile(text: &str) -> Result<Expr, String> {
         &Scope {
             base_dir: Path::new("."),
             polled: &polled,
+            vars: &[],
         },
     )
 }
@@ -26,7 +27,7 @@ fn assert_sound(text: &str, seed: u64) {
     let Ok(expr) = compile(text) else { return };
     let mut rng = SmallRng::seed_from_u64(seed);
     for _ in 0..64 {
-        if let Generated::Float(f) = expr.eval(&mut rng) {
+        if let Generated::Float(f) = expr.eval(&mut rng, &Vars::NONE) {
             assert!(f.is_finite(), "{text} gave {f}");
         }
     }
@@ -37,7 +38,7 @@ fn a_float_range_wider_than_the_largest_float_draws_inside_it() {
     let expr = compile("float(-1e308, 1e308)").expect("finite bounds are a range");
     let mut rng = SmallRng::seed_from_u64(1);
     let draws: Vec<f64> = (0..1000)
-        .map(|_| match expr.eval(&mut rng) {
+        .map(|_| match expr.eval(&mut rng, &Vars::NONE) {
             Generated::Float(f) => f,
             other => panic!("{other:?}"),
         })
@@ -61,13 +62,19 @@ fn whole_numbers_at_the_64_bit_edges_are_drawn_and_added_exactly() {
     let full = compile("int(-9223372036854775808, 9223372036854775807)").unwrap();
     let mut rng = SmallRng::seed_from_u64(2);
     for _ in 0..100 {
-        assert!(matches!(full.eval(&mut rng), Generated::Int(_)));
+        assert!(matches!(full.eval(&mut rng, &Vars::NONE), Generated::Int(_)));
     }
     // f64 arithmetic would give 9007199254740992 for both.
     let exact = compile("int(9007199254740993, 9007199254740993) + 0").unwrap();
-    assert_eq!(exact.eval(&mut rng), Generated::Int(9007199254740993));
+    assert_eq!(
+        exact.eval(&mut rng, &Vars::NONE),
+        Generated::Int(9007199254740993)
+    );
     let sum = compile("int(4611686018427387904, 4611686018427387904) - 1").unwrap();
-    assert_eq!(sum.eval(&mut rng), Generated::Int(4611686018427387903));
+    assert_eq!(
+        sum.eval(&mut rng, &Vars::NONE),
+        Generated::Int(4611686018427387903)
+    );
 }
 
 #[test]
@@ -97,7 +104,7 @@ fn sums_that_can_pass_64_bits_or_the_largest_float_are_refused() {
 fn a_quantity_below_zero_is_block_zero() {
     let expr = compile("quantity(5, 5) - 100").unwrap();
     let mut rng = SmallRng::seed_from_u64(3);
-    assert_eq!(expr.eval(&mut rng), Generated::Quantity(0));
+    assert_eq!(expr.eval(&mut rng, &Vars::NONE), Generated::Quantity(0));
 }
 
 fn extreme() -> impl Strategy<Value = String> {
@@ -143,7 +150,7 @@ proptest! {
 fn a_quantity_takes_the_whole_64_bit_unsigned_range_and_says_what_is_past_it() {
     let expr = compile("quantity(0, 18446744073709551615)").expect("the largest quantity is a bound");
     let mut rng = SmallRng::seed_from_u64(4);
-    assert!(matches!(expr.eval(&mut rng), Generated::Quantity(_)));
+    assert!(matches!(expr.eval(&mut rng, &Vars::NONE), Generated::Quantity(_)));
     let past = compile("quantity(0, 18446744073709551616)").unwrap_err();
     assert!(past.contains("past the largest quantity"), "{past}");
     assert!(compile("quantity(-1, 5)").unwrap_err().contains("not negative"));

@@ -29,13 +29,17 @@ pub(super) struct RawCall {
 }
 
 impl RawScenario {
-    /// The `[[calls]]`: needed unless a `replay` file gives the requests.
+    /// The `[[calls]]`: needed unless a `replay` file gives the requests or
+    /// the scenario has flows.
     pub(super) fn calls(
         &self,
         at: &Locator,
         replay: Option<&Replay>,
         scope: &Scope,
     ) -> Result<Vec<CallSpec>, ScenarioError> {
+        if self.calls.is_none() && self.flows.as_ref().is_some_and(|f| !f.get_ref().is_empty()) {
+            return Ok(Vec::new());
+        }
         let calls = match (&self.calls, replay) {
             (Some(calls), Some(_)) => {
                 return Err(at.error(
@@ -48,7 +52,7 @@ impl RawScenario {
                 return Err(at.error(
                     None,
                     Some("calls"),
-                    "at least one [[calls]] (or a `replay` file) is needed",
+                    "at least one [[calls]] (or [[flows]], or a `replay` file) is needed",
                 ))
             }
             (None, Some(_)) => Vec::new(),
@@ -79,22 +83,7 @@ impl RawCall {
         if let Some(name) = &self.name {
             row_name(name.get_ref()).map_err(|why| at.error(Some(name.span()), Some(&key("name")), why))?;
         }
-        let weight = match &self.weight {
-            Some(w) => match u32::try_from(*w.get_ref()) {
-                Ok(n) if n > 0 => n,
-                _ => {
-                    return Err(at.error(
-                        Some(w.span()),
-                        Some(&key("weight")),
-                        format!(
-                            "weight must be a whole number of at least 1 (and at most {})",
-                            u32::MAX
-                        ),
-                    ))
-                }
-            },
-            None => 1,
-        };
+        let weight = weight(at, self.weight.as_ref(), &key("weight"))?;
         let batch = self
             .batch
             .as_ref()
@@ -143,9 +132,27 @@ impl RawCall {
     }
 }
 
+/// A call's or a flow's `weight`: 1 unless given.
+pub(super) fn weight(at: &Locator, weight: Option<&Spanned<i64>>, key: &str) -> Result<u32, ScenarioError> {
+    let Some(w) = weight else {
+        return Ok(1);
+    };
+    match u32::try_from(*w.get_ref()) {
+        Ok(n) if n > 0 => Ok(n),
+        _ => Err(at.error(
+            Some(w.span()),
+            Some(key),
+            format!(
+                "weight must be a whole number of at least 1 (and at most {})",
+                u32::MAX
+            ),
+        )),
+    }
+}
+
 /// Whether `name` may name a row of the report: not empty, not the total's
 /// row, and not a flow's (`flow:` names a journey's row).
-fn row_name(name: &str) -> Result<(), String> {
+pub(super) fn row_name(name: &str) -> Result<(), String> {
     if name.trim().is_empty() {
         return Err("name is empty".into());
     }

@@ -5,6 +5,7 @@
 
 mod batch;
 mod calls;
+mod flows;
 mod headers;
 mod path_search;
 mod poll;
@@ -54,6 +55,7 @@ struct RawScenario {
     #[serde(default)]
     load: super::load::RawLoad,
     calls: Option<Spanned<Vec<calls::RawCall>>>,
+    flows: Option<Spanned<Vec<flows::RawFlow>>>,
     batch: Option<batch::RawBatchMix>,
     replay: Option<Spanned<RawReplay>>,
     #[serde(default)]
@@ -178,11 +180,14 @@ impl RawScenario {
         let scope = Scope {
             base_dir,
             polled: &polled,
+            vars: &[],
         };
         let polls = self.polls(at)?;
 
         let mut replay = self.replay(at, base_dir, &load)?;
         let calls = self.calls(at, replay.as_ref(), &scope)?;
+        let flows = self.flows(at, &scope)?;
+        self.check_flow_weights(at, &calls, &flows)?;
         let batch = self.batch(at)?;
         let setup = self.setup_calls(at, &target)?;
         let thresholds = self.thresholds(at)?;
@@ -215,6 +220,7 @@ impl RawScenario {
             observe: Vec::new(),
             load,
             calls,
+            flows,
             batch,
             replay,
             setup,

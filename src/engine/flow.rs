@@ -1,0 +1,387 @@
+//! A flow as a caller runs it: one arrival, its steps in order on one
+//! connection, each sent when the previous answer came (a notification:
+//! when it was written), what a step captures read by the later ones.
+//! Every step is a call of its row, judged as any call is; the flow's own
+//! row counts it whole, from its intended start to its last answer.
+
+use std::time::Duration;
+
+use bytes::BytesMut;
+use rand::rngs::SmallRng;
+use tokio::time::{sleep, Instant};
+
+use super::call;
+use super::caller::{Caller, InHand, BACKOFF_MAX};
+use super::schedule::Claim;
+use crate::plan::{Flow, Step, Vars};
+use crate::rpc::{Entry, Expectation, Judge};
+use crate::stats::{micros, Cause, Outcome};
+
+/// What became of one call of a step.
+struct Sent {
+    outcome: Outcome,
+    /// The transport failed or the timeout passed: the connection is in an
+    /// unknown state and goes no further.
+    broken: bool,
+}
+
+/// A step's `until` as one flow waits for it.
+struct Waiting {
+    check: Expectation,
+    every: Duration,
+    /// No try starts that would end past this.
+    ends: Instant,
+}
+
+/// A flow in progress: its values and where it stands.
+struct Run<'f> {
+    flow: &'f Flow,
+    vars: Vars,
+    intended: Instant,
+    measured: bool,
+    /// When its first call left (the flow's service time starts there).
+    first_sent: Option<Instant>,
+    /// The first call waited for the connection's setup calls.
+    waited_for_setup: bool,
+}
+
+impl Caller {
+    /// Runs flow `index` of the mix, due at `claim.intended`.
+    pub(super) async fn run_flow(&mut self, claim: Claim, index: u32, rng: &mut SmallRng) {
+        let shared = self.shared.clone();
+        let flow = &shared.mix.flows[index as usize];
+        let local = self.local.clone();
+        local.sent.set(local.sent.get() + 1);
+        let mut run = Run {
+            flow,
+            vars: Vars::with_slots(flow.slots),
+            intended: claim.intended,
+            measured: claim.intended >= shared.clock().measure_start,
+            first_sent: None,
+            waited_for_setup: false,
+        };
+        make_vars(flow, &mut run.vars, rng);
+        let mut in_hand = match self.connection().await {
+            Ok(in_hand) => in_hand,
+            Err(failure) => {
+                if run.measured {
+                    let cause = Cause::Transport(&failure.reason);
+                    self.record_call(&run, &flow.steps[0], failure.outcome, cause, &[], None);
+                    self.end_flow(&run, Some((0, failure.outcome, flow.steps.len() as u64 - 1)));
+                }
+                sleep(self.backoff).await;
+                self.backoff = (self.backoff * 2).min(BACKOFF_MAX);
+                return;
+            }
+        };
+        run.waited_for_setup = in_hand.waited_for_setup;
+        let failed = self.run_steps(&mut run, &mut in_hand, rng).await;
+        let broken = failed.is_some_and(|(_, _, _, broken)| broken);
+        if !broken {
+            self.slot.checkin(in_hand.connection);
+        }
+        if run.measured {
+            self.end_flow(
+                &run,
+                failed.map(|(step, outcome, skipped, _)| (step, outcome, skipped)),
+            );
+        }
+    }
+
+    /// Sends each step in turn; the step a flow stopped at, why, how many
+    /// calls it left unsent, and whether the connection broke.
+    async fn run_steps(
+        &mut self,
+        run: &mut Run<'_>,
+        in_hand: &mut InHand,
+        rng: &mut SmallRng,
+    ) -> Option<(usize, Outcome, u64, bool)> {
+        let steps = &run.flow.steps;
+        for (i, step) in steps.iter().enumerate() {
+            let later = (steps.len() - i - 1) as u64;
+            let Some(each) = step.for_each else {
+                let sent = self.send_step(run, step, in_hand, rng).await;
+                if sent.outcome != Outcome::Ok {
+                    return Some((i, sent.outcome, later, sent.broken));
+                }
+                continue;
+            };
+            let items = run.vars.items(each.slot);
+            let items = &items[..items.len().min(each.limit as usize)];
+            for (n, item) in items.iter().enumerate() {
+                let mut vars = run.vars.clone();
+                vars.set(each.slot, item);
+                let kept = std::mem::replace(&mut run.vars, vars);
+                let sent = self.send_step(run, step, in_hand, rng).await;
+                // What this pass captured stays; the list it went through
+                // is put back for the next pass.
+                let mut after = std::mem::replace(&mut run.vars, kept);
+                after.restore(each.slot, &run.vars);
+                run.vars = after;
+                if sent.outcome != Outcome::Ok {
+                    let left = (items.len() - n - 1) as u64;
+                    return Some((i, sent.outcome, left + later, sent.broken));
+                }
+            }
+        }
+        None
+    }
+
+    /// Sends one step, again every `until.every` until its `until` holds;
+    /// each send a call of the step's row.
+    async fn send_step(
+        &mut self,
+        run: &mut Run<'_>,
+        step: &Step,
+        in_hand: &mut InHand,
+        rng: &mut SmallRng,
+    ) -> Sent {
+        let expect = step.expect.as_ref().map(|c| c.resolve(&run.vars, rng));
+        let until = step.until.as_ref().map(|u| Waiting {
+            check: u.check.resolve(&run.vars, rng),
+            every: u.every,
+            ends: Instant::now() + u.within,
+        });
+        loop {
+            let (sent, holds) = self
+                .send_once(run, step, in_hand, expect.as_ref(), until.as_ref(), rng)
+                .await;
+            match &until {
+                Some(until) if !holds && sent.outcome == Outcome::Ok => sleep(until.every).await,
+                _ => return sent,
+            }
+        }
+    }
+
+    /// One call of a step, and whether its `until` (if any) held. A right
+    /// answer that `until` turns down is recorded `ok`, unless no time is
+    /// left for another try: then it is the step's failure, `until`.
+    async fn send_once(
+        &mut self,
+        run: &mut Run<'_>,
+        step: &Step,
+        in_hand: &mut InHand,
+        expect: Option<&Expectation>,
+        until: Option<&Waiting>,
+        rng: &mut SmallRng,
+    ) -> (Sent, bool) {
+        let (shared, local) = (self.shared.clone(), self.local.clone());
+        let calls = u64::from(!step.notification);
+        let first_id = local.take_ids(&shared, calls);
+        self.builder.begin(false);
+        let entry = Entry {
+            method: step.row,
+            call: 0,
+            id: (!step.notification).then_some(first_id),
+        };
+        self.builder.push_with(&step.template, entry, rng, &run.vars);
+        let body = self.builder.finish();
+        let sent_at = Instant::now();
+        run.first_sent.get_or_insert(sent_at);
+        local.in_flight.set(local.in_flight.get() + calls);
+        let result = call::exchange(
+            &mut in_hand.connection,
+            body,
+            first_id,
+            calls,
+            shared.plan.timeout,
+        )
+        .await;
+        local.in_flight.set(local.in_flight.get() - calls);
+        let timing = Some((sent_at, Instant::now()));
+        if let Some(failure) = call::failure(&result) {
+            let cause = call::cause(&result, shared.plan.timeout);
+            self.record_call(run, step, failure, cause, &[], timing);
+            return (
+                Sent {
+                    outcome: failure,
+                    broken: true,
+                },
+                false,
+            );
+        }
+        let Ok(Ok(reply)) = &result else {
+            unreachable!("a result without a failure is a reply")
+        };
+        if self.http && run.measured {
+            let mut recorder = local.recorder_for(&shared, run.intended);
+            recorder.record_status(reply.status);
+        }
+        let entries = self.builder.entries();
+        let judge = |judge: &mut Judge, expectation: Option<&Expectation>| {
+            let mut outcome = Outcome::Ok;
+            let expectations = [expectation.cloned()];
+            judge.judge(
+                reply.status,
+                &reply.body,
+                entries,
+                false,
+                &expectations,
+                |_, o, _| outcome = o,
+            );
+            outcome
+        };
+        if let Some(until) = until {
+            if judge(&mut self.judge, Some(&until.check)) != Outcome::Ok {
+                let mut outcome = judge(&mut self.judge, None);
+                let mut expected = None;
+                if outcome == Outcome::Ok && Instant::now() + until.every > until.ends {
+                    outcome = Outcome::Until;
+                    expected = Some(format!("{}, within its time", until.check));
+                }
+                self.record_with(
+                    run,
+                    step,
+                    outcome,
+                    Cause::Answer,
+                    &reply.body,
+                    timing,
+                    expected.as_deref(),
+                );
+                return (
+                    Sent {
+                        outcome,
+                        broken: false,
+                    },
+                    false,
+                );
+            }
+        }
+        let mut outcome = judge(&mut self.judge, expect);
+        let mut expected = (outcome == Outcome::Assertion)
+            .then(|| expect.map(ToString::to_string))
+            .flatten();
+        if !step.captures.is_empty() && matches!(outcome, Outcome::Ok | Outcome::RpcError(_)) {
+            if let Some(missing) = capture(run, step, &reply.body, rng) {
+                outcome = Outcome::Capture;
+                expected = Some(missing);
+            }
+        }
+        self.record_with(
+            run,
+            step,
+            outcome,
+            Cause::Answer,
+            &reply.body,
+            timing,
+            expected.as_deref(),
+        );
+        (
+            Sent {
+                outcome,
+                broken: false,
+            },
+            true,
+        )
+    }
+
+    /// Records one call of a step (when the flow is measured).
+    fn record_call(
+        &self,
+        run: &Run<'_>,
+        step: &Step,
+        outcome: Outcome,
+        cause: Cause<'_>,
+        answer: &[u8],
+        timing: Option<(Instant, Instant)>,
+    ) {
+        self.record_with(run, step, outcome, cause, answer, timing, None);
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn record_with(
+        &self,
+        run: &Run<'_>,
+        step: &Step,
+        outcome: Outcome,
+        cause: Cause<'_>,
+        answer: &[u8],
+        timing: Option<(Instant, Instant)>,
+        expected: Option<&str>,
+    ) {
+        if !run.measured {
+            return;
+        }
+        let shared = &*self.shared;
+        let mut recorder = self.local.recorder_for(shared, run.intended);
+        let (latency, service) = match timing {
+            Some((sent, answered)) => {
+                recorder.requests += 1;
+                (answered - self.call_start(run, sent), answered - sent)
+            }
+            None => (Duration::ZERO, Duration::ZERO),
+        };
+        let name = &shared.mix.methods[step.row as usize];
+        let stats = &mut recorder.methods[step.row as usize];
+        stats.record(outcome, latency, service, answer.len());
+        if outcome != Outcome::Ok {
+            stats.keep_example(name, outcome, cause, expected.as_ref(), answer);
+            if let (Outcome::Assertion, Some(expected)) = (outcome, expected) {
+                stats.add_example(&expected, answer);
+            }
+            recorder.note_error(name, outcome, answer);
+        }
+    }
+
+    /// Where a step's call is timed from: the first from the flow's
+    /// intended start (as any call of the open model), the later ones from
+    /// their own send, since each waits for the one before.
+    fn call_start(&self, run: &Run<'_>, sent: Instant) -> Instant {
+        if run.first_sent != Some(sent) {
+            return sent;
+        }
+        if run.waited_for_setup && !self.open_model {
+            sent
+        } else {
+            run.intended.min(sent)
+        }
+    }
+
+    /// Counts the flow on its row: `failed` is the step it stopped at, why,
+    /// and the calls it left unsent.
+    fn end_flow(&self, run: &Run<'_>, failed: Option<(usize, Outcome, u64)>) {
+        let shared = &*self.shared;
+        let ended = Instant::now();
+        let mut recorder = self.local.recorder_for(shared, run.intended);
+        let started = run.first_sent.map_or(ended, |sent| self.call_start(run, sent));
+        let service = run.first_sent.map_or(Duration::ZERO, |sent| ended - sent);
+        if self.open_model {
+            if let Some(sent) = run.first_sent {
+                recorder.start_delay.record(micros(sent - run.intended)).ok();
+            }
+        }
+        let row = run.flow.row as usize;
+        let outcome = failed.map_or(Outcome::Ok, |(_, outcome, _)| outcome);
+        recorder.methods[row].record(outcome, ended - started, service, 0);
+        if let Some((step, outcome, skipped)) = failed {
+            let first_flow = recorder.call_rows().len();
+            if let Some(counts) = recorder.flows.get_mut(row - first_flow) {
+                counts.failed(step, outcome, skipped);
+            }
+        }
+    }
+}
+
+/// Makes the flow's `vars`, each once, the same in every step.
+fn make_vars(flow: &Flow, vars: &mut Vars, rng: &mut SmallRng) {
+    let mut out = BytesMut::new();
+    for (slot, template) in &flow.vars {
+        out.clear();
+        template.write_with(&mut out, rng, vars);
+        vars.set(*slot, std::str::from_utf8(&out).unwrap_or("null"));
+    }
+}
+
+/// Takes each of the step's captures from the answer's result; what was
+/// expected when one found nothing (the pointer), else `None`.
+fn capture(run: &mut Run<'_>, step: &Step, answer: &[u8], rng: &mut SmallRng) -> Option<String> {
+    let result = crate::rpc::wire::Message::parse(answer).and_then(|m| m.result);
+    let mut found = Vec::new();
+    for capture in &step.captures {
+        let took = result.is_some_and(|result| capture.take(result, &mut run.vars, &mut found, rng));
+        if !took {
+            return Some(format!("a value at {} for `{}`", capture.pointer, capture.name));
+        }
+    }
+    None
+}
