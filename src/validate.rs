@@ -6,7 +6,7 @@ use std::fmt::Write;
 use rand::rngs::SmallRng;
 use rand::SeedableRng;
 
-use crate::plan::{LoadPlan, Mix, Pacing, Planned, Poll, RequestBuilder, SetupCall};
+use crate::plan::{LoadPlan, Mix, Next, Pacing, Planned, Poll, RequestBuilder, SetupCall};
 use crate::scenario::{Compiled, Scenario};
 use crate::tls::TlsOptions;
 
@@ -185,7 +185,8 @@ fn write_mix(out: &mut String, scenario: &Scenario) {
             );
         }
     } else {
-        let total: u32 = scenario.calls.iter().map(|c| c.weight).sum();
+        let flows: u32 = scenario.flows.iter().map(|f| f.weight).sum();
+        let total: u32 = scenario.calls.iter().map(|c| c.weight).sum::<u32>() + flows;
         let _ = writeln!(out, "mix:");
         for call in &scenario.calls {
             let mut line = format!(
@@ -207,6 +208,9 @@ fn write_mix(out: &mut String, scenario: &Scenario) {
             }
             let _ = writeln!(out, "{line}");
         }
+        for flow in &scenario.flows {
+            write_flow(out, flow, flow.weight as f64 * 100.0 / total as f64);
+        }
         if let Some(batch) = &scenario.batch {
             let _ = writeln!(
                 out,
@@ -215,6 +219,59 @@ fn write_mix(out: &mut String, scenario: &Scenario) {
                 batch.notifications * 100.0
             );
         }
+    }
+}
+
+/// A flow: its share, its `vars`, and each step with what it reads,
+/// captures and waits for.
+fn write_flow(out: &mut String, flow: &crate::scenario::FlowSpec, share: f64) {
+    let _ = writeln!(out, "  {share:>5.1}%  flow `{}` (row `{}`), each step after the last one's answer:", flow.name, flow.row());
+    for (slot, _, text) in &flow.vars {
+        let _ = writeln!(out, "            vars: {} = {text}, made once per flow", flow.slots[*slot]);
+    }
+    for (i, step) in flow.steps.iter().enumerate() {
+        let mut line = format!("           {}. {}", i + 1, step.method);
+        if let Some(params) = &step.params {
+            let _ = write!(line, " {params}");
+        }
+        if let Some(name) = &step.name {
+            let _ = write!(line, "  (row `{name}`)");
+        }
+        if step.notification {
+            line.push_str("  (notification)");
+        }
+        if !step.uses.is_empty() {
+            let _ = write!(line, "  uses {}", step.uses.join(", "));
+        }
+        if let Some(each) = &step.for_each {
+            let _ = write!(
+                line,
+                "  once per value of {} (at most {})",
+                flow.slots[each.slot], each.limit
+            );
+        }
+        if let Some(until) = &step.until {
+            let _ = write!(
+                line,
+                "  until {}, tried every {} for at most {}",
+                until.check.expect,
+                humantime::format_duration(until.every),
+                humantime::format_duration(until.within)
+            );
+        }
+        if let Some(expect) = &step.expect {
+            let _ = write!(line, "  expects {}", expect.expect);
+        }
+        for capture in &step.captures {
+            let _ = write!(
+                line,
+                "  captures {} = {} ({})",
+                capture.name,
+                capture.pointer,
+                capture.pick.name()
+            );
+        }
+        let _ = writeln!(out, "{line}");
     }
 }
 
@@ -273,8 +330,14 @@ fn write_samples(out: &mut String, scenario: &Scenario, plan: &LoadPlan, mix: &M
     let mut planned: Vec<Planned> = Vec::new();
     let mut next_id = 1;
     for seq in 0..SAMPLES as u64 {
-        let Some(batch) = mix.next_request(seq, &mut rng, &mut planned) else {
-            break;
+        let batch = match mix.next(seq, &mut rng, &mut planned) {
+            None => break,
+            Some(Next::Request { batch }) => batch,
+            Some(Next::Flow(flow)) => {
+                let row = &mix.methods[mix.flows[flow as usize].row as usize];
+                let _ = writeln!(out, "  {row}: its steps, in order (above)");
+                continue;
+            }
         };
         let body = mix.write(&mut builder, &planned, batch, next_id, &mut rng);
         next_id += planned.iter().filter(|p| !p.notification).count() as u64;

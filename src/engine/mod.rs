@@ -463,3 +463,5 @@ fn client_cpu(shared: &RunState, wall: std::time::Duration, threads: usize) -> C
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod flow_tests;

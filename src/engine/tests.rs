@@ -18,7 +18,7 @@ use crate::transport::{Peer, Target};
 
 /// A load of one method over `connections`, each carrying `per_connection`
 /// callers (several: a multiplexed transport's, as over `tcp://`).
-fn plan(pacing: Pacing, connections: usize, per_connection: usize) -> LoadPlan {
+pub(super) fn plan(pacing: Pacing, connections: usize, per_connection: usize) -> LoadPlan {
     LoadPlan {
         pacing,
         connections,
@@ -57,10 +57,20 @@ async fn run<F: std::future::Future<Output = ()> + 'static>(
     peer: &Peer,
     steer: impl FnOnce(Arc<Control>) -> F,
 ) -> Option<RunSummary> {
+    run_mix(plan, one_method(), peer, steer).await
+}
+
+/// As `run`, over `mix`.
+pub(super) async fn run_mix<F: std::future::Future<Output = ()> + 'static>(
+    plan: LoadPlan,
+    mix: Mix,
+    peer: &Peer,
+    steer: impl FnOnce(Arc<Control>) -> F,
+) -> Option<RunSummary> {
     let control = Arc::new(Control::new());
     let spec = RunSpec {
         plan,
-        mix: one_method(),
+        mix,
         target: Target::Memory(peer.clone()),
         setup: Vec::new(),
         polls: Vec::new(),
@@ -84,7 +94,7 @@ async fn started(control: &Control) -> Instant {
     Instant::now()
 }
 
-async fn no_steering(_: Arc<Control>) {}
+pub(super) async fn no_steering(_: Arc<Control>) {}
 
 /// 10 calls in flight over 4 connections make 12 callers, 2 kept idle:
 /// the idle ones learn that the others took the last request.

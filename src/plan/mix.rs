@@ -240,7 +240,7 @@ impl Mix {
 
     /// Plans the next request into `planned`; returns whether it is a batch,
     /// or `None` when a replay that does not loop has run out.
-    pub fn next_request<R: RngExt>(&self, seq: u64, rng: &mut R, planned: &mut Vec<Planned>) -> Option<bool> {
+    fn next_request<R: RngExt>(&self, seq: u64, rng: &mut R, planned: &mut Vec<Planned>) -> Option<bool> {
         planned.clear();
         if let Some(replay) = &self.replay {
             // Request `seq` of the run is the file's line `seq`: the same

@@ -31,12 +31,30 @@ pub struct PeerCounts {
     pub most_in_flight: AtomicU64,
     /// Requests unanswered now on each connection, in the order opened.
     on_each: std::sync::Mutex<Vec<u64>>,
+    /// Each call received, in order, when the peer keeps a log.
+    log: std::sync::Mutex<Vec<Seen>>,
+}
+
+/// A call as the peer received it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Seen {
+    /// The connection, by the order they opened (from 0).
+    pub connection: usize,
+    pub method: String,
+    /// The params' JSON text (`null` when none).
+    pub params: String,
+    pub notification: bool,
 }
 
 impl PeerCounts {
     /// Requests unanswered now on each connection, in the order opened.
     pub fn in_flight_on_each(&self) -> Vec<u64> {
         self.on_each.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Every call received so far, when the peer keeps a log.
+    pub fn seen(&self) -> Vec<Seen> {
+        self.log.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
     /// Adds `delta` to connection `index`'s requests unanswered.
@@ -49,13 +67,16 @@ impl PeerCounts {
     }
 }
 
-/// A scripted server: it answers every call with `"0x1"` after `latency`
-/// (on tokio's clock, so a paused test clock sets it exactly), and each
-/// request independently, so many are in flight on one connection.
+/// A scripted server: it answers every call after `latency` (on tokio's
+/// clock, so a paused test clock sets it exactly) with its params as the
+/// result, or `"0x1"` when it has none, and each request independently,
+/// so many are in flight on one connection.
 #[derive(Clone, Debug)]
 pub struct Peer {
     latency: Duration,
     counts: Arc<PeerCounts>,
+    /// Keep every call in `PeerCounts::seen`.
+    log: bool,
 }
 
 impl Peer {
@@ -63,6 +84,15 @@ impl Peer {
         Peer {
             latency,
             counts: Arc::default(),
+            log: false,
+        }
+    }
+
+    /// A peer that keeps every call it receives, in order.
+    pub fn logging(latency: Duration) -> Self {
+        Peer {
+            log: true,
+            ..Peer::new(latency)
         }
     }
 
@@ -95,7 +125,7 @@ impl Peer {
                 Ok(0) | Err(_) => return,
                 Ok(_) => {}
             }
-            let Some(answer) = self.answer(&line) else {
+            let Some(answer) = self.answer(&line, index) else {
                 continue;
             };
             self.counts.change_on(index, 1);
@@ -112,7 +142,7 @@ impl Peer {
 
     /// Counts a request and makes its answer; `None` for one that needs
     /// none (notifications only).
-    fn answer(&self, line: &[u8]) -> Option<Vec<u8>> {
+    fn answer(&self, line: &[u8], connection: usize) -> Option<Vec<u8>> {
         let counts = &self.counts;
         counts.requests.fetch_add(1, Ordering::Relaxed);
         let request: Value = serde_json::from_slice(line).ok()?;
@@ -121,9 +151,20 @@ impl Peer {
             one => vec![one],
         };
         counts.calls.fetch_add(calls.len() as u64, Ordering::Relaxed);
+        if self.log {
+            let mut log = counts.log.lock().unwrap_or_else(|p| p.into_inner());
+            log.extend(calls.iter().map(|call| Seen {
+                connection,
+                method: call["method"].as_str().unwrap_or_default().to_string(),
+                params: call.get("params").unwrap_or(&Value::Null).to_string(),
+                notification: call.get("id").is_none(),
+            }));
+        }
         let answers: Vec<Value> = (calls.iter())
-            .filter_map(|call| call.get("id"))
-            .map(|id| serde_json::json!({"jsonrpc": "2.0", "id": id, "result": "0x1"}))
+            .filter_map(|call| {
+                let result = call.get("params").cloned().unwrap_or_else(|| "0x1".into());
+                Some(serde_json::json!({"jsonrpc": "2.0", "id": call.get("id")?, "result": result}))
+            })
             .collect();
         let answer = match request {
             _ if answers.is_empty() => return None,

@@ -22,7 +22,7 @@ use thiserror::Error;
 
 pub use h2::H2Connection;
 pub use http::{HttpConnection, HttpTarget, DEFAULT_MAX_RESPONSE_BYTES};
-pub use memory::{Peer, PeerCounts};
+pub use memory::{Peer, PeerCounts, Seen};
 pub use stream::{hurry_shutdowns, ChildEnd, MuxConnection, StreamAddr, StreamTarget};
 
 /// How to reach a target URL, beyond the URL itself.

@@ -1,0 +1,240 @@
+//! Flows over the in-memory peer, under tokio's paused clock: steps in
+//! order on one connection, captured values really sent, `until`'s tries
+//! and `for_each`'s passes counted exactly, a failed capture skipping the
+//! rest. The peer answers each call with its params, so a step can
+//! capture what an earlier one sent.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::json;
+
+use super::tests::{no_steering, plan, run_mix};
+use crate::plan::{
+    CallTemplate, Capture, Check, Flow, ForEach, Mix, MixCall, Pacing, Pick, Pointer, Scope, Step, Template,
+    Until,
+};
+use crate::rpc::{Expectation, ResultCheck, Version};
+use crate::stats::RunSummary;
+use crate::transport::Peer;
+
+/// A step of `method` whose params are `params` (`${...}` read `slots`).
+fn step(row: u32, method: &str, params: serde_json::Value, slots: &[&str]) -> Step {
+    let polled = Arc::new(crate::plan::Polled::new(Vec::new()));
+    let vars: Vec<String> = slots.iter().map(|s| s.to_string()).collect();
+    let scope = Scope {
+        base_dir: std::path::Path::new("."),
+        polled: &polled,
+        vars: &vars,
+    };
+    let template = Template::compile(&params, &scope).expect("params compile");
+    Step {
+        row,
+        template: CallTemplate::generated(Version::V2, method, Some(Arc::new(template))),
+        notification: false,
+        expect: None,
+        captures: Vec::new(),
+        until: None,
+        for_each: None,
+    }
+}
+
+fn capture(name: &str, slot: usize, pointer: &str, pick: Pick) -> Capture {
+    Capture {
+        name: name.into(),
+        slot,
+        pointer: Pointer::parse(pointer).unwrap(),
+        pick,
+    }
+}
+
+/// A mix of one flow (weight 1) whose rows are `rows`, the flow's last.
+fn flow_mix(rows: &[&str], steps: Vec<Step>, slots: usize) -> Mix {
+    let flow = Flow {
+        row: (rows.len() - 1) as u32,
+        vars: Vec::new(),
+        steps,
+        slots,
+    };
+    let rows = rows.iter().map(|r| r.to_string()).collect();
+    Mix::with_flows(rows, Vec::new(), vec![(flow, 1)], None)
+}
+
+fn closed(flows: u64) -> crate::plan::LoadPlan {
+    let mut plan = plan(Pacing::Closed, 1, 1);
+    plan.requests = Some(flows);
+    plan
+}
+
+fn row<'a>(summary: &'a RunSummary, name: &str) -> &'a crate::stats::MethodSummary {
+    summary.methods.iter().find(|m| m.method == name).expect("the row is there")
+}
+
+/// list → pick all → get each (capped at 2) → the last captured value sent
+/// on: every step on one connection, in order, with the captured values.
+#[tokio::test(start_paused = true)]
+async fn a_flow_sends_its_steps_in_order_with_what_it_captured() {
+    let peer = Peer::logging(Duration::from_millis(10));
+    let mut list = step(0, "list", json!({"items": ["a", "b", "c"]}), &[]);
+    list.captures = vec![capture("item", 0, "/items/*", Pick::All)];
+    let mut get = step(1, "get", json!(["${item}"]), &["item"]);
+    get.for_each = Some(ForEach { slot: 0, limit: 2 });
+    get.captures = vec![capture("got", 1, "/0", Pick::First)];
+    let last = step(2, "last", json!({"got": "${got}", "all": "${item}"}), &["item", "got"]);
+    let mix = flow_mix(&["list", "get", "last", "flow:f"], vec![list, get, last], 2);
+    let summary = run_mix(closed(3), mix, &peer, no_steering).await.expect("the run ended");
+    let seen = peer.counts().seen();
+    let sent: Vec<(usize, &str, &str)> = (seen.iter())
+        .take(4)
+        .map(|s| (s.connection, s.method.as_str(), s.params.as_str()))
+        .collect();
+    assert_eq!(
+        sent,
+        [
+            (0, "list", r#"{"items":["a","b","c"]}"#),
+            (0, "get", r#"["a"]"#),
+            (0, "get", r#"["b"]"#),
+            (0, "last", r#"{"all":["a","b","c"],"got":"b"}"#),
+        ]
+    );
+    assert_eq!(seen.len(), 12, "3 flows of 4 calls");
+    assert_eq!(summary.requests, 12);
+    assert_eq!(summary.total.calls, 12);
+    assert_eq!(summary.total.ok, 12);
+    let flows = row(&summary, "flow:f");
+    assert_eq!((flows.calls, flows.ok), (3, 3));
+    // Four answers of 10 ms each, one after the other.
+    assert_eq!(flows.latency.max_ms, 40.0);
+    assert_eq!(row(&summary, "get").calls, 6);
+    assert_eq!(summary.flows[0].started, 3);
+    assert!(summary.flows[0].failed_at.is_empty());
+}
+
+/// A pointer that finds nothing fails its step as `capture` and leaves the
+/// rest of the flow unsent, counted as skipped.
+#[tokio::test(start_paused = true)]
+async fn a_capture_that_finds_nothing_skips_the_rest_of_its_flow() {
+    let peer = Peer::logging(Duration::from_millis(10));
+    let mut first = step(0, "first", json!({"items": []}), &[]);
+    first.captures = vec![capture("item", 0, "/items/*", Pick::Random)];
+    let second = step(1, "second", json!(["${item}"]), &["item"]);
+    let third = step(1, "second", json!([]), &[]);
+    let mix = flow_mix(&["first", "second", "flow:f"], vec![first, second, third], 1);
+    let summary = run_mix(closed(5), mix, &peer, no_steering).await.expect("the run ended");
+    assert_eq!(peer.counts().seen().len(), 5, "only the first step of each flow");
+    let first = row(&summary, "first");
+    assert_eq!((first.calls, first.outcome(crate::stats::OutcomeKind::Capture)), (5, 5));
+    assert_eq!(row(&summary, "second").calls, 0);
+    let flows = &summary.flows[0];
+    assert_eq!((flows.started, flows.completed, flows.failed, flows.skipped_steps), (5, 0, 5, 10));
+    assert_eq!(flows.failed_at[0].step, 1);
+    assert_eq!(flows.failed_at[0].outcomes["capture"], 5);
+    let example = &first.error_examples["capture"][0];
+    assert!(example.reason.contains("/items/*"), "{example:?}");
+    assert!(example.answer.contains("items"), "{example:?}");
+}
+
+/// An `until` that never holds: tried every 100 ms within 1 s, each try a
+/// call, the last one the step's failure.
+#[tokio::test(start_paused = true)]
+async fn an_until_that_never_holds_is_tried_until_its_time_is_up() {
+    let peer = Peer::logging(Duration::from_millis(10));
+    let mut wait = step(0, "wait", json!(["pending"]), &[]);
+    wait.until = Some(Until {
+        check: Check {
+            expect: Expectation::Result(ResultCheck {
+                equals: Some(json!(["mined"])),
+                ..Default::default()
+            }),
+            equals: None,
+        },
+        every: Duration::from_millis(100),
+        within: Duration::from_secs(1),
+    });
+    let mix = flow_mix(&["wait", "flow:f"], vec![wait], 0);
+    let summary = run_mix(closed(1), mix, &peer, no_steering).await.expect("the run ended");
+    // Answers at 10 ms, then 110 ms apart: at 1,000 ms no try fits.
+    let wait = row(&summary, "wait");
+    assert_eq!((wait.calls, wait.ok), (10, 9));
+    assert_eq!(wait.outcome(crate::stats::OutcomeKind::Until), 1);
+    let flows = row(&summary, "flow:f");
+    assert_eq!((flows.calls, flows.errors), (1, 1));
+    assert_eq!(flows.latency.max_ms, 1000.0);
+    assert_eq!(summary.flows[0].failed_at[0].outcomes["until"], 1);
+}
+
+/// An `until` that holds from a captured value on: tries stop there.
+#[tokio::test(start_paused = true)]
+async fn an_until_stops_once_it_holds() {
+    let peer = Peer::logging(Duration::from_millis(10));
+    let mut ask = step(0, "ask", json!(["0xab"]), &[]);
+    ask.captures = vec![capture("tx", 0, "/0", Pick::First)];
+    let mut wait = step(1, "wait", json!(["${tx}"]), &["tx"]);
+    let equals = Template::compile(
+        &json!(["${tx}"]),
+        &Scope {
+            base_dir: std::path::Path::new("."),
+            polled: &Arc::new(crate::plan::Polled::new(Vec::new())),
+            vars: &["tx".to_string()],
+        },
+    )
+    .unwrap();
+    wait.until = Some(Until {
+        check: Check {
+            expect: Expectation::Result(ResultCheck::default()),
+            equals: Some(Arc::new(equals)),
+        },
+        every: Duration::from_millis(100),
+        within: Duration::from_secs(1),
+    });
+    let mix = flow_mix(&["ask", "wait", "flow:f"], vec![ask, wait], 1);
+    let summary = run_mix(closed(2), mix, &peer, no_steering).await.expect("the run ended");
+    assert_eq!(row(&summary, "wait").calls, 2, "held at the first try of each flow");
+    assert_eq!(row(&summary, "flow:f").ok, 2);
+}
+
+/// The open model schedules flows: each arrival a flow, its latency from
+/// its intended start; the steps' calls counted beside it.
+#[tokio::test(start_paused = true)]
+async fn the_open_model_schedules_flow_starts() {
+    let peer = Peer::logging(Duration::from_millis(5));
+    let one = step(0, "one", json!([1]), &[]);
+    let two = step(1, "two", json!([2]), &[]);
+    let mix = flow_mix(&["one", "two", "flow:f"], vec![one, two], 0);
+    let mut plan = plan(Pacing::Open { rate: 100.0 }, 1, 8);
+    plan.duration = Some(Duration::from_secs(1));
+    let summary = run_mix(plan, mix, &peer, no_steering).await.expect("the run ended");
+    assert_eq!(peer.counts().seen().len(), 200, "100 flows of 2 steps");
+    let flows = row(&summary, "flow:f");
+    assert_eq!((flows.calls, flows.ok), (100, 100));
+    assert_eq!(flows.latency.p50_ms, 10.0);
+    assert_eq!(summary.total.calls, 200);
+    let schedule = summary.schedule.expect("an open run's schedule");
+    assert_eq!((schedule.unsent, schedule.late_requests), (0, 0));
+}
+
+/// A flow among calls: arrivals drawn by weight, the total the calls'.
+#[tokio::test(start_paused = true)]
+async fn flows_and_calls_share_the_arrivals() {
+    let peer = Peer::new(Duration::from_millis(1));
+    let call = MixCall {
+        method: 0,
+        template: CallTemplate::new(Version::V2, "alone", None),
+        batch: None,
+        notification: false,
+    };
+    let flow = Flow {
+        row: 3,
+        vars: Vec::new(),
+        steps: vec![step(1, "a", json!([]), &[]), step(2, "b", json!([]), &[])],
+        slots: 0,
+    };
+    let rows = ["alone", "a", "b", "flow:f"].map(String::from).to_vec();
+    let mix = Mix::with_flows(rows, vec![(call, 1, None)], vec![(flow, 1)], None);
+    let summary = run_mix(closed(1000), mix, &peer, no_steering).await.expect("the run ended");
+    let (alone, flows) = (row(&summary, "alone").calls, row(&summary, "flow:f").calls);
+    assert_eq!(alone + flows, 1000, "each arrival one or the other");
+    assert!((400..600).contains(&flows), "{flows} flows of 1000 at even weights");
+    assert_eq!(summary.total.calls, alone + 2 * flows);
+    assert_eq!(row(&summary, "a").calls, flows);
+}
