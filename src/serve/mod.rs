@@ -5,6 +5,7 @@
 
 mod body;
 mod capacity;
+mod chain;
 mod chaos;
 mod handler;
 mod latency;
@@ -18,6 +19,7 @@ mod timer;
 pub mod tls;
 
 pub use capacity::Capacity;
+pub use chain::{MAX_BLOCK_TRANSACTIONS, MAX_RECEIPTS_AFTER};
 pub use chaos::{Chaos, ChaosCounts, Fault};
 pub use handler::INJECTED_ERROR;
 pub use latency::Latency;
@@ -86,6 +88,11 @@ pub struct ServeConfig {
     /// Counts ids seen twice (`--count-duplicate-ids`): every id is kept,
     /// so it costs memory and a lock per call; for checking shards' ids.
     pub count_duplicate_ids: bool,
+    /// Transactions each `eth_getBlockByNumber` block lists (at most
+    /// `MAX_BLOCK_TRANSACTIONS`), their hashes handed out for receipts.
+    pub block_transactions: u64,
+    /// Asks of a handed-out hash answered `null` before its receipt comes.
+    pub receipts_after: u32,
 }
 
 impl Default for ServeConfig {
@@ -107,6 +114,8 @@ impl Default for ServeConfig {
             count_duplicate_ids: false,
             capacity: None,
             differ: Vec::new(),
+            block_transactions: 0,
+            receipts_after: 0,
         }
     }
 }
@@ -145,6 +154,15 @@ pub struct ServerStats {
     pub duplicate_ids: AtomicU64,
     #[serde(skip)]
     ids: Mutex<std::collections::HashSet<Box<str>>>,
+    /// Distinct transaction hashes handed out (in blocks, or sent).
+    pub transactions_handed_out: AtomicU64,
+    /// Receipt asks of a hash handed out; those answered with a receipt;
+    /// asks of a hash never handed out.
+    pub receipts_asked: AtomicU64,
+    pub receipts_found: AtomicU64,
+    pub receipts_unknown: AtomicU64,
+    #[serde(skip)]
+    ledger: chain::Ledger,
 }
 
 impl ServerStats {
