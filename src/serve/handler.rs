@@ -122,6 +122,9 @@ impl Handler<'_> {
             };
             methods::call(&method, msg.params, &chain, hold)
         };
+        if method == "resources/read" && result.is_ok() {
+            self.stats.resources_read.fetch_add(1, Ordering::Relaxed);
+        }
         let Some(id) = id else {
             self.stats.notifications.fetch_add(1, Ordering::Relaxed);
             return None;

@@ -161,6 +161,8 @@ pub struct ServerStats {
     pub receipts_asked: AtomicU64,
     pub receipts_found: AtomicU64,
     pub receipts_unknown: AtomicU64,
+    /// MCP `resources/read` calls answered with a resource.
+    pub resources_read: AtomicU64,
     #[serde(skip)]
     ledger: chain::Ledger,
 }
