@@ -201,6 +201,15 @@ fn say_served(stats: &ServerStats, ids_counted: bool) {
             get(&stats.duplicate_ids)
         ));
     }
+    let handed_out = get(&stats.transactions_handed_out);
+    if handed_out > 0 {
+        crate::output::print(&format!(
+            "transactions handed out: {handed_out}; receipts asked for {} times, {} found ({} asks of unknown hashes)\n",
+            get(&stats.receipts_asked),
+            get(&stats.receipts_found),
+            get(&stats.receipts_unknown)
+        ));
+    }
     let faults = stats.chaos.summary();
     if !faults.is_empty() {
         crate::output::print(&format!("chaos applied: {faults}\n"));
