@@ -20,9 +20,10 @@ pub const MAX_BLOCK_TRANSACTIONS: u64 = 10_000;
 /// The most `null` answers `--receipts-after` may ask for before a receipt.
 pub const MAX_RECEIPTS_AFTER: u32 = 1_000_000;
 /// Hashes (and, apart, blocks) remembered at most, so a long run cannot
-/// eat memory: past it the oldest is forgotten (a hash of it answers
-/// `null` again, as an unknown one). 900,000 keeps each map within 2^20
-/// buckets: about 90 MB at most, not twice that.
+/// eat memory: past it the oldest is forgotten, not the newest (a flow
+/// asks about what it was just handed), and a forgotten hash answers `null`
+/// as an unknown one would. 900,000 keeps each map within 2^20 buckets:
+/// about 110 MB for both at most, not twice that.
 const MAX_REMEMBERED: usize = 900_000;
 
 /// A transaction hash's 32 bytes.

@@ -154,7 +154,8 @@ pub struct ServerStats {
     pub duplicate_ids: AtomicU64,
     #[serde(skip)]
     ids: Mutex<std::collections::HashSet<Box<str>>>,
-    /// Distinct transaction hashes handed out (in blocks, or sent).
+    /// Distinct transaction hashes handed out (in blocks, or sent); one
+    /// forgotten (past `chain`'s bound) and handed out again counts again.
     pub transactions_handed_out: AtomicU64,
     /// Receipt asks of a hash handed out; those answered with a receipt;
     /// asks of a hash never handed out.
