@@ -560,6 +560,14 @@ pub struct ServeArgs {
     /// that shards, or any clients, never share an id); said when the server stops.
     #[arg(long)]
     pub count_duplicate_ids: bool,
+    /// Transactions each eth_getBlockByNumber block lists (hashes, or whole with `true`), each
+    /// hash then known to eth_getTransactionReceipt; at most 10000.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub block_transactions: u64,
+    /// Asks of a known transaction hash that eth_getTransactionReceipt answers null before its
+    /// receipt comes (a transaction mined after a while); at most 1000000.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub receipts_after: u32,
     /// Serve on stdin/stdout instead of the network, until stdin closes (as a child of `volley run`).
     #[arg(long)]
     pub stdio: bool,

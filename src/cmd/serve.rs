@@ -99,6 +99,20 @@ fn config(args: &ServeArgs) -> Result<ServeConfig, String> {
                 .ok_or_else(|| format!("--capacity: {rate} is not a rate above zero"))?,
         )),
     };
+    if args.block_transactions > serve::MAX_BLOCK_TRANSACTIONS {
+        return Err(format!(
+            "--block-transactions: {} is more than {} a block",
+            args.block_transactions,
+            serve::MAX_BLOCK_TRANSACTIONS
+        ));
+    }
+    if args.receipts_after > serve::MAX_RECEIPTS_AFTER {
+        return Err(format!(
+            "--receipts-after: {} is more than {}",
+            args.receipts_after,
+            serve::MAX_RECEIPTS_AFTER
+        ));
+    }
     let defaults = ServeConfig::default();
     Ok(ServeConfig {
         listen: args.listen,
@@ -117,6 +131,8 @@ fn config(args: &ServeArgs) -> Result<ServeConfig, String> {
         capacity,
         differ: args.differ.clone(),
         count_duplicate_ids: args.count_duplicate_ids,
+        block_transactions: args.block_transactions,
+        receipts_after: args.receipts_after,
     })
 }
 
@@ -183,6 +199,15 @@ fn say_served(stats: &ServerStats, ids_counted: bool) {
         crate::output::print(&format!(
             "calls whose id was used before: {}\n",
             get(&stats.duplicate_ids)
+        ));
+    }
+    let handed_out = get(&stats.transactions_handed_out);
+    if handed_out > 0 {
+        crate::output::print(&format!(
+            "transactions handed out: {handed_out}; receipts asked for {} times, {} found ({} asks of unknown hashes)\n",
+            get(&stats.receipts_asked),
+            get(&stats.receipts_found),
+            get(&stats.receipts_unknown)
         ));
     }
     let faults = stats.chaos.summary();

@@ -9,6 +9,7 @@ use rand::seq::SliceRandom;
 use rand::RngExt;
 use serde_json::value::RawValue;
 
+use super::chain::Chain;
 use super::methods::{self, MethodResult};
 use super::{ServeConfig, ServerStats};
 use crate::rpc::wire::{self, Message};
@@ -114,8 +115,16 @@ impl Handler<'_> {
         } else if self.config.differ.iter().any(|m| *m == method) {
             Ok(DIFFERENT_RESULT.into())
         } else {
-            methods::call(&method, msg.params, self.started, hold)
+            let chain = Chain {
+                config: self.config,
+                stats: self.stats,
+                started: self.started,
+            };
+            methods::call(&method, msg.params, &chain, hold)
         };
+        if method == "resources/read" && result.is_ok() {
+            self.stats.resources_read.fetch_add(1, Ordering::Relaxed);
+        }
         let Some(id) = id else {
             self.stats.notifications.fetch_add(1, Ordering::Relaxed);
             return None;

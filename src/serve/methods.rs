@@ -1,8 +1,10 @@
 //! The built-in server's methods.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::Value;
+
+use super::chain::{self, Chain};
 
 /// A method's answer: the JSON text of its result, or an error.
 pub type MethodResult = Result<String, (i64, &'static str)>;
@@ -14,7 +16,9 @@ pub const INVALID_PARAMS: (i64, &str) = (-32602, "Invalid params");
 const MAX_SLEEP: Duration = Duration::from_secs(60);
 
 /// Runs `method`; `hold` is raised by methods that take time (`sleep`).
-pub fn call(method: &str, params: Option<&str>, started: Instant, hold: &mut Duration) -> MethodResult {
+/// `chain` is the server's state, for the methods of its transactions.
+pub fn call(method: &str, params: Option<&str>, chain: &Chain, hold: &mut Duration) -> MethodResult {
+    let started = chain.started;
     match method {
         "echo" => Ok(params.unwrap_or("null").to_string()),
         // Takes any params and does nothing: a method to send as a
@@ -54,38 +58,90 @@ pub fn call(method: &str, params: Option<&str>, started: Instant, hold: &mut Dur
             }
             Ok(quantity(fnv1a(address.to_ascii_lowercase().as_bytes()) >> 4))
         }
-        "eth_getBlockByNumber" => {
-            let params = parse(params)?;
-            let head = head(started);
-            let number = match params.get(0).and_then(Value::as_str) {
-                Some("latest" | "pending" | "safe" | "finalized") => head,
-                Some("earliest") => 0,
-                Some(hex) => parse_quantity(hex).ok_or(INVALID_PARAMS)?,
-                None => return Err(INVALID_PARAMS),
-            };
-            if number > head {
-                return Ok("null".to_string());
-            }
-            let hash = |n: u64| {
-                format!(
-                    "0x{:016x}{:016x}{:016x}{:016x}",
-                    fnv1a(&n.to_le_bytes()),
-                    n,
-                    !n,
-                    n ^ 0x5eed
-                )
-            };
-            Ok(format!(
-                r#"{{"number":{},"hash":"{}","parentHash":"{}","timestamp":{},"gasUsed":"0x0","transactions":[]}}"#,
-                quantity(number),
-                hash(number),
-                hash(number.saturating_sub(1)),
-                quantity(1_700_000_000 + number * 12),
-            ))
-        }
+        "eth_getBlockByNumber" => get_block_by_number(&parse(params)?, chain),
+        "eth_getTransactionReceipt" => chain.receipt(&parse(params)?),
+        "eth_sendRawTransaction" => chain.send_raw(&parse(params)?),
         // MCP's and LSP's methods, so the server stands in for either.
         other => super::stand_in::call(other, &parse(params)?).unwrap_or(Err(METHOD_NOT_FOUND)),
     }
+}
+
+/// `eth_getBlockByNumber([number, full])`: `null` past the head; a block
+/// listing `--block-transactions` transactions, hashes only or (`full`
+/// true) whole, each handed out.
+fn get_block_by_number(params: &Value, chain: &Chain) -> MethodResult {
+    let head = head(chain.started);
+    let number = match params.get(0).and_then(Value::as_str) {
+        Some("latest" | "pending" | "safe" | "finalized") => head,
+        Some("earliest") => 0,
+        Some(hex) => parse_quantity(hex).ok_or(INVALID_PARAMS)?,
+        None => return Err(INVALID_PARAMS),
+    };
+    if number > head {
+        return Ok("null".to_string());
+    }
+    let count = chain.per_block();
+    let full = params.get(1).and_then(Value::as_bool).unwrap_or(false);
+    if count > 0 {
+        chain.hand_out_block(number);
+    }
+    let block_hash = block_hash(number);
+    // A whole transaction is about 700 bytes, a quoted hash 69.
+    let each = if full { 700 } else { 70 };
+    let mut out = String::with_capacity(each * count as usize + 512);
+    out.push_str(&format!(
+        r#"{{"number":{},"hash":"{block_hash}","parentHash":"{}","timestamp":{},"gasUsed":{},"transactions":["#,
+        quantity(number),
+        self::block_hash(number.saturating_sub(1)),
+        quantity(1_700_000_000 + number * 12),
+        quantity(21_000 * count),
+    ));
+    for i in 0..count {
+        if i > 0 {
+            out.push(',');
+        }
+        let hash = chain::tx_hash(number, i);
+        if full {
+            push_transaction(&mut out, &block_hash, number, i, &hash);
+        } else {
+            out.push('"');
+            out.push_str(&hash);
+            out.push('"');
+        }
+    }
+    out.push_str("]}");
+    Ok(out)
+}
+
+/// A block's hash: its number's, in 32 bytes.
+pub(super) fn block_hash(number: u64) -> String {
+    word_hash(number)
+}
+
+/// 32 bytes that look like a hash, made of `seed`.
+fn word_hash(seed: u64) -> String {
+    format!(
+        "0x{:016x}{:016x}{:016x}{:016x}",
+        fnv1a(&seed.to_le_bytes()),
+        seed,
+        !seed,
+        seed ^ 0x5eed
+    )
+}
+
+/// 20 bytes that look like an address, made of `seed`.
+pub(super) fn address(seed: u64) -> String {
+    format!(
+        "0x{:016x}{:016x}{:08x}",
+        fnv1a(&seed.to_be_bytes()),
+        seed,
+        seed as u32
+    )
+}
+
+/// What a block's transaction `i` is made of (its sender, its nonce...).
+pub(super) fn transaction_seed(number: u64, i: u64) -> u64 {
+    number.wrapping_mul(100_000).wrapping_add(i)
 }
 
 /// The most transactions one `block` answer holds (about 10 MB).
@@ -113,29 +169,12 @@ fn made_block(number: u64, count: u64) -> String {
 /// EIP-1559 ones), so that the answer's size is set by one number: 150
 /// transactions is 122 KB, 1,500 1.2 MB.
 fn block(number: u64, count: u64) -> String {
-    let hash = |seed: u64| {
-        format!(
-            "0x{:016x}{:016x}{:016x}{:016x}",
-            fnv1a(&seed.to_le_bytes()),
-            seed,
-            !seed,
-            seed ^ 0x5eed
-        )
-    };
-    let address = |seed: u64| {
-        format!(
-            "0x{:016x}{:016x}{:08x}",
-            fnv1a(&seed.to_be_bytes()),
-            seed,
-            seed as u32
-        )
-    };
-    let block_hash = hash(number);
+    let block_hash = word_hash(number);
     let mut out = String::with_capacity(700 * count as usize + 1024);
     out.push_str(&format!(
         r#"{{"number":{},"hash":"{block_hash}","parentHash":"{}","timestamp":{},"gasLimit":"0x1c9c380","gasUsed":"0x{:x}","baseFeePerGas":"0x3b9aca00","miner":"{}","transactions":["#,
         quantity(number),
-        hash(number.wrapping_sub(1)),
+        word_hash(number.wrapping_sub(1)),
         quantity(1_700_000_000 + number * 12),
         21_000 * count,
         address(number)
@@ -144,23 +183,33 @@ fn block(number: u64, count: u64) -> String {
         if i > 0 {
             out.push(',');
         }
-        let seed = number.wrapping_mul(100_000).wrapping_add(i);
-        out.push_str(&format!(
-            r#"{{"blockHash":"{block_hash}","blockNumber":{},"from":"{}","to":"{}","gas":"0x5208","gasPrice":"0x4a817c800","maxFeePerGas":"0x6fc23ac00","maxPriorityFeePerGas":"0x3b9aca00","hash":"{}","input":"0xa9059cbb000000000000000000000000{:016x}{:016x}{:08x}0000000000000000000000000000000000000000000000000de0b6b3a7640000","nonce":"0x{:x}","transactionIndex":"0x{i:x}","value":"0x0","type":"0x2","accessList":[],"chainId":"0x539","v":"0x1","r":"{}","s":"{}","yParity":"0x1"}}"#,
-            quantity(number),
-            address(seed),
-            address(seed ^ 1),
-            hash(seed),
-            fnv1a(&i.to_le_bytes()),
-            seed,
-            i as u32,
-            seed % 1000,
-            hash(seed ^ 0xaaaa),
-            hash(seed ^ 0x5555),
-        ));
+        push_transaction(
+            &mut out,
+            &block_hash,
+            number,
+            i,
+            &word_hash(transaction_seed(number, i)),
+        );
     }
     out.push_str("]}");
     out
+}
+
+/// Block `number`'s transaction `i`, hashed `hash`, as a whole object.
+fn push_transaction(out: &mut String, block_hash: &str, number: u64, i: u64, hash: &str) {
+    let seed = transaction_seed(number, i);
+    out.push_str(&format!(
+        r#"{{"blockHash":"{block_hash}","blockNumber":{},"from":"{}","to":"{}","gas":"0x5208","gasPrice":"0x4a817c800","maxFeePerGas":"0x6fc23ac00","maxPriorityFeePerGas":"0x3b9aca00","hash":"{hash}","input":"0xa9059cbb000000000000000000000000{:016x}{:016x}{:08x}0000000000000000000000000000000000000000000000000de0b6b3a7640000","nonce":"0x{:x}","transactionIndex":"0x{i:x}","value":"0x0","type":"0x2","accessList":[],"chainId":"0x539","v":"0x1","r":"{}","s":"{}","yParity":"0x1"}}"#,
+        quantity(number),
+        address(seed),
+        address(seed ^ 1),
+        fnv1a(&i.to_le_bytes()),
+        seed,
+        i as u32,
+        seed % 1000,
+        word_hash(seed ^ 0xaaaa),
+        word_hash(seed ^ 0x5555),
+    ));
 }
 
 /// The most CPU one `burn` call may spend.
@@ -225,7 +274,7 @@ pub(super) fn add(params: Value) -> MethodResult {
 }
 
 /// The chain head moves one block a second from an arbitrary height.
-pub(super) fn head(started: Instant) -> u64 {
+pub(super) fn head(started: std::time::Instant) -> u64 {
     1_000_000 + started.elapsed().as_secs()
 }
 
@@ -247,7 +296,7 @@ fn is_hex_bytes(text: &str, bytes: usize) -> bool {
         .is_some_and(|h| h.len() == bytes * 2 && h.bytes().all(|b| b.is_ascii_hexdigit()))
 }
 
-fn fnv1a(bytes: &[u8]) -> u64 {
+pub(super) fn fnv1a(bytes: &[u8]) -> u64 {
     bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, b| {
         (h ^ *b as u64).wrapping_mul(0x0100_0000_01b3)
     })
@@ -282,7 +331,34 @@ mod tests {
 
     fn run(method: &str, params: &str) -> MethodResult {
         let mut hold = Duration::ZERO;
-        call(method, Some(params), Instant::now(), &mut hold)
+        let (config, stats) = (
+            super::super::ServeConfig::default(),
+            super::super::ServerStats::default(),
+        );
+        let chain = Chain {
+            config: &config,
+            stats: &stats,
+            started: std::time::Instant::now(),
+        };
+        call(method, Some(params), &chain, &mut hold)
+    }
+
+    #[test]
+    fn without_block_transactions_blocks_are_as_they_were() {
+        // The answer before `--block-transactions`, byte for byte.
+        let block = run("eth_getBlockByNumber", r#"["0x10",false]"#).unwrap();
+        assert_eq!(
+            block,
+            r#"{"number":"0x10","hash":"0x987468c2d70edbd50000000000000010ffffffffffffffef0000000000005efd","parentHash":"0x43addb5f5ec6ac6a000000000000000ffffffffffffffff00000000000005ee2","timestamp":"0x6553f1c0","gasUsed":"0x0","transactions":[]}"#
+        );
+        assert_eq!(run("eth_getBlockByNumber", r#"["0x10",true]"#).unwrap(), block);
+        // And `block`'s, fingerprinted: the FNV-1a of its text before the
+        // transaction's shape was shared with eth_getBlockByNumber.
+        assert_eq!(fnv1a(super::block(7, 150).as_bytes()), 0xe77b_8319_26f6_ea7d);
+        assert_eq!(
+            fnv1a(super::block(1_000_123, 3).as_bytes()),
+            0x534d_81ba_3ff0_57a8
+        );
     }
 
     #[test]
@@ -313,8 +389,17 @@ mod tests {
     #[test]
     fn sleep_raises_the_hold() {
         let mut hold = Duration::ZERO;
+        let (config, stats) = (
+            super::super::ServeConfig::default(),
+            super::super::ServerStats::default(),
+        );
+        let chain = Chain {
+            config: &config,
+            stats: &stats,
+            started: std::time::Instant::now(),
+        };
         assert_eq!(
-            call("sleep", Some("[25]"), Instant::now(), &mut hold),
+            call("sleep", Some("[25]"), &chain, &mut hold),
             Ok("25".to_string())
         );
         assert_eq!(hold, Duration::from_millis(25));

@@ -23,8 +23,13 @@ pub fn call(method: &str, params: &Value) -> Option<MethodResult> {
         "ping" => Ok(json!({})),
         "tools/list" => Ok(json!({ "tools": tools() })),
         "tools/call" => tools_call(params),
+        "resources/list" => Ok(json!({ "resources": resources() })),
+        "resources/read" => resources_read(params),
         // LSP's lifecycle; `exit` ends a stdio server (see `serve_headed`).
         "shutdown" => Ok(Value::Null),
+        // Notifications: known, so that one sent as a request is not
+        // `-32601`; the document is not kept, so there is nothing to do.
+        "textDocument/didOpen" | "textDocument/didClose" => document(params).map(|_| Value::Null),
         "textDocument/hover" => hover(params),
         "textDocument/completion" => completion(params),
         "textDocument/documentSymbol" => document_symbols(params),
@@ -42,7 +47,7 @@ fn mcp_initialize(params: &Value) -> Value {
     let version = asked.filter(|v| MCP_VERSIONS.contains(v)).unwrap_or(MCP_LATEST);
     json!({
         "protocolVersion": version,
-        "capabilities": { "tools": {} },
+        "capabilities": { "tools": {}, "resources": {} },
         "serverInfo": server_info(),
     })
 }
@@ -91,6 +96,31 @@ fn tools_call(params: &Value) -> Result<Value, (i64, &'static str)> {
         _ => return Err(INVALID_PARAMS),
     };
     Ok(json!({ "content": [{ "type": "text", "text": text }] }))
+}
+
+/// How many resources there are: `volley://resources/1` to this.
+const RESOURCES: u32 = 3;
+
+fn resources() -> Value {
+    (1..=RESOURCES)
+        .map(|n| json!({ "uri": format!("volley://resources/{n}"), "name": format!("resource-{n}"), "mimeType": "text/plain" }))
+        .collect()
+}
+
+/// A listed resource's text; any other URI is invalid params.
+fn resources_read(params: &Value) -> Result<Value, (i64, &'static str)> {
+    let uri = params.get("uri").and_then(Value::as_str).ok_or(INVALID_PARAMS)?;
+    let n: u32 = uri
+        .strip_prefix("volley://resources/")
+        .filter(|n| !n.starts_with(['0', '+']))
+        .and_then(|n| n.parse().ok())
+        .ok_or(INVALID_PARAMS)?;
+    if !(1..=RESOURCES).contains(&n) {
+        return Err(INVALID_PARAMS);
+    }
+    Ok(
+        json!({ "contents": [{ "uri": uri, "mimeType": "text/plain", "text": format!("Resource {n} of volley serve.") }] }),
+    )
 }
 
 fn lsp_initialize() -> Value {
@@ -222,6 +252,41 @@ mod tests {
     }
 
     #[test]
+    fn resources_are_listed_and_read() {
+        let listed = answer("resources/list", Value::Null).unwrap();
+        let resources = listed["resources"].as_array().unwrap();
+        assert_eq!(resources.len(), 3);
+        for resource in resources {
+            let uri = resource["uri"].as_str().unwrap();
+            assert_eq!(resource["mimeType"], "text/plain");
+            let read = answer("resources/read", json!({ "uri": uri })).unwrap();
+            assert_eq!(read["contents"][0]["uri"], uri);
+            assert_eq!(read["contents"][0]["mimeType"], "text/plain");
+            assert!(!read["contents"][0]["text"].as_str().unwrap().is_empty());
+        }
+        assert_eq!(resources[0]["uri"], "volley://resources/1");
+        assert_eq!(resources[0]["name"], "resource-1");
+        for bad in [
+            json!({"uri": "volley://resources/4"}),
+            json!({"uri": "volley://resources/0"}),
+            json!({"uri": "volley://resources/01"}),
+            json!({"uri": "volley://resources/+1"}),
+            json!({"uri": "volley://resources/99999999999999999999"}),
+            json!({"uri": "file:///etc/passwd"}),
+            json!({"uri": 1}),
+            json!({}),
+        ] {
+            assert_eq!(
+                answer("resources/read", bad.clone()),
+                Err(INVALID_PARAMS),
+                "{bad}"
+            );
+        }
+        let mcp = answer("initialize", json!({"protocolVersion": "2025-06-18"})).unwrap();
+        assert!(mcp["capabilities"]["resources"].is_object());
+    }
+
+    #[test]
     fn language_requests_get_results_of_their_shape() {
         let at = json!({"textDocument": {"uri": "file:///a.py"}, "position": {"line": 2, "character": 5}});
         let hover = answer("textDocument/hover", at.clone()).unwrap();
@@ -235,6 +300,10 @@ mod tests {
         );
         assert_eq!(symbols.unwrap()[0]["kind"], 12);
         assert_eq!(answer("shutdown", Value::Null), Ok(Value::Null));
+        let opened = json!({"textDocument": {"uri": "file:///a.py", "languageId": "python", "version": 1, "text": ""}});
+        assert_eq!(answer("textDocument/didOpen", opened), Ok(Value::Null));
+        let closed = json!({"textDocument": {"uri": "file:///a.py"}});
+        assert_eq!(answer("textDocument/didClose", closed), Ok(Value::Null));
         for method in [
             "textDocument/hover",
             "textDocument/completion",
