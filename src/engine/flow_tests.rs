@@ -70,6 +70,11 @@ fn row<'a>(summary: &'a RunSummary, name: &str) -> &'a crate::stats::MethodSumma
     summary.methods.iter().find(|m| m.method == name).expect("the row is there")
 }
 
+/// A latency as the histogram keeps it: within its 0.1% of `ms`.
+fn assert_ms(got: f64, ms: f64) {
+    assert!((ms..=ms * 1.001).contains(&got), "{got} ms, not {ms} ms");
+}
+
 /// list → pick all → get each (capped at 2) → the last captured value sent
 /// on: every step on one connection, in order, with the captured values.
 #[tokio::test(start_paused = true)]
@@ -104,7 +109,7 @@ async fn a_flow_sends_its_steps_in_order_with_what_it_captured() {
     let flows = row(&summary, "flow:f");
     assert_eq!((flows.calls, flows.ok), (3, 3));
     // Four answers of 10 ms each, one after the other.
-    assert_eq!(flows.latency.max_ms, 40.0);
+    assert_ms(flows.latency.max_ms, 40.0);
     assert_eq!(row(&summary, "get").calls, 6);
     assert_eq!(summary.flows[0].started, 3);
     assert!(summary.flows[0].failed_at.is_empty());
@@ -159,7 +164,7 @@ async fn an_until_that_never_holds_is_tried_until_its_time_is_up() {
     assert_eq!(wait.outcome(crate::stats::OutcomeKind::Until), 1);
     let flows = row(&summary, "flow:f");
     assert_eq!((flows.calls, flows.errors), (1, 1));
-    assert_eq!(flows.latency.max_ms, 1000.0);
+    assert_ms(flows.latency.max_ms, 1000.0);
     assert_eq!(summary.flows[0].failed_at[0].outcomes["until"], 1);
 }
 
@@ -207,7 +212,7 @@ async fn the_open_model_schedules_flow_starts() {
     assert_eq!(peer.counts().seen().len(), 200, "100 flows of 2 steps");
     let flows = row(&summary, "flow:f");
     assert_eq!((flows.calls, flows.ok), (100, 100));
-    assert_eq!(flows.latency.p50_ms, 10.0);
+    assert_ms(flows.latency.p50_ms, 10.0);
     assert_eq!(summary.total.calls, 200);
     let schedule = summary.schedule.expect("an open run's schedule");
     assert_eq!((schedule.unsent, schedule.late_requests), (0, 0));
