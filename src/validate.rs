@@ -225,9 +225,18 @@ fn write_mix(out: &mut String, scenario: &Scenario) {
 /// A flow: its share, its `vars`, and each step with what it reads,
 /// captures and waits for.
 fn write_flow(out: &mut String, flow: &crate::scenario::FlowSpec, share: f64) {
-    let _ = writeln!(out, "  {share:>5.1}%  flow `{}` (row `{}`), each step after the last one's answer:", flow.name, flow.row());
+    let _ = writeln!(
+        out,
+        "  {share:>5.1}%  flow `{}` (row `{}`), each step after the last one's answer:",
+        flow.name,
+        flow.row()
+    );
     for (slot, _, text) in &flow.vars {
-        let _ = writeln!(out, "            vars: {} = {text}, made once per flow", flow.slots[*slot]);
+        let _ = writeln!(
+            out,
+            "            vars: {} = {text}, made once per flow",
+            flow.slots[*slot]
+        );
     }
     for (i, step) in flow.steps.iter().enumerate() {
         let mut line = format!("           {}. {}", i + 1, step.method);

@@ -448,7 +448,9 @@ fn first_body(scenario: &Scenario) -> String {
     let compiled = scenario.compile();
     let mut rng = rand::rngs::SmallRng::seed_from_u64(1);
     let mut planned = Vec::new();
-    let batch = compiled.mix.next_request(0, &mut rng, &mut planned).unwrap();
+    let Some(volley::plan::Next::Request { batch }) = compiled.mix.next(0, &mut rng, &mut planned) else {
+        panic!("a request, not a flow");
+    };
     let mut builder = volley::plan::RequestBuilder::default();
     let body = compiled.mix.write(&mut builder, &planned, batch, 1, &mut rng);
     text(&body)

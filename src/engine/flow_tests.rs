@@ -67,7 +67,11 @@ fn closed(flows: u64) -> crate::plan::LoadPlan {
 }
 
 fn row<'a>(summary: &'a RunSummary, name: &str) -> &'a crate::stats::MethodSummary {
-    summary.methods.iter().find(|m| m.method == name).expect("the row is there")
+    summary
+        .methods
+        .iter()
+        .find(|m| m.method == name)
+        .expect("the row is there")
 }
 
 /// A latency as the histogram keeps it: within its 0.1% of `ms`.
@@ -85,9 +89,16 @@ async fn a_flow_sends_its_steps_in_order_with_what_it_captured() {
     let mut get = step(1, "get", json!(["${item}"]), &["item"]);
     get.for_each = Some(ForEach { slot: 0, limit: 2 });
     get.captures = vec![capture("got", 1, "/0", Pick::First)];
-    let last = step(2, "last", json!({"got": "${got}", "all": "${item}"}), &["item", "got"]);
+    let last = step(
+        2,
+        "last",
+        json!({"got": "${got}", "all": "${item}"}),
+        &["item", "got"],
+    );
     let mix = flow_mix(&["list", "get", "last", "flow:f"], vec![list, get, last], 2);
-    let summary = run_mix(closed(3), mix, &peer, no_steering).await.expect("the run ended");
+    let summary = run_mix(closed(3), mix, &peer, no_steering)
+        .await
+        .expect("the run ended");
     let seen = peer.counts().seen();
     let sent: Vec<(usize, &str, &str)> = (seen.iter())
         .take(4)
@@ -125,13 +136,21 @@ async fn a_capture_that_finds_nothing_skips_the_rest_of_its_flow() {
     let second = step(1, "second", json!(["${item}"]), &["item"]);
     let third = step(1, "second", json!([]), &[]);
     let mix = flow_mix(&["first", "second", "flow:f"], vec![first, second, third], 1);
-    let summary = run_mix(closed(5), mix, &peer, no_steering).await.expect("the run ended");
+    let summary = run_mix(closed(5), mix, &peer, no_steering)
+        .await
+        .expect("the run ended");
     assert_eq!(peer.counts().seen().len(), 5, "only the first step of each flow");
     let first = row(&summary, "first");
-    assert_eq!((first.calls, first.outcome(crate::stats::OutcomeKind::Capture)), (5, 5));
+    assert_eq!(
+        (first.calls, first.outcome(crate::stats::OutcomeKind::Capture)),
+        (5, 5)
+    );
     assert_eq!(row(&summary, "second").calls, 0);
     let flows = &summary.flows[0];
-    assert_eq!((flows.started, flows.completed, flows.failed, flows.skipped_steps), (5, 0, 5, 10));
+    assert_eq!(
+        (flows.started, flows.completed, flows.failed, flows.skipped_steps),
+        (5, 0, 5, 10)
+    );
     assert_eq!(flows.failed_at[0].step, 1);
     assert_eq!(flows.failed_at[0].outcomes["capture"], 5);
     let example = &first.error_examples["capture"][0];
@@ -157,7 +176,9 @@ async fn an_until_that_never_holds_is_tried_until_its_time_is_up() {
         within: Duration::from_secs(1),
     });
     let mix = flow_mix(&["wait", "flow:f"], vec![wait], 0);
-    let summary = run_mix(closed(1), mix, &peer, no_steering).await.expect("the run ended");
+    let summary = run_mix(closed(1), mix, &peer, no_steering)
+        .await
+        .expect("the run ended");
     // Answers at 10 ms, then 110 ms apart: at 1,000 ms no try fits.
     let wait = row(&summary, "wait");
     assert_eq!((wait.calls, wait.ok), (10, 9));
@@ -193,8 +214,14 @@ async fn an_until_stops_once_it_holds() {
         within: Duration::from_secs(1),
     });
     let mix = flow_mix(&["ask", "wait", "flow:f"], vec![ask, wait], 1);
-    let summary = run_mix(closed(2), mix, &peer, no_steering).await.expect("the run ended");
-    assert_eq!(row(&summary, "wait").calls, 2, "held at the first try of each flow");
+    let summary = run_mix(closed(2), mix, &peer, no_steering)
+        .await
+        .expect("the run ended");
+    assert_eq!(
+        row(&summary, "wait").calls,
+        2,
+        "held at the first try of each flow"
+    );
     assert_eq!(row(&summary, "flow:f").ok, 2);
 }
 
@@ -208,7 +235,9 @@ async fn the_open_model_schedules_flow_starts() {
     let mix = flow_mix(&["one", "two", "flow:f"], vec![one, two], 0);
     let mut plan = plan(Pacing::Open { rate: 100.0 }, 1, 8);
     plan.duration = Some(Duration::from_secs(1));
-    let summary = run_mix(plan, mix, &peer, no_steering).await.expect("the run ended");
+    let summary = run_mix(plan, mix, &peer, no_steering)
+        .await
+        .expect("the run ended");
     assert_eq!(peer.counts().seen().len(), 200, "100 flows of 2 steps");
     let flows = row(&summary, "flow:f");
     assert_eq!((flows.calls, flows.ok), (100, 100));
@@ -236,10 +265,15 @@ async fn flows_and_calls_share_the_arrivals() {
     };
     let rows = ["alone", "a", "b", "flow:f"].map(String::from).to_vec();
     let mix = Mix::with_flows(rows, vec![(call, 1, None)], vec![(flow, 1)], None);
-    let summary = run_mix(closed(1000), mix, &peer, no_steering).await.expect("the run ended");
+    let summary = run_mix(closed(1000), mix, &peer, no_steering)
+        .await
+        .expect("the run ended");
     let (alone, flows) = (row(&summary, "alone").calls, row(&summary, "flow:f").calls);
     assert_eq!(alone + flows, 1000, "each arrival one or the other");
-    assert!((400..600).contains(&flows), "{flows} flows of 1000 at even weights");
+    assert!(
+        (400..600).contains(&flows),
+        "{flows} flows of 1000 at even weights"
+    );
     assert_eq!(summary.total.calls, alone + 2 * flows);
     assert_eq!(row(&summary, "a").calls, flows);
 }

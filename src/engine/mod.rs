@@ -462,6 +462,6 @@ fn client_cpu(shared: &RunState, wall: std::time::Duration, threads: usize) -> C
 }
 
 #[cfg(test)]
-mod tests;
-#[cfg(test)]
 mod flow_tests;
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,323 @@
+//! Flows against `volley serve`, exact counts: a transaction sent, then
+//! its receipt asked for until it comes (the server counts every ask, and
+//! every hash it handed out); a block's transactions each asked for, capped;
+//! a capture that finds nothing skipping the rest; over HTTP/1.1,
+//! WebSocket and a child's stdio, in the closed and the open model; and
+//! the mistakes `validate` names before anything is sent.
+
+mod common;
+
+use std::net::SocketAddr;
+
+use common::{run, scenario};
+use volley::report::RunReport;
+use volley::serve::{self, ServeConfig, ServerHandle, ServerStats};
+use volley::stats::MethodSummary;
+
+/// A server whose receipts come on the third ask, with a WebSocket
+/// listener beside its HTTP one.
+fn chain(block_transactions: u64) -> ServerHandle {
+    let loopback: SocketAddr = "127.0.0.1:0".parse().unwrap();
+    serve::spawn(ServeConfig {
+        listen: loopback,
+        ws: Some(loopback),
+        threads: 1,
+        block_transactions,
+        receipts_after: 2,
+        ..ServeConfig::default()
+    })
+    .unwrap()
+}
+
+/// Send a transaction, then ask for its receipt every 10 ms until it has
+/// one whose hash is the one sent.
+const SEND_THEN_WAIT: &str = r#"
+[[flows]]
+name = "send"
+
+[[flows.steps]]
+method = "eth_sendRawTransaction"
+params = ["${hex(120)}"]
+capture = { tx = "" }
+
+[[flows.steps]]
+method = "eth_getTransactionReceipt"
+params = ["${tx}"]
+until = { result = "non-null", every = "10ms", within = "5s" }
+expect = { pointer = "/transactionHash", equals = "${tx}" }
+"#;
+
+fn row<'a>(report: &'a RunReport, name: &str) -> &'a MethodSummary {
+    (report.summary.methods.iter())
+        .find(|m| m.method == name)
+        .unwrap_or_else(|| panic!("no row {name}"))
+}
+
+fn count(counter: &std::sync::atomic::AtomicU64) -> u64 {
+    ServerStats::get(counter)
+}
+
+/// 6 flows of send → wait: 6 sends, 18 receipt calls (two `null`s then
+/// the receipt), each flow whole; what the server counted agrees.
+fn assert_send_then_wait(report: &RunReport, flows: u64) {
+    let send = row(report, "eth_sendRawTransaction");
+    assert_eq!((send.calls, send.ok), (flows, flows));
+    let receipts = row(report, "eth_getTransactionReceipt");
+    assert_eq!(
+        (receipts.calls, receipts.ok),
+        (3 * flows, 3 * flows),
+        "{receipts:?}"
+    );
+    let flow = row(report, "flow:send");
+    assert_eq!((flow.calls, flow.ok, flow.errors), (flows, flows, 0));
+    assert_eq!(report.summary.total.calls, 4 * flows);
+    assert_eq!(report.summary.flows[0].started, flows);
+}
+
+#[test]
+fn a_sent_transaction_is_waited_for_over_http_and_websocket() {
+    for websocket in [false, true] {
+        let server = chain(0);
+        let target = match websocket {
+            false => server.url(),
+            true => server.ws_url().unwrap(),
+        };
+        let text = format!(
+            "target = \"{target}\"\nseed = 3\n[load]\nrequests = 6\nconcurrency = 2\n{SEND_THEN_WAIT}"
+        );
+        let report = run(&scenario(&text));
+        assert_send_then_wait(&report, 6);
+        let stats = &server.stats;
+        // The server saw the hashes it handed out, and no other.
+        assert_eq!(count(&stats.transactions_handed_out), 6, "websocket: {websocket}");
+        assert_eq!(count(&stats.receipts_asked), 18);
+        assert_eq!(count(&stats.receipts_found), 6);
+        assert_eq!(count(&stats.receipts_unknown), 0);
+    }
+}
+
+#[test]
+fn flows_run_over_a_childs_stdio_and_in_the_open_model() {
+    let volley = env!("CARGO_BIN_EXE_volley");
+    let text = format!(
+        "command = [\"{volley}\", \"serve\", \"--stdio\", \"--receipts-after\", \"2\"]\nseed = 5\n[load]\nrequests = 6\nrate = 50\nconnections = 2\n{SEND_THEN_WAIT}"
+    );
+    let report = run(&scenario(&text));
+    assert_send_then_wait(&report, 6);
+    assert!(report.summary.schedule.is_some(), "an open-model run");
+}
+
+/// One block of 5 transactions: each of the first 3 asked for until its
+/// receipt comes (`for_each` capped), the receipt's hash the one asked for.
+#[test]
+fn for_each_goes_through_the_captured_values_up_to_its_cap() {
+    let server = chain(5);
+    let text = format!(
+        r#"target = "{}"
+[load]
+requests = 1
+concurrency = 1
+
+[[flows]]
+name = "receipts"
+
+[[flows.steps]]
+method = "eth_getBlockByNumber"
+params = ["latest", false]
+capture = {{ tx = {{ pointer = "/transactions/*", pick = "all" }} }}
+
+[[flows.steps]]
+method = "eth_getTransactionReceipt"
+params = ["${{tx}}"]
+for_each = "tx"
+for_each_limit = 3
+until = {{ result = "non-null", every = "10ms", within = "5s" }}
+expect = {{ pointer = "/transactionHash", equals = "${{tx}}" }}
+"#,
+        server.url()
+    );
+    let report = run(&scenario(&text));
+    let receipts = row(&report, "eth_getTransactionReceipt");
+    assert_eq!((receipts.calls, receipts.ok), (9, 9));
+    assert_eq!(row(&report, "flow:receipts").ok, 1);
+    let stats = &server.stats;
+    assert_eq!(count(&stats.receipts_asked), 9);
+    assert_eq!(count(&stats.receipts_found), 3);
+    assert_eq!(count(&stats.receipts_unknown), 0);
+}
+
+/// An empty block: the capture finds nothing, its step fails as `capture`
+/// with the pointer and the answer in its example, and the receipt is
+/// never asked for.
+#[test]
+fn a_capture_that_finds_nothing_fails_its_step_and_skips_the_rest() {
+    let server = chain(0);
+    let text = format!(
+        r#"target = "{}"
+[load]
+requests = 3
+concurrency = 1
+
+[[flows]]
+name = "receipts"
+
+[[flows.steps]]
+method = "eth_getBlockByNumber"
+params = ["latest", false]
+capture = {{ tx = "/transactions/*" }}
+
+[[flows.steps]]
+method = "eth_getTransactionReceipt"
+params = ["${{tx}}"]
+"#,
+        server.url()
+    );
+    let report = run(&scenario(&text));
+    let blocks = row(&report, "eth_getBlockByNumber");
+    assert_eq!((blocks.calls, blocks.outcomes["capture"]), (3, 3));
+    let example = &blocks.error_examples["capture"][0];
+    assert!(example.reason.contains("/transactions/*"), "{example:?}");
+    // The answer's first bytes, and its whole size.
+    assert!(
+        example
+            .answer
+            .starts_with(r#"{"jsonrpc":"2.0","result":{"number""#),
+        "{example:?}"
+    );
+    assert!(example.answer_bytes > example.answer.len(), "{example:?}");
+    assert!(report
+        .summary
+        .methods
+        .iter()
+        .all(|m| m.method != "eth_getTransactionReceipt" || m.calls == 0));
+    let flows = &report.summary.flows[0];
+    assert_eq!((flows.started, flows.failed, flows.skipped_steps), (3, 3, 3));
+    assert_eq!(flows.failed_at[0].outcomes["capture"], 3);
+    assert_eq!(count(&server.stats.receipts_asked), 0);
+}
+
+/// A receipt that never comes within its time: every try a call, the last
+/// one the step's `until` failure.
+#[test]
+fn an_until_that_never_holds_fails_its_step() {
+    let server = chain(0);
+    let text = format!(
+        r#"target = "{}"
+[load]
+requests = 1
+concurrency = 1
+
+[[flows]]
+name = "never"
+
+[[flows.steps]]
+method = "eth_getTransactionReceipt"
+params = ["0x{}"]
+until = {{ result = "non-null", every = "10ms", within = "50ms" }}
+"#,
+        server.url(),
+        "ab".repeat(32)
+    );
+    let report = run(&scenario(&text));
+    let receipts = row(&report, "eth_getTransactionReceipt");
+    assert_eq!(receipts.outcomes["until"], 1);
+    assert_eq!(receipts.calls, receipts.ok + 1);
+    assert_eq!(count(&server.stats.receipts_unknown), receipts.calls);
+    assert_eq!(report.summary.flows[0].failed_at[0].outcomes["until"], 1);
+}
+
+/// LSP's open → complete → close on one child, a document per flow.
+#[test]
+fn an_lsp_journey_opens_completes_and_closes_its_own_document() {
+    let volley = env!("CARGO_BIN_EXE_volley");
+    let text = format!(
+        r#"command = ["{volley}", "serve", "--stdio", "--framing", "content-length"]
+framing = "content-length"
+[load]
+requests = 4
+concurrency = 1
+
+[[setup]]
+method = "initialize"
+params = {{ processId = 0, rootUri = "file:///w", capabilities = {{}} }}
+
+[[flows]]
+name = "open-complete-close"
+vars = {{ uri = "file:///w/doc${{seq()}}.py" }}
+
+[[flows.steps]]
+method = "textDocument/didOpen"
+notification = true
+params = {{ textDocument = {{ uri = "${{uri}}", languageId = "python", version = 1, text = "import os\nos.\n" }} }}
+
+[[flows.steps]]
+method = "textDocument/completion"
+params = {{ textDocument = {{ uri = "${{uri}}" }}, position = {{ line = 1, character = 3 }} }}
+expect = {{ pointer = "/items/0/label", type = "string" }}
+
+[[flows.steps]]
+method = "textDocument/didClose"
+notification = true
+params = {{ textDocument = {{ uri = "${{uri}}" }} }}
+"#
+    );
+    let report = run(&scenario(&text));
+    for method in [
+        "textDocument/didOpen",
+        "textDocument/completion",
+        "textDocument/didClose",
+    ] {
+        let row = row(&report, method);
+        assert_eq!((row.calls, row.ok), (4, 4), "{method}");
+    }
+    assert_eq!(row(&report, "flow:open-complete-close").ok, 4);
+}
+
+/// What `validate` (and `run`) refuse in a flow, naming the file, line and
+/// key, before anything is sent.
+#[test]
+fn mistakes_in_a_flow_are_named_before_anything_is_sent() {
+    let head = "target = \"http://127.0.0.1:1\"\n[[flows]]\nname = \"f\"\n[[flows.steps]]\nmethod = \"a\"\n";
+    let cases = [
+        (
+            "params = [\"${tx}\"]\n",
+            "flows[0].steps[0].params",
+            "unknown name `tx`",
+        ),
+        (
+            "capture = { tx = \"transactions\" }\n",
+            "flows[0].steps[0].capture.tx",
+            "starts with `/`",
+        ),
+        (
+            "until = { result = \"non-null\", every = \"1s\" }\n",
+            "flows[0].steps[0].until",
+            "needs `within`",
+        ),
+        (
+            "for_each = \"nope\"\n",
+            "flows[0].steps[0].for_each",
+            "`nope` is made by no earlier step",
+        ),
+        (
+            "notification = true\ncapture = { x = \"/a\" }\n",
+            "flows[0].steps[0].capture",
+            "a notification gets no answer",
+        ),
+    ];
+    for (extra, key, message) in cases {
+        let text = format!("{head}{extra}");
+        let error = volley::scenario::Scenario::parse(&text, "f.toml", "f", &|_| None)
+            .expect_err(extra)
+            .to_string();
+        assert!(error.contains(key) && error.contains(message), "{extra}: {error}");
+        assert!(error.contains("f.toml:"), "{error}");
+    }
+    // A later step reads what an earlier one captured; its own capture is
+    // not yet made when it is sent.
+    let own = format!("{head}params = [\"${{x}}\"]\ncapture = {{ x = \"/a\" }}\n");
+    assert!(volley::scenario::Scenario::parse(&own, "f.toml", "f", &|_| None).is_err());
+    let later =
+        format!("{head}capture = {{ x = \"/a\" }}\n[[flows.steps]]\nmethod = \"b\"\nparams = [\"${{x}}\"]\n");
+    assert!(volley::scenario::Scenario::parse(&later, "f.toml", "f", &|_| None).is_ok());
+}
