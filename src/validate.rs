@@ -227,7 +227,7 @@ fn write_mix(out: &mut String, scenario: &Scenario) {
 fn write_flow(out: &mut String, flow: &crate::scenario::FlowSpec, share: f64) {
     let _ = writeln!(
         out,
-        "  {share:>5.1}%  flow `{}` (row `{}`), each step after the last one's answer:",
+        "  {share:>5.1}%  flow `{}` (row `{}`), each step once the one before is answered:",
         flow.name,
         flow.row()
     );
@@ -284,6 +284,25 @@ fn write_flow(out: &mut String, flow: &crate::scenario::FlowSpec, share: f64) {
     }
 }
 
+/// A flow's first request: its `vars` made, as a run makes them.
+fn first_step(
+    flow: &crate::plan::Flow,
+    builder: &mut RequestBuilder,
+    id: u64,
+    rng: &mut SmallRng,
+) -> bytes::Bytes {
+    let vars = flow.start(rng);
+    let step = &flow.steps[0];
+    builder.begin(false);
+    let entry = crate::rpc::Entry {
+        method: step.row,
+        call: 0,
+        id: (!step.notification).then_some(id),
+    };
+    builder.push_with(&step.template, entry, rng, &vars);
+    builder.finish()
+}
+
 /// Setup calls, polls, thresholds and the choices made for the user.
 fn write_extras(
     out: &mut String,
@@ -333,7 +352,12 @@ fn write_samples(out: &mut String, scenario: &Scenario, plan: &LoadPlan, mix: &M
     } else {
         "; polled values read 0 until polled"
     };
-    let _ = writeln!(out, "\n{SAMPLES} sample requests ({seeded}{polled}):");
+    let flows = if mix.flows.is_empty() {
+        ""
+    } else {
+        "; a flow's is its first step, the later ones depending on its answers"
+    };
+    let _ = writeln!(out, "\n{SAMPLES} sample requests ({seeded}{polled}{flows}):");
     let mut rng = SmallRng::seed_from_u64(seed);
     let mut builder = RequestBuilder::default();
     let mut planned: Vec<Planned> = Vec::new();
@@ -343,8 +367,10 @@ fn write_samples(out: &mut String, scenario: &Scenario, plan: &LoadPlan, mix: &M
             None => break,
             Some(Next::Request { batch }) => batch,
             Some(Next::Flow(flow)) => {
-                let row = &mix.methods[mix.flows[flow as usize].row as usize];
-                let _ = writeln!(out, "  {row}: its steps, in order (above)");
+                let flow = &mix.flows[flow as usize];
+                let body = first_step(flow, &mut builder, next_id, &mut rng);
+                next_id += 1;
+                let _ = writeln!(out, "  {}", String::from_utf8_lossy(&body));
                 continue;
             }
         };

@@ -321,3 +321,91 @@ fn mistakes_in_a_flow_are_named_before_anything_is_sent() {
         format!("{head}capture = {{ x = \"/a\" }}\n[[flows.steps]]\nmethod = \"b\"\nparams = [\"${{x}}\"]\n");
     assert!(volley::scenario::Scenario::parse(&later, "f.toml", "f", &|_| None).is_ok());
 }
+
+/// A shipped scenario's text with each `(line prefix, replacement)` made.
+fn shipped(file: &str, lines: &[(&str, String)]) -> String {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("scenarios")
+        .join(file);
+    let mut text = std::fs::read_to_string(path).unwrap();
+    for (prefix, with) in lines {
+        let found: Vec<String> = (text.lines())
+            .filter(|l| l.starts_with(prefix))
+            .map(str::to_string)
+            .collect();
+        assert!(!found.is_empty(), "{file} has no line starting {prefix:?}");
+        for line in found {
+            text = text.replace(&line, with);
+        }
+    }
+    text
+}
+
+/// Every flow of a run completed and no call failed.
+fn assert_whole(report: &RunReport, flows: &[&str]) {
+    let summary = &report.summary;
+    assert_eq!(summary.total.errors, 0, "{:?}", summary.total.outcomes);
+    assert!(summary.total.calls > 0);
+    for flow in flows {
+        let row = row(report, flow);
+        assert!(row.calls > 0 && row.ok == row.calls, "{flow}: {row:?}");
+    }
+}
+
+/// The shipped journeys run clean: Ethereum's against the built-in chain,
+/// MCP's and LSP's against the stdio stand-ins.
+#[test]
+fn the_shipped_journeys_run_clean_against_the_built_in_server() {
+    let server = serve::spawn(ServeConfig {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        threads: 1,
+        block_transactions: 20,
+        receipts_after: 3,
+        ..ServeConfig::default()
+    })
+    .unwrap();
+    let text = shipped(
+        "ethereum-journeys.toml",
+        &[
+            ("target = ", format!("target = \"{}\"", server.url())),
+            ("requests = ", "requests = 12".into()),
+            (
+                "until = ",
+                "until = { result = \"non-null\", every = \"1ms\", within = \"10s\" }".into(),
+            ),
+        ],
+    );
+    // Read as if from the file's place, whose data file it names.
+    let file = concat!(env!("CARGO_MANIFEST_DIR"), "/scenarios/ethereum-journeys.toml");
+    let ethereum = volley::scenario::Scenario::parse(&text, file, "ethereum-journeys", &|_| None).unwrap();
+    let report = run(&ethereum);
+    assert_whole(&report, &["flow:send"]);
+    assert!(
+        report.thresholds.iter().all(|t| t.passed),
+        "{:?}",
+        report.thresholds
+    );
+    assert_eq!(count(&server.stats.receipts_unknown), 0);
+    let volley = env!("CARGO_BIN_EXE_volley");
+    let stand_ins = [
+        (
+            "mcp-journey.toml",
+            format!("command = [\"{volley}\", \"serve\", \"--stdio\"]"),
+            "flow:list-read",
+        ),
+        (
+            "lsp-journey.toml",
+            format!("command = [\"{volley}\", \"serve\", \"--stdio\", \"--framing\", \"content-length\"]"),
+            "flow:open-complete-close",
+        ),
+    ];
+    for (file, command, flow) in stand_ins {
+        let mut lines = vec![("command = ", command), ("duration = ", "requests = 40".into())];
+        if file.starts_with("lsp") {
+            lines.push(("warmup = ", String::new()));
+        }
+        let text = shipped(file, &lines);
+        let report = run(&scenario(&text));
+        assert_whole(&report, &[flow]);
+    }
+}

@@ -6,7 +6,6 @@
 
 use std::time::Duration;
 
-use bytes::BytesMut;
 use rand::rngs::SmallRng;
 use tokio::time::{sleep, Instant};
 
@@ -54,13 +53,12 @@ impl Caller {
         local.sent.set(local.sent.get() + 1);
         let mut run = Run {
             flow,
-            vars: Vars::with_slots(flow.slots),
+            vars: flow.start(rng),
             intended: claim.intended,
             measured: claim.intended >= shared.clock().measure_start,
             first_sent: None,
             waited_for_setup: false,
         };
-        make_vars(flow, &mut run.vars, rng);
         let mut in_hand = match self.connection().await {
             Ok(in_hand) => in_hand,
             Err(failure) => {
@@ -359,16 +357,6 @@ impl Caller {
                 counts.failed(step, outcome, skipped);
             }
         }
-    }
-}
-
-/// Makes the flow's `vars`, each once, the same in every step.
-fn make_vars(flow: &Flow, vars: &mut Vars, rng: &mut SmallRng) {
-    let mut out = BytesMut::new();
-    for (slot, template) in &flow.vars {
-        out.clear();
-        template.write_with(&mut out, rng, vars);
-        vars.set(*slot, std::str::from_utf8(&out).unwrap_or("null"));
     }
 }
 

@@ -22,6 +22,21 @@ pub struct Flow {
     pub slots: usize,
 }
 
+impl Flow {
+    /// The flow's variables at its start: its `vars` made, each once,
+    /// the same in every step.
+    pub fn start<R: RngExt>(&self, rng: &mut R) -> Vars {
+        let mut vars = Vars::with_slots(self.slots);
+        let mut made = BytesMut::new();
+        for (slot, template) in &self.vars {
+            made.clear();
+            template.write_with(&mut made, rng, &vars);
+            vars.set(*slot, std::str::from_utf8(&made).unwrap_or("null"));
+        }
+        vars
+    }
+}
+
 #[derive(Debug)]
 pub struct Step {
     /// The step's row: its name, else its method.

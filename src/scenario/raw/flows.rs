@@ -230,7 +230,12 @@ impl RawStep {
         };
         let until = self.until(at, &key("until"), &known, &mut uses)?;
         let for_each = self.for_each(at, &key, slots)?;
-        let uses = uses.iter().map(|slot| slots[*slot].clone()).collect();
+        let mut names: Vec<String> = Vec::new();
+        for slot in uses {
+            if !names.contains(&slots[slot]) {
+                names.push(slots[slot].clone());
+            }
+        }
         // Captures come last: a step reads only what earlier steps made.
         let captures = self.captures(at, &key("capture"), scope, slots)?;
         Ok(StepSpec {
@@ -243,7 +248,7 @@ impl RawStep {
             captures,
             until,
             for_each,
-            uses,
+            uses: names,
         })
     }
 
