@@ -69,7 +69,7 @@ pub fn describe(scenario: &Scenario, file: &str) -> String {
         let names: Vec<&str> = scenario.headers.iter().map(|(n, _)| n.as_str()).collect();
         let _ = writeln!(out, "headers:     {} (values not shown)", names.join(", "));
     }
-    write_load(&mut out, &plan);
+    write_load(&mut out, &plan, !scenario.flows.is_empty());
     write_stages(&mut out, &plan);
 
     write_mix(&mut out, scenario);
@@ -97,7 +97,7 @@ fn write_tls(out: &mut String, tls: &TlsOptions) {
 }
 
 /// The model, the stop condition, the connections, warmup and timeout.
-fn write_load(out: &mut String, plan: &LoadPlan) {
+fn write_load(out: &mut String, plan: &LoadPlan, flows: bool) {
     let model = match plan.pacing {
         Pacing::Open { rate } if plan.recorded.is_some() => {
             format!("open model at the recorded pace (a mean of {rate:.1} requests/s)")
@@ -113,6 +113,16 @@ fn write_load(out: &mut String, plan: &LoadPlan) {
         (Some(d), None) => humantime::format_duration(d).to_string(),
         (None, Some(n)) => format!("{n} requests"),
         (None, None) => "until stopped".into(),
+    };
+    // A flow is one arrival: what the load counts is calls or flows.
+    let (model, stop) = match flows {
+        true => (
+            model
+                .replace("requests/s", "arrivals/s")
+                .replace("calls in flight", "calls or flows in flight"),
+            stop.replace("requests", "arrivals (a call or a flow each)"),
+        ),
+        false => (model, stop),
     };
     let _ = writeln!(
         out,

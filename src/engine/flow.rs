@@ -28,8 +28,11 @@ struct Sent {
 struct Waiting {
     check: Expectation,
     every: Duration,
+    within: Duration,
     /// No try starts that would end past this.
     ends: Instant,
+    /// Tries so far.
+    tries: std::cell::Cell<u32>,
 }
 
 /// A flow in progress: its values and where it stands.
@@ -138,7 +141,9 @@ impl Caller {
         let until = step.until.as_ref().map(|u| Waiting {
             check: u.check.resolve(&run.vars, rng),
             every: u.every,
+            within: u.within,
             ends: Instant::now() + u.within,
+            tries: std::cell::Cell::new(0),
         });
         loop {
             let (sent, holds) = self
@@ -220,12 +225,19 @@ impl Caller {
             outcome
         };
         if let Some(until) = until {
+            until.tries.set(until.tries.get().saturating_add(1));
             if judge(&mut self.judge, Some(&until.check)) != Outcome::Ok {
                 let mut outcome = judge(&mut self.judge, None);
                 let mut expected = None;
                 if outcome == Outcome::Ok && Instant::now() + until.every > until.ends {
                     outcome = Outcome::Until;
-                    expected = Some(format!("{}, within its time", until.check));
+                    expected = Some(format!(
+                        "{} within {} (tried {} times, every {})",
+                        until.check,
+                        humantime::format_duration(until.within),
+                        until.tries.get(),
+                        humantime::format_duration(until.every)
+                    ));
                 }
                 self.record_with(
                     run,

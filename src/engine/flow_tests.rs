@@ -183,6 +183,11 @@ async fn an_until_that_never_holds_is_tried_until_its_time_is_up() {
     let wait = row(&summary, "wait");
     assert_eq!((wait.calls, wait.ok), (10, 9));
     assert_eq!(wait.outcome(crate::stats::OutcomeKind::Until), 1);
+    let example = &wait.error_examples["until"][0];
+    assert!(
+        example.reason.contains("within 1s (tried 10 times, every 100ms)"),
+        "{example:?}"
+    );
     let flows = row(&summary, "flow:f");
     assert_eq!((flows.calls, flows.errors), (1, 1));
     assert_ms(flows.latency.max_ms, 1000.0);
