@@ -8,6 +8,7 @@
 #   BASE=/path/to/older/volley CONNECTIONS=64 benches/peers.sh
 #                                    # also the previous build, as the tool `base`
 #   LARGE= MUX= benches/peers.sh     # without the large-answer and multiplexed cases
+#   CONNECTIONS= RATEMODE= LARGE= MUX= benches/peers.sh   # the flow case alone
 #
 # Each tool sends the same JSON-RPC call (eth_chainId) over HTTP/1.1 keep-alive
 # with the same connections for the same time, in interleaved rounds
@@ -27,15 +28,22 @@
 # Multiplexed: 4 connections x 64 in flight against a server holding each
 # answer 10 ms (ideal 25,600 calls/s), over TCP, WebSocket, h2c and a
 # child's stdio, with h2load and oha on h2c.
+# Flows: volley alone, 64 connections, a flow of two steps (eth_chainId, its
+# result captured and sent on to `echo`, whose answer must equal it) beside
+# the same two calls as a plain mix with the same check: the CPU a flow's
+# step costs against a plain call's (`flow/plain`, which should stay
+# within 1.2x).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 ROUNDS=${ROUNDS:-3}
 DURATION=${DURATION:-5}
-CONNECTIONS=${CONNECTIONS:-"1 64 1000"}
+CONNECTIONS=${CONNECTIONS-"1 64 1000"}
 RATE=${RATE:-20000}
 LARGE=${LARGE-"150 1500"}
 MUX=${MUX-1}
+RATEMODE=${RATEMODE-1}
+FLOW=${FLOW-1}
 PORT=${PORT:-18645}
 TLS=${TLS:-}
 SCHEME=http; [ -n "$TLS" ] && SCHEME=https
@@ -154,10 +162,12 @@ for conns in $CONNECTIONS; do
     for tool in volley oha wrk $EXTRA; do run "$tool" closed "$conns" "$round"; done
   done
 done
-for round in $(seq "$ROUNDS"); do
-  for tool in volley oha $EXTRA; do run "$tool" rate 64 "$round"; done
-  run volley paced 64 "$round"
-done
+if [ -n "$RATEMODE" ]; then
+  for round in $(seq "$ROUNDS"); do
+    for tool in volley oha $EXTRA; do run "$tool" rate 64 "$round"; done
+    run volley paced 64 "$round"
+  done
+fi
 for n in $LARGE; do
   for round in $(seq "$ROUNDS"); do
     for tool in volley oha wrk $EXTRA; do run "$tool" "large-$n" 64 "$round"; done
@@ -238,6 +248,57 @@ if [ -n "$MUX" ]; then
   done
 fi
 
+# flowrun TOOL ROUND: `flow` (two steps, a value captured from the first
+# sent in the second) or `plain` (the same two calls as a mix).
+flowrun() {
+  local tool=$1 round=$2 out="$WORK/$1.out" timing="$WORK/$1.time" file="$WORK/$1.toml"
+  printf 'target = "%s"\n[load]\nconcurrency = 64\nconnections = 64\nduration = "%ss"\n' "$URL" "$DURATION" >"$file"
+  if [ "$tool" = flow ]; then
+    cat >>"$file" <<'TOML'
+[[flows]]
+name = "f"
+[[flows.steps]]
+method = "eth_chainId"
+capture = { v = "" }
+[[flows.steps]]
+method = "echo"
+params = ["${v}"]
+expect = { pointer = "/0", equals = "${v}" }
+TOML
+  else
+    cat >>"$file" <<'TOML'
+[[calls]]
+method = "eth_chainId"
+[[calls]]
+method = "echo"
+params = ["0x539"]
+expect = { pointer = "/0", equals = "0x539" }
+TOML
+  fi
+  /usr/bin/time -o "$timing" -f "%U %S %M" taskset -c "$CLIENT_CPU" "$VOLLEY" run "$file" --threads 1 --quiet \
+    "${VOLLEY_TLS[@]}" --out "$WORK/$tool-$round" >"$out" 2>&1
+  python3 - "$WORK/$tool-$round/summary.json" >"$WORK/calls" <<'PY'
+import json, sys
+t = json.load(open(sys.argv[1]))["summary"]["total"]
+assert t["ok"] == t["calls"], f"{t['calls'] - t['ok']} calls not ok"
+print(t["calls_per_s"], t["calls"])
+PY
+  read -r rps calls <"$WORK/calls"
+  read -r user sys rss <"$timing"
+  python3 - "$tool" "$round" "$rps" "$calls" "$user" "$sys" "$rss" >>"$CSV" <<'PY'
+import sys
+tool, rnd, rps, calls, user, sys_, rss = sys.argv[1:]
+cpu, n = float(user) + float(sys_), max(int(calls), 1)
+print(f"flow,64,{tool},{rnd},{float(rps):.1f},{calls},{cpu:.2f},{cpu / n * 1e5:.3f},{float(user) / n * 1e5:.3f},{rss}")
+PY
+  tail -n 1 "$CSV"
+}
+if [ -n "$FLOW" ]; then
+  for round in $(seq "$ROUNDS"); do
+    for tool in flow plain; do flowrun "$tool" "$round"; done
+  done
+fi
+
 echo
 echo "machine: $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs); server on CPU $SERVER_CPU, clients on CPU $CLIENT_CPU; $URL"
 echo "rounds: $ROUNDS x ${DURATION}s; rate mode: $RATE calls/s target (wrk has no rate mode)"
@@ -250,7 +311,7 @@ for r in rows:
     groups.setdefault((r["mode"], int(r["connections"])), {}).setdefault(r["tool"], []).append(r)
 med = lambda rs, k: statistics.median(float(r[k]) for r in rs)
 print(f"\n{'mode':<11}{'conns':>6} {'tool':<13}{'calls/s':>10}{'cpu s/100k':>11}{'user':>7}{'peak MB':>9}   volley/oha   volley/wrk   volley/base")
-order = lambda item: (["closed", "rate", "paced"].index(item[0][0]) if item[0][0] in ("closed", "rate", "paced") else 3, item[0])
+order = lambda item: (["closed", "rate", "paced", "flow"].index(item[0][0]) if item[0][0] in ("closed", "rate", "paced", "flow") else 4, item[0])
 for (mode, conns), tools in sorted(groups.items(), key=order):
     v = tools.get("volley")
     for tool, rs in tools.items():
@@ -272,6 +333,9 @@ for (mode, conns), tools in sorted(groups.items(), key=order):
     if mode == "rate":
         for tool, rs in tools.items():
             print(f"        rate kept by {tool}: {med(rs,'calls_per_s')/rate*100:.2f}% of {rate:.0f}/s")
+flow, plain = groups.get(("flow", 64), {}).get("flow"), groups.get(("flow", 64), {}).get("plain")
+if flow and plain:
+    print(f"\na flow's step: {med(flow,'cpu_s_per_100k')/med(plain,'cpu_s_per_100k'):.2f}x the CPU of a plain call (flow/plain; within 1.2x is the bar)")
 open_, paced = groups.get(("rate", 64), {}).get("volley"), groups.get(("paced", 64), {}).get("volley")
 if open_ and paced:
     print(f"\nvolley's open model at {rate:.0f}/s: {med(open_,'cpu_s_per_100k')/med(paced,'cpu_s_per_100k'):.2f}x the CPU per call of its closed model at the same rate")
