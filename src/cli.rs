@@ -281,6 +281,14 @@ pub struct InitArgs {
     /// from a data file per method (written beside the scenario), batches, notifications and rate.
     #[arg(long, value_name = "FILE")]
     pub from_capture: Option<PathBuf>,
+    /// Build a read mix from an Ethereum node's last blocks (full transactions): data files of
+    /// its blocks, transaction hashes, addresses, contracts, calls and log filters beside the
+    /// scenario, ethspam's weights, and the block → receipts flow. The URL is also the target.
+    #[arg(long, value_name = "URL", conflicts_with_all = ["from_openrpc", "from_capture", "target"])]
+    pub from_node: Option<String>,
+    /// How many of the node's last blocks --from-node reads.
+    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..=10_000), requires = "from_node")]
+    pub blocks: u64,
     /// Target URL written into the scenario built from OpenRPC or a capture (default: the
     /// document's servers[0].url, else http://127.0.0.1:8545).
     #[arg(long)]

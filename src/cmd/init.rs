@@ -11,6 +11,9 @@ pub fn command(args: InitArgs) -> anyhow::Result<ExitCode> {
     if let Some(capture) = &args.from_capture {
         return from_capture(&args, capture);
     }
+    if let Some(url) = &args.from_node {
+        return from_node(&args, url);
+    }
     let text = match &args.from_openrpc {
         Some(path) => {
             let document =
@@ -54,6 +57,11 @@ fn from_capture(args: &InitArgs, capture: &std::path::Path) -> anyhow::Result<Ex
     let target = args.target.as_deref().unwrap_or("http://127.0.0.1:8545");
     let made = crate::init::from_capture(&text, &capture.display().to_string(), target, &data_dir)
         .map_err(|e| anyhow::anyhow!("{}: {e}", capture.display()))?;
+    write_made(args, &made, &data_dir)
+}
+
+/// The scenario and its data files, none overwritten without --force.
+fn write_made(args: &InitArgs, made: &crate::init::FromCapture, data_dir: &str) -> anyhow::Result<ExitCode> {
     let base = args.path.parent().unwrap_or(std::path::Path::new(""));
     let targets: Vec<std::path::PathBuf> = std::iter::once(args.path.clone())
         .chain(made.data_files.iter().map(|(file, _)| base.join(file)))
@@ -74,8 +82,41 @@ fn from_capture(args: &InitArgs, capture: &std::path::Path) -> anyhow::Result<Ex
         "wrote {} ({} data files in {}); check it with `volley validate {}`\n",
         args.path.display(),
         made.data_files.len(),
-        base.join(&data_dir).display(),
+        base.join(data_dir).display(),
         args.path.display()
     ));
     Ok(ExitCode::SUCCESS)
+}
+
+/// Reads the node's last blocks and writes the scenario made of them.
+fn from_node(args: &InitArgs, url: &str) -> anyhow::Result<ExitCode> {
+    if args.path.as_os_str() == "-" {
+        anyhow::bail!("--from-node writes data files beside the scenario: give it a file name, not -");
+    }
+    let stem = args
+        .path
+        .file_stem()
+        .map_or("scenario".into(), |s| s.to_string_lossy().into_owned());
+    let scenario = crate::scenario::Scenario::one_liner(url, "eth_blockNumber", None);
+    let within = scenario.timeout;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let made = runtime.block_on(tokio::task::LocalSet::new().run_until(async {
+        let (target, _) = super::execute::prepare(&scenario, url, &[], within)
+            .await
+            .map_err(|e| anyhow::anyhow!("--from-node {url}: {e}"))?;
+        let mut session = crate::engine::Session::open(&target, within, scenario.version)
+            .await
+            .map_err(|e| anyhow::anyhow!("--from-node {url}: {e}"))?;
+        let harvest = crate::init::harvest(&mut session, args.blocks)
+            .await
+            .map_err(|e| anyhow::anyhow!("--from-node {url}: {e}"))?;
+        let made = crate::init::from_node(&mut session, &harvest, url, &stem)
+            .await
+            .map_err(|e| anyhow::anyhow!("--from-node {url}: {e}"));
+        session.close().await;
+        made
+    }))?;
+    write_made(args, &made, &format!("{stem}-data"))
 }

@@ -19,7 +19,7 @@ pub use capture::{Capture, Captured};
 pub use control::Control;
 pub use observe::readable as observable;
 pub use poll::first as first_poll;
-pub use single::{call_by_hand, Answered};
+pub use single::{call_by_hand, Answered, Session};
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;

@@ -61,6 +61,58 @@ pub async fn call_by_hand(
         .await
 }
 
+/// A connection kept for calls made one after another, each judged and
+/// its result handed back (`volley init --from-node` reads a chain so).
+/// Must be used inside a `LocalSet`.
+pub struct Session {
+    connection: Connection,
+    within: Duration,
+    version: crate::rpc::Version,
+}
+
+impl Session {
+    pub async fn open(
+        target: &Target,
+        within: Duration,
+        version: crate::rpc::Version,
+    ) -> Result<Session, String> {
+        let connection = Connection::open(target, within)
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok(Session {
+            connection,
+            within,
+            version,
+        })
+    }
+
+    /// The result of `method(params)`; an error answer, a wrong one or no
+    /// answer says what it was, with the answer's first bytes.
+    pub async fn call(
+        &mut self,
+        method: &str,
+        params: &serde_json::Value,
+    ) -> Result<serde_json::Value, String> {
+        let template = CallTemplate::new(self.version, method, Some(params));
+        let answered = send(&mut self.connection, &template, false, self.within).await?;
+        if answered.outcome != Outcome::Ok {
+            return Err(format!(
+                "{}: {}",
+                answered.outcome,
+                crate::stats::excerpt(&answered.body)
+            ));
+        }
+        let message: serde_json::Value =
+            serde_json::from_slice(&answered.body).map_err(|e| format!("the answer is not JSON: {e}"))?;
+        Ok(message.get("result").cloned().unwrap_or_default())
+    }
+
+    /// Ends the connection as its protocol says.
+    pub async fn close(self) {
+        let _ = self.connection.shut_down().await;
+    }
+}
+
 /// Sends the call and judges its answer.
 async fn send(
     connection: &mut Connection,

@@ -2,8 +2,10 @@
 //! OpenRPC document (the JSON-RPC world's OpenAPI).
 
 mod capture;
+mod node;
 
 pub use capture::{from_capture, FromCapture};
+pub use node::{harvest, scenario as from_node, Harvest};
 
 use std::fmt::Write;
 
