@@ -409,3 +409,100 @@ fn the_shipped_journeys_run_clean_against_the_built_in_server() {
         assert_whole(&report, &[flow]);
     }
 }
+
+/// Two shards of a run with flows, merged: the flows' rows and where the
+/// failed ones stopped add up to the whole run's arrivals.
+#[test]
+fn shards_of_a_run_with_flows_merge_their_flows() {
+    use common::bin::{temp_dir, volley, wait_or_kill};
+    use std::time::{Duration, SystemTime};
+    let server = chain(0);
+    let root = temp_dir("flow-shards");
+    std::fs::create_dir_all(&root).unwrap();
+    let file = root.join("flows.toml");
+    let empty = r#"
+[[flows]]
+name = "empty"
+
+[[flows.steps]]
+method = "eth_getBlockByNumber"
+params = ["latest", false]
+capture = { tx = "/transactions/*" }
+
+[[flows.steps]]
+method = "eth_getTransactionReceipt"
+params = ["${tx}"]
+"#;
+    let text = format!(
+        "target = \"{}\"\n[load]\nrequests = 20\nconcurrency = 2\n{SEND_THEN_WAIT}{empty}",
+        server.url()
+    );
+    std::fs::write(&file, text).unwrap();
+    let start = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+        + 3;
+    let dirs: Vec<std::path::PathBuf> = (0..2).map(|i| root.join(format!("shard-{i}"))).collect();
+    let children: Vec<_> = (0..2)
+        .map(|i| {
+            volley()
+                .arg("run")
+                .arg(&file)
+                .args(["--no-tui", "-q", "--seed", "7", "--shard", &format!("{i}/2")])
+                .args(["--start-at", &start.to_string(), "--out"])
+                .arg(&dirs[i])
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for child in children {
+        let output = wait_or_kill(child, Duration::from_secs(90));
+        assert_eq!(
+            output.status.code(),
+            Some(0),
+            "{}",
+            common::bin::text(&output.stderr)
+        );
+    }
+    let merged = root.join("merged");
+    let output = wait_or_kill(
+        volley()
+            .arg("merge")
+            .args(&dirs)
+            .arg("--out")
+            .arg(&merged)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap(),
+        Duration::from_secs(60),
+    );
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{}",
+        common::bin::text(&output.stderr)
+    );
+    let summary = common::bin::summary_json(&merged)["summary"].clone();
+    let flows = summary["flows"].as_array().expect("the merged run's flows");
+    let started = |name: &str| {
+        let flow = flows.iter().find(|f| f["flow"] == name).unwrap();
+        flow["started"].as_u64().unwrap()
+    };
+    let (sends, empties) = (started("flow:send"), started("flow:empty"));
+    assert_eq!(sends + empties, 20, "{flows:?}");
+    let empty = flows.iter().find(|f| f["flow"] == "flow:empty").unwrap();
+    assert_eq!(empty["failed"].as_u64(), Some(empties));
+    assert_eq!(empty["skipped_steps"].as_u64(), Some(empties));
+    assert_eq!(
+        empty["failed_at"][0]["outcomes"]["capture"].as_u64(),
+        Some(empties)
+    );
+    let receipts = (summary["methods"].as_array().unwrap().iter())
+        .find(|m| m["method"] == "eth_getTransactionReceipt")
+        .unwrap();
+    assert_eq!(receipts["calls"].as_u64(), Some(3 * sends));
+}
