@@ -300,6 +300,21 @@ fn mistakes_in_a_flow_are_named_before_anything_is_sent() {
             "`nope` is made by no earlier step",
         ),
         (
+            "capture = { x = { pointer = \"/a\", pick = \"last\" } }\n",
+            "flows[0].steps[0].capture.x",
+            "pick `last`",
+        ),
+        (
+            "capture = { x = { pointer = \"/a\", optional = true } }\n",
+            "flows[0].steps[0].capture.x",
+            "optional = true goes with pick = \"all\"",
+        ),
+        (
+            "capture = { x = 3 }\n",
+            "steps[0].capture",
+            "a capture is a JSON pointer",
+        ),
+        (
             "notification = true\ncapture = { x = \"/a\" }\n",
             "flows[0].steps[0].capture",
             "a notification gets no answer",

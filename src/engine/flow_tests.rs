@@ -45,6 +45,7 @@ fn capture(name: &str, slot: usize, pointer: &str, pick: Pick) -> Capture {
         slot,
         pointer: Pointer::parse(pointer).unwrap(),
         pick,
+        optional: false,
     }
 }
 
@@ -281,4 +282,25 @@ async fn flows_and_calls_share_the_arrivals() {
     );
     assert_eq!(summary.total.calls, alone + 2 * flows);
     assert_eq!(row(&summary, "a").calls, flows);
+}
+
+/// An optional capture of all that finds nothing: an empty list, a
+/// `for_each` over it sends nothing, and the flow completes.
+#[tokio::test(start_paused = true)]
+async fn an_optional_capture_of_nothing_sends_its_for_each_no_call() {
+    let peer = Peer::logging(Duration::from_millis(10));
+    let mut list = step(0, "list", json!({"items": []}), &[]);
+    list.captures = vec![Capture {
+        optional: true,
+        ..capture("item", 0, "/items/*", Pick::All)
+    }];
+    let mut get = step(1, "get", json!(["${item}"]), &["item"]);
+    get.for_each = Some(ForEach { slot: 0, limit: 5 });
+    let mix = flow_mix(&["list", "get", "flow:f"], vec![list, get], 1);
+    let summary = run_mix(closed(3), mix, &peer, no_steering)
+        .await
+        .expect("the run ended");
+    assert_eq!(peer.counts().seen().len(), 3, "the lists alone");
+    assert_eq!(row(&summary, "flow:f").ok, 3);
+    assert_eq!(row(&summary, "get").calls, 0);
 }

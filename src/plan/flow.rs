@@ -92,6 +92,9 @@ pub struct Capture {
     pub slot: usize,
     pub pointer: Pointer,
     pub pick: Pick,
+    /// With `pick = "all"`: nothing found is an empty list (a `for_each`
+    /// over it sends nothing), not the step's failure.
+    pub optional: bool,
 }
 
 impl Capture {
@@ -106,6 +109,10 @@ impl Capture {
     ) -> bool {
         self.pointer.find(result, found);
         if found.is_empty() {
+            if self.optional && self.pick == Pick::All {
+                vars.set_all(self.slot, &[]);
+                return true;
+            }
             return false;
         }
         match self.pick {
@@ -165,6 +172,7 @@ mod tests {
             slot: 0,
             pointer: Pointer::parse("/transactions/*").unwrap(),
             pick,
+            optional: false,
         };
         let mut rng = SmallRng::seed_from_u64(1);
         let mut found = Vec::new();
@@ -180,5 +188,13 @@ mod tests {
         capture(Pick::All).take(result, &mut vars, &mut found, &mut rng);
         assert_eq!(vars.items(0).len(), 3);
         assert!(!capture(Pick::First).take(r#"{"transactions":[]}"#, &mut vars, &mut found, &mut rng));
+        assert!(!capture(Pick::All).take(r#"{"transactions":[]}"#, &mut vars, &mut found, &mut rng));
+        let optional = Capture {
+            optional: true,
+            ..capture(Pick::All)
+        };
+        assert!(optional.take(r#"{"transactions":[]}"#, &mut vars, &mut found, &mut rng));
+        assert!(vars.items(0).is_empty());
+        assert_eq!(vars.text(0), "[]");
     }
 }

@@ -50,7 +50,11 @@ struct RawStep {
 #[serde(untagged)]
 enum RawCapture {
     Pointer(String),
-    Long { pointer: String, pick: Option<String> },
+    Long {
+        pointer: String,
+        pick: Option<String>,
+        optional: Option<bool>,
+    },
 }
 
 /// `until`: any key of `expect`, and how often and how long to try.
@@ -373,9 +377,13 @@ impl RawStep {
         for (name, capture) in raw.get_ref() {
             let bad = |m: String| at.error(Some(raw.span()), Some(&format!("{key}.{name}")), m);
             check_var_name(name, scope).map_err(bad)?;
-            let (text, pick) = match capture {
-                RawCapture::Pointer(text) => (text, None),
-                RawCapture::Long { pointer, pick } => (pointer, pick.as_deref()),
+            let (text, pick, optional) = match capture {
+                RawCapture::Pointer(text) => (text, None, false),
+                RawCapture::Long {
+                    pointer,
+                    pick,
+                    optional,
+                } => (pointer, pick.as_deref(), optional.unwrap_or(false)),
             };
             let pointer = Pointer::parse(text).map_err(bad)?;
             let pick = match pick {
@@ -388,6 +396,11 @@ impl RawStep {
                 None if pointer.has_any() => Pick::Random,
                 None => Pick::First,
             };
+            if optional && pick != Pick::All {
+                return Err(bad(
+                    "optional = true goes with pick = \"all\": nothing found is then an empty list, and a for_each over it sends nothing".into(),
+                ));
+            }
             let slot = slots.iter().position(|s| s == name).unwrap_or_else(|| {
                 slots.push(name.clone());
                 slots.len() - 1
@@ -397,6 +410,7 @@ impl RawStep {
                 slot,
                 pointer,
                 pick,
+                optional,
             });
         }
         Ok(captures)

@@ -69,10 +69,11 @@ struct RawScenario {
 }
 
 /// Messages serde gives for untagged enums say nothing useful; these do.
-const SHAPES: [(&str, &str); 3] = [
+const SHAPES: [(&str, &str); 4] = [
     ("RawBatchSize", "batch size must be a number (10), a range ({ min = 1, max = 20 }) or a weighted table ({ sizes = { 1 = 50, 10 = 30 } })"),
     ("RawReplay", "replay must be a file path, or { file = \"x.jsonl\", on_end = \"loop\" | \"stop\", timing = \"recorded\", speed = 2.0, expect = \"recorded\", connections = \"recorded\" }"),
     ("RawCodes", "expect.error must be a code (-32601), a list of codes, or \"any\""),
+    ("RawCapture", "a capture is a JSON pointer (\"/transactions/*\") or { pointer = \"/transactions/*\", pick = \"first\" | \"random\" | \"all\", optional = true }"),
 ];
 
 pub(super) fn parse(
