@@ -224,65 +224,54 @@ impl Caller {
             );
             outcome
         };
-        if let Some(until) = until {
+        let waiting = until.filter(|until| {
             until.tries.set(until.tries.get().saturating_add(1));
-            if judge(&mut self.judge, Some(&until.check)) != Outcome::Ok {
-                let mut outcome = judge(&mut self.judge, None);
-                let mut expected = None;
+            judge(&mut self.judge, Some(&until.check)) != Outcome::Ok
+        });
+        let (outcome, expected, holds) = match waiting {
+            // A right answer, only not yet what `until` waits for: `ok`,
+            // unless no time is left for another try.
+            Some(until) => {
+                let outcome = judge(&mut self.judge, None);
                 if outcome == Outcome::Ok && Instant::now() + until.every > until.ends {
-                    outcome = Outcome::Until;
-                    expected = Some(format!(
+                    let expected = format!(
                         "{} within {} (tried {} times, every {})",
                         until.check,
                         humantime::format_duration(until.within),
                         until.tries.get(),
                         humantime::format_duration(until.every)
-                    ));
+                    );
+                    (Outcome::Until, Some(expected), false)
+                } else {
+                    (outcome, None, false)
                 }
-                self.record_with(
-                    run,
-                    step,
-                    outcome,
-                    Cause::Answer,
-                    &reply.body,
-                    timing,
-                    expected.as_deref(),
-                );
-                return (
-                    Sent {
-                        outcome,
-                        broken: false,
-                    },
-                    false,
-                );
             }
-        }
-        let mut outcome = judge(&mut self.judge, expect);
-        let mut expected = (outcome == Outcome::Assertion)
-            .then(|| expect.map(ToString::to_string))
-            .flatten();
-        if !step.captures.is_empty() && matches!(outcome, Outcome::Ok | Outcome::RpcError(_)) {
-            if let Some(missing) = capture(run, step, &reply.body, rng) {
-                outcome = Outcome::Capture;
-                expected = Some(missing);
+            None => {
+                let mut outcome = judge(&mut self.judge, expect);
+                let mut expected = (outcome == Outcome::Assertion)
+                    .then(|| expect.map(ToString::to_string))
+                    .flatten();
+                if !step.captures.is_empty() && matches!(outcome, Outcome::Ok | Outcome::RpcError(_)) {
+                    if let Some(missing) = capture(run, step, &reply.body, rng) {
+                        outcome = Outcome::Capture;
+                        expected = Some(missing);
+                    }
+                }
+                (outcome, expected, true)
             }
-        }
+        };
+        let body = &reply.body;
         self.record_with(
             run,
             step,
             outcome,
             Cause::Answer,
-            &reply.body,
+            body,
             timing,
             expected.as_deref(),
         );
-        (
-            Sent {
-                outcome,
-                broken: false,
-            },
-            true,
-        )
+        let broken = false;
+        (Sent { outcome, broken }, holds)
     }
 
     /// Records one call of a step (when the flow is measured).

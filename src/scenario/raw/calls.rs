@@ -89,23 +89,7 @@ impl RawCall {
             .as_ref()
             .map(|b| batch_size(at, b, &key("batch")))
             .transpose()?;
-        let (params, template) = match &self.params {
-            Some(p)
-                if p.get_ref().is_array() || p.get_ref().is_object() || whole_params_file(p.get_ref()) =>
-            {
-                let template = Template::compile(p.get_ref(), scope)
-                    .map_err(|m| at.error(Some(p.span()), Some(&key("params")), m))?;
-                (Some(p.get_ref().clone()), Some(Arc::new(template)))
-            }
-            Some(p) => {
-                return Err(at.error(
-                    Some(p.span()),
-                    Some(&key("params")),
-                    "params must be an array (by position) or a table (by name)",
-                ))
-            }
-            None => (None, None),
-        };
+        let (params, template) = params(at, self.params.as_ref(), &key("params"), scope)?;
         let expect = self
             .expect
             .as_ref()
@@ -129,6 +113,31 @@ impl RawCall {
             notification: self.notification,
             expect,
         })
+    }
+}
+
+/// A call's or a step's `params`, as written and compiled: an array or a
+/// table, or a JSON-lines file of whole params.
+pub(super) type Params = (Option<Value>, Option<Arc<Template>>);
+
+pub(super) fn params(
+    at: &Locator,
+    params: Option<&Spanned<Value>>,
+    key: &str,
+    scope: &Scope,
+) -> Result<Params, ScenarioError> {
+    match params {
+        Some(p) if p.get_ref().is_array() || p.get_ref().is_object() || whole_params_file(p.get_ref()) => {
+            let template =
+                Template::compile(p.get_ref(), scope).map_err(|m| at.error(Some(p.span()), Some(key), m))?;
+            Ok((Some(p.get_ref().clone()), Some(Arc::new(template))))
+        }
+        Some(p) => Err(at.error(
+            Some(p.span()),
+            Some(key),
+            "params must be an array (by position) or a table (by name)",
+        )),
+        None => Ok((None, None)),
     }
 }
 

@@ -13,7 +13,7 @@ use serde::Deserialize;
 use serde_json::Value;
 use toml::Spanned;
 
-use super::calls::{row_name, weight};
+use super::calls::{params, row_name, weight};
 use super::{duration, RawScenario};
 use crate::plan::{Capture, Check, ForEach, Pick, Pointer, Scope, Template, Until, FOR_EACH_LIMIT};
 use crate::scenario::error::{Locator, ScenarioError};
@@ -204,23 +204,8 @@ impl RawStep {
             vars: slots,
             ..*scope
         };
-        let mut uses = Vec::new();
-        let (params, template) = match &self.params {
-            Some(p) if p.get_ref().is_array() || p.get_ref().is_object() => {
-                let template = Template::compile(p.get_ref(), &known)
-                    .map_err(|m| at.error(Some(p.span()), Some(&key("params")), m))?;
-                uses.extend(template.vars_used());
-                (Some(p.get_ref().clone()), Some(Arc::new(template)))
-            }
-            Some(p) => {
-                return Err(at.error(
-                    Some(p.span()),
-                    Some(&key("params")),
-                    "params must be an array (by position) or a table (by name)",
-                ))
-            }
-            None => (None, None),
-        };
+        let (params, template) = params(at, self.params.as_ref(), &key("params"), &known)?;
+        let mut uses: Vec<usize> = template.as_ref().map_or_else(Vec::new, |t| t.vars_used());
         let expect = match &self.expect {
             Some(raw) => Some(check(
                 at,
