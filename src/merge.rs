@@ -282,7 +282,10 @@ fn summarize(shards: &[ShardRun]) -> RunSummary {
         stages: StageSummary::each(&stage_totals, &first.stage_bounds, seconds),
         events: Vec::new(),
         server: Vec::new(),
-        flows: stats::FlowSummary::each(&first.methods, &total),
+        flows: stats::FlowSummary::each(&first.methods, &total, &flows_in_flight(shards)),
+        callers_busy_at_end: (shards.iter())
+            .map(|s| s.results.report.summary.callers_busy_at_end)
+            .sum(),
         in_flight_at_end: shards.iter().map(|s| s.record.in_flight_at_end).sum(),
         panicked_connections: panicked,
         measured_seconds: seconds,
@@ -303,6 +306,21 @@ fn summarize(shards: &[ShardRun]) -> RunSummary {
     };
     stats::weigh_answers(&mut summary);
     summary
+}
+
+/// Each flow's still going at the shards' ends, added up by name, in the
+/// first shard's order.
+fn flows_in_flight(shards: &[ShardRun]) -> Vec<u64> {
+    let first = &shards[0].results.report.summary.flows;
+    (first.iter())
+        .map(|flow| {
+            (shards.iter())
+                .flat_map(|s| &s.results.report.summary.flows)
+                .filter(|f| f.flow == flow.flow)
+                .map(|f| f.in_flight_at_end)
+                .sum()
+        })
+        .collect()
 }
 
 /// Each method's figures and the total's, from the recorders added up;

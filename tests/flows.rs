@@ -177,6 +177,10 @@ params = ["${{tx}}"]
     assert_eq!((blocks.calls, blocks.outcomes["capture"]), (3, 3));
     let example = &blocks.error_examples["capture"][0];
     assert!(example.reason.contains("/transactions/*"), "{example:?}");
+    assert!(
+        example.reason.contains("`/transactions` is an empty array"),
+        "{example:?}"
+    );
     // The answer's first bytes, and its whole size.
     assert!(
         example
@@ -520,4 +524,22 @@ params = ["${tx}"]
         .find(|m| m["method"] == "eth_getTransactionReceipt")
         .unwrap();
     assert_eq!(receipts["calls"].as_u64(), Some(3 * sends));
+}
+
+/// An error answer to a capturing step: `capture`, its reason the error.
+#[test]
+fn an_error_answer_to_a_capture_says_the_error() {
+    let server = chain(0);
+    let text = format!(
+        "target = \"{}\"\n[load]\nrequests = 2\nconcurrency = 1\n[[flows]]\nname = \"bad\"\n[[flows.steps]]\nmethod = \"eth_sendRawTransaction\"\nparams = [\"not hex\"]\ncapture = {{ tx = \"\" }}\n",
+        server.url()
+    );
+    let report = run(&scenario(&text));
+    let sends = row(&report, "eth_sendRawTransaction");
+    assert_eq!((sends.calls, sends.outcomes["capture"]), (2, 2));
+    let example = &sends.error_examples["capture"][0];
+    assert!(
+        example.reason.contains("the answer is an error, no result") && example.reason.contains("-32602"),
+        "{example:?}"
+    );
 }

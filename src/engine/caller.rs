@@ -82,7 +82,14 @@ pub(super) async fn run_caller(
         reopen_after_failure: false,
     };
     while let Some(claim) = caller.next_due(index).await {
-        if !caller.call(claim).await {
+        // Counted while the call or flow goes: a run stopped mid-way finds
+        // it busy (why an open model fell behind).
+        let busy = &caller.local.busy;
+        busy.set(busy.get() + 1);
+        let more = caller.call(claim).await;
+        let busy = &caller.local.busy;
+        busy.set(busy.get() - 1);
+        if !more {
             caller.shared.clock().schedule.finish();
             break;
         }

@@ -51,9 +51,25 @@ impl Caller {
     /// Runs flow `index` of the mix, due at `claim.intended`.
     pub(super) async fn run_flow(&mut self, claim: Claim, index: u32, rng: &mut SmallRng) {
         let shared = self.shared.clone();
-        let flow = &shared.mix.flows[index as usize];
         let local = self.local.clone();
         local.sent.set(local.sent.get() + 1);
+        let measured = claim.intended >= shared.clock().measure_start;
+        // A measured flow still going when the run stops is counted so.
+        let in_flight = |change: i64| {
+            if measured {
+                let mut each = local.flows_in_flight.borrow_mut();
+                each[index as usize] = each[index as usize].saturating_add_signed(change);
+            }
+        };
+        in_flight(1);
+        self.flow_in_flight(claim, index, rng).await;
+        in_flight(-1);
+    }
+
+    /// The flow itself: its connection, its steps, its row.
+    async fn flow_in_flight(&mut self, claim: Claim, index: u32, rng: &mut SmallRng) {
+        let shared = self.shared.clone();
+        let flow = &shared.mix.flows[index as usize];
         let mut run = Run {
             flow,
             vars: flow.start(rng),
@@ -364,13 +380,25 @@ impl Caller {
 /// Takes each of the step's captures from the answer's result; what was
 /// expected when one found nothing (the pointer), else `None`.
 fn capture(run: &mut Run<'_>, step: &Step, answer: &[u8], rng: &mut SmallRng) -> Option<String> {
-    let result = crate::rpc::wire::Message::parse(answer).and_then(|m| m.result);
+    let message = crate::rpc::wire::Message::parse(answer);
+    let result = message.as_ref().and_then(|m| m.result);
     let mut found = Vec::new();
     for capture in &step.captures {
-        let took = result.is_some_and(|result| capture.take(result, &mut run.vars, &mut found, rng));
-        if !took {
-            return Some(format!("a value at {} for `{}`", capture.pointer, capture.name));
-        }
+        let why = match result {
+            Some(result) if capture.take(result, &mut run.vars, &mut found, rng) => continue,
+            Some(result) => capture.pointer.why_nothing(result),
+            None => match message.as_ref().and_then(|m| m.error) {
+                Some(error) => format!(
+                    "the answer is an error, no result: {}",
+                    crate::stats::excerpt(error.as_bytes())
+                ),
+                None => "the answer holds no result".into(),
+            },
+        };
+        return Some(format!(
+            "a value at {} for `{}`; {why}",
+            capture.pointer, capture.name
+        ));
     }
     None
 }

@@ -155,7 +155,10 @@ async fn a_capture_that_finds_nothing_skips_the_rest_of_its_flow() {
     assert_eq!(flows.failed_at[0].step, 1);
     assert_eq!(flows.failed_at[0].outcomes["capture"], 5);
     let example = &first.error_examples["capture"][0];
-    assert!(example.reason.contains("/items/*"), "{example:?}");
+    assert!(
+        example.reason.contains("/items/*") && example.reason.contains("`/items` is an empty array"),
+        "{example:?}"
+    );
     assert!(example.answer.contains("items"), "{example:?}");
 }
 
@@ -303,4 +306,43 @@ async fn an_optional_capture_of_nothing_sends_its_for_each_no_call() {
     assert_eq!(peer.counts().seen().len(), 3, "the lists alone");
     assert_eq!(row(&summary, "flow:f").ok, 3);
     assert_eq!(row(&summary, "get").calls, 0);
+}
+
+/// Flows still going when the run stops are counted apart from their row
+/// (as calls in flight are), and so are the callers they hold.
+#[tokio::test(start_paused = true)]
+async fn flows_still_going_at_the_end_are_counted_apart() {
+    let peer = Peer::logging(Duration::from_millis(10));
+    let mut wait = step(0, "wait", json!(["pending"]), &[]);
+    wait.until = Some(Until {
+        check: Check {
+            expect: Expectation::Result(ResultCheck {
+                equals: Some(json!(["mined"])),
+                ..Default::default()
+            }),
+            equals: None,
+        },
+        every: Duration::from_millis(100),
+        within: Duration::from_secs(10),
+    });
+    let mix = flow_mix(&["wait", "flow:f"], vec![wait], 0);
+    // 10 flows due over 1 s, 2 callers, each flow taking 10 s.
+    let mut plan = plan(Pacing::Open { rate: 10.0 }, 1, 2);
+    plan.duration = Some(Duration::from_secs(1));
+    let summary = run_mix(plan, mix, &peer, no_steering)
+        .await
+        .expect("the run ended");
+    let flows = &summary.flows[0];
+    assert_eq!(
+        (
+            flows.started,
+            flows.in_flight_at_end,
+            flows.completed,
+            flows.failed
+        ),
+        (2, 2, 0, 0)
+    );
+    assert_eq!(row(&summary, "flow:f").calls, 0);
+    assert_eq!(summary.callers_busy_at_end, 2);
+    assert_eq!(summary.schedule.expect("open").unsent, 8);
 }

@@ -402,7 +402,14 @@ fn summarize(
         stages: StageSummary::each(&gatherer.stage_totals, stage_bounds, wall),
         events: shared.control.events(),
         server: Vec::new(),
-        flows: crate::stats::FlowSummary::each(&shared.mix.methods, total),
+        flows: crate::stats::FlowSummary::each(
+            &shared.mix.methods,
+            total,
+            &(shared.flows_in_flight_at_end.iter())
+                .map(|n| n.load(Ordering::Relaxed))
+                .collect::<Vec<_>>(),
+        ),
+        callers_busy_at_end: shared.callers_busy_at_end.load(Ordering::Relaxed),
         in_flight_at_end: shared.in_flight_at_end.load(Ordering::Relaxed),
         panicked_connections: shared.panicked.load(Ordering::Relaxed),
         measured_seconds: seconds,

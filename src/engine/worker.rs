@@ -65,6 +65,10 @@ pub(super) struct RunState {
     begun: tokio::sync::Notify,
     next_id_block: AtomicU64,
     pub in_flight_at_end: AtomicU64,
+    /// Flows still going when the run stopped, per flow of the mix.
+    pub flows_in_flight_at_end: Vec<AtomicU64>,
+    /// Callers inside a call or a flow when the run stopped.
+    pub callers_busy_at_end: AtomicU64,
     /// Connection tasks that panicked.
     pub panicked: AtomicU64,
     /// CPU time the engine threads used, in µs, added as each ends its run.
@@ -86,6 +90,7 @@ impl RunState {
             facts: _,
         } = spec;
         let callers = plan.callers();
+        let flows_in_flight_at_end = mix.flows.iter().map(|_| AtomicU64::new(0)).collect();
         // A shard's ids are a block of their own: no two shards send one.
         let first_id = plan.shard.first_id();
         let concurrency = match plan.pacing {
@@ -112,6 +117,8 @@ impl RunState {
             cancel,
             next_id_block: AtomicU64::new(first_id),
             in_flight_at_end: AtomicU64::new(0),
+            flows_in_flight_at_end,
+            callers_busy_at_end: AtomicU64::new(0),
             panicked: AtomicU64::new(0),
             cpu_micros: AtomicU64::new(0),
             child_ends: Default::default(),
@@ -215,6 +222,10 @@ pub(super) struct ThreadState {
     ids: Cell<(u64, u64)>,
     pub sent: Cell<u64>,
     pub in_flight: Cell<u64>,
+    /// Callers inside a call or a flow now.
+    pub busy: Cell<u64>,
+    /// Measured flows started and not yet ended, per flow of the mix.
+    pub flows_in_flight: RefCell<Vec<u64>>,
     /// The run's token, seen through a child of this thread's own.
     pub cancel: CancellationToken,
 }
@@ -285,6 +296,8 @@ pub(super) async fn run_share(
         ids: Cell::new((0, 0)),
         sent: Cell::new(0),
         in_flight: Cell::new(0),
+        busy: Cell::new(0),
+        flows_in_flight: RefCell::new(vec![0; shared.mix.flows.len()]),
         cancel: shared.cancel.child_token(),
     });
     let slots: Vec<Rc<ConnectionSlot>> = connections
@@ -405,6 +418,10 @@ async fn wait_for_callers(shared: &RunState, local: &ThreadState, tasks: Vec<tok
         _ = local.cancel.cancelled() => {
             aborts.iter().for_each(|a| a.abort());
             shared.in_flight_at_end.fetch_add(local.in_flight.get(), Ordering::Relaxed);
+            shared.callers_busy_at_end.fetch_add(local.busy.get(), Ordering::Relaxed);
+            for (all, mine) in shared.flows_in_flight_at_end.iter().zip(local.flows_in_flight.borrow().iter()) {
+                all.fetch_add(*mine, Ordering::Relaxed);
+            }
         }
     }
     if shared.clock().schedule.ends_at_deadline() {

@@ -94,6 +94,54 @@ impl fmt::Display for Pointer {
     }
 }
 
+impl Pointer {
+    /// Why the pointer reaches nothing in `json`: what stands where it
+    /// stops (an empty array, an object without the member, a string).
+    pub fn why_nothing(&self, json: &str) -> String {
+        let Ok(root) = serde_json::from_str::<&RawValue>(json) else {
+            return "the result is not JSON".into();
+        };
+        let mut level: Vec<&RawValue> = vec![root];
+        let mut reached = String::new();
+        for (step, token) in self.steps.iter().zip(self.text.split('/').skip(1)) {
+            let mut next = Vec::new();
+            for value in &level {
+                let _ = walk(value, step, &mut next);
+            }
+            if next.is_empty() {
+                let at = if reached.is_empty() {
+                    "the result".to_string()
+                } else {
+                    format!("`{reached}`")
+                };
+                return format!("{at} is {}", describe(level[0].get(), token));
+            }
+            reached.push('/');
+            reached.push_str(token);
+            level = next;
+        }
+        "nothing".into()
+    }
+}
+
+/// What a value is, said for a pointer's `token` that found nothing in it.
+fn describe(json: &str, token: &str) -> String {
+    let value: serde_json::Value = match serde_json::from_str(json) {
+        Ok(value) => value,
+        Err(_) => return "not JSON".into(),
+    };
+    match value {
+        serde_json::Value::Array(items) if items.is_empty() => "an empty array".into(),
+        serde_json::Value::Array(items) => format!("an array of {} (no element `{token}`)", items.len()),
+        serde_json::Value::Object(members) if members.is_empty() => "an empty object".into(),
+        serde_json::Value::Object(_) => format!("an object without `{token}`"),
+        serde_json::Value::Null => "null".into(),
+        serde_json::Value::String(_) => "a string".into(),
+        serde_json::Value::Number(_) => "a number".into(),
+        serde_json::Value::Bool(_) => "a boolean".into(),
+    }
+}
+
 fn unescape(token: &str) -> Option<String> {
     let mut out = String::with_capacity(token.len());
     let mut chars = token.chars();
@@ -248,6 +296,25 @@ mod tests {
         ] {
             assert!(find(pointer, json).is_empty(), "{pointer} in {json}");
         }
+    }
+
+    #[test]
+    fn nothing_found_is_explained_by_what_stands_there() {
+        let why = |pointer: &str, json: &str| Pointer::parse(pointer).unwrap().why_nothing(json);
+        assert_eq!(
+            why("/transactions/*", r#"{"transactions":[]}"#),
+            "`/transactions` is an empty array"
+        );
+        assert_eq!(
+            why("/transactions/*", r#"{"number":1}"#),
+            "the result is an object without `transactions`"
+        );
+        assert_eq!(
+            why("/a/5", r#"{"a":[1,2]}"#),
+            "`/a` is an array of 2 (no element `5`)"
+        );
+        assert_eq!(why("/a", "null"), "the result is null");
+        assert_eq!(why("/a/b", r#"{"a":"x"}"#), "`/a` is a string");
     }
 
     #[test]

@@ -389,6 +389,17 @@ fn extras(out: &mut String, summary: &RunSummary) {
             summary.in_flight_at_end
         );
     }
+    let going: Vec<String> = (summary.flows.iter())
+        .filter(|f| f.in_flight_at_end > 0)
+        .map(|f| format!("{} {}", f.flow, f.in_flight_at_end))
+        .collect();
+    if !going.is_empty() {
+        let _ = writeln!(
+            out,
+            "flows still going when the run stopped (not in their rows): {}",
+            going.join(", ")
+        );
+    }
 }
 
 fn method_line(m: &MethodSummary, width: usize) -> String {

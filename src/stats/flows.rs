@@ -53,9 +53,14 @@ impl FlowCounts {
 pub struct FlowSummary {
     /// Its row: `flow:NAME`.
     pub flow: String,
+    /// Completed, failed, and still going when the run ended.
     pub started: u64,
     pub completed: u64,
     pub failed: u64,
+    /// Started and not ended when the run stopped (as calls in flight are,
+    /// counted apart from the row, whose calls are the flows that ended).
+    #[serde(default)]
+    pub in_flight_at_end: u64,
     /// Steps never sent because an earlier one failed.
     pub skipped_steps: u64,
     /// Each step (from 1, in the file's order) and the flows that stopped
@@ -75,18 +80,22 @@ pub struct FailedStep {
 
 impl FlowSummary {
     /// Each flow's figures: `names` are the recorder's rows' names, the
-    /// flows' rows the last ones.
-    pub fn each(names: &[String], recorder: &super::Recorder) -> Vec<FlowSummary> {
+    /// flows' rows the last ones; `in_flight` each flow's still going at
+    /// the end.
+    pub fn each(names: &[String], recorder: &super::Recorder, in_flight: &[u64]) -> Vec<FlowSummary> {
         let first = recorder.call_rows().len();
         (recorder.flows.iter().enumerate())
             .filter_map(|(i, counts)| {
                 let row = recorder.methods.get(first + i)?;
-                Some(FlowSummary::new(names.get(first + i)?, row, counts))
+                let mut summary = FlowSummary::new(names.get(first + i)?, row, counts);
+                summary.in_flight_at_end = in_flight.get(i).copied().unwrap_or(0);
+                summary.started += summary.in_flight_at_end;
+                Some(summary)
             })
             .collect()
     }
 
-    /// `row` is the flow's own figures.
+    /// `row` is the flow's own figures (those that ended).
     pub fn new(flow: &str, row: &super::MethodStats, counts: &FlowCounts) -> Self {
         let failed_at = (counts.failed_at.iter().enumerate())
             .filter(|(_, outcomes)| outcomes.iter().any(|n| *n > 0))
@@ -104,6 +113,7 @@ impl FlowSummary {
             started: row.calls(),
             completed: row.ok(),
             failed: row.calls() - row.ok(),
+            in_flight_at_end: 0,
             skipped_steps: counts.skipped,
             failed_at,
         }

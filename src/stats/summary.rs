@@ -469,6 +469,10 @@ pub struct RunSummary {
     pub flows: Vec<super::FlowSummary>,
     /// Calls abandoned in flight when the run stopped.
     pub in_flight_at_end: u64,
+    /// Callers inside a call or a flow when the run stopped: a flow holds
+    /// its caller between its calls too, which `in_flight_at_end` misses.
+    #[serde(default)]
+    pub callers_busy_at_end: u64,
     /// Connection tasks that panicked (a bug); their calls so far are counted.
     pub panicked_connections: u64,
     /// Measured seconds the load ran: paused time is left out.
@@ -519,6 +523,7 @@ impl RunSummary {
             events: Vec::new(),
             flows: Vec::new(),
             in_flight_at_end: 0,
+            callers_busy_at_end: 0,
             panicked_connections: 0,
             measured_seconds: seconds,
             paused_seconds: 0.0,

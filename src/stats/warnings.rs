@@ -257,7 +257,8 @@ impl BehindCause {
 /// Why an open-model run fell behind its schedule, with the remedy.
 fn behind_cause(summary: &RunSummary, capacity: Capacity) -> String {
     let unreachable = summary.total.outcome(super::OutcomeKind::Connect);
-    let in_flight = summary.in_flight_at_end;
+    // Calls in flight, or callers held by flows between their calls.
+    let in_flight = summary.in_flight_at_end.max(summary.callers_busy_at_end);
     match BehindCause::of(unreachable, in_flight, capacity) {
         BehindCause::Unreachable { calls } => format!(
             "the server could not be reached for part of the run ({} failed to connect): requests due then waited for it. This is the server's outage, not the generator",
@@ -373,6 +374,39 @@ mod tests {
         assert!(
             summary.verdict.valid,
             "warnings alone leave the verdict as it was"
+        );
+    }
+
+    /// Flows hold their callers between calls: callers busy at the end,
+    /// not calls in flight, say every caller was taken.
+    #[test]
+    fn callers_held_by_flows_are_every_caller_busy_not_a_slow_generator() {
+        let behind = |busy: u64| {
+            let mut summary = run_of(100, 2.0);
+            summary.schedule = Some(ScheduleSummary {
+                late_requests: 50,
+                behind: true,
+                ..ScheduleSummary::default()
+            });
+            summary.callers_busy_at_end = busy;
+            summary.finish(&Facts {
+                capacity: Capacity {
+                    connections: 4,
+                    callers: 4,
+                },
+                ..Facts::default()
+            });
+            let warning = summary
+                .warnings
+                .iter()
+                .find(|w| w.code == WarningCode::BehindSchedule);
+            warning.expect("behind schedule").message.clone()
+        };
+        assert!(behind(4).contains("every caller"), "{}", behind(4));
+        assert!(
+            behind(3).starts_with("the generator fell behind"),
+            "{}",
+            behind(3)
         );
     }
 
