@@ -259,6 +259,9 @@ fn write_flow(out: &mut String, flow: &crate::scenario::FlowSpec, share: f64) {
         if step.notification {
             line.push_str("  (notification)");
         }
+        if step.always {
+            line.push_str("  (always, even after a failed step)");
+        }
         if !step.uses.is_empty() {
             let _ = write!(line, "  uses {}", step.uses.join(", "));
         }

@@ -313,6 +313,7 @@ fn mistakes_in_a_flow_are_named_before_anything_is_sent() {
             "flows[0].steps[0].capture.x",
             "optional = true goes with pick = \"all\"",
         ),
+        ("always = 1\n", "steps[0].always", "invalid type"),
         (
             "capture = { x = 3 }\n",
             "steps[0].capture",
@@ -332,6 +333,14 @@ fn mistakes_in_a_flow_are_named_before_anything_is_sent() {
         assert!(error.contains(key) && error.contains(message), "{extra}: {error}");
         assert!(error.contains("f.toml:"), "{error}");
     }
+    let vars = "target = \"http://127.0.0.1:1\"\n[[flows]]\nname = \"f\"\nvars = { a = \"${int(1, 2)}\", b = \"x${a}\" }\n[[flows.steps]]\nmethod = \"m\"\n";
+    let error = volley::scenario::Scenario::parse(vars, "f.toml", "f", &|_| None)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        error.contains("flows[0].vars.b") && error.contains("`a` is another of this flow's vars"),
+        "{error}"
+    );
     // A later step reads what an earlier one captured; its own capture is
     // not yet made when it is sent.
     let own = format!("{head}params = [\"${{x}}\"]\ncapture = {{ x = \"/a\" }}\n");

@@ -187,3 +187,29 @@ fn a_harvest_of_anvil_runs_clean_against_it() {
     anvil.kill().unwrap();
     let _ = anvil.wait();
 }
+
+/// Blocks without transactions give nothing to harvest: said, and no file
+/// written.
+#[test]
+fn blocks_without_transactions_are_refused_with_the_way_out() {
+    let server = serve::spawn(ServeConfig {
+        listen: "127.0.0.1:0".parse::<SocketAddr>().unwrap(),
+        threads: 1,
+        ..ServeConfig::default()
+    })
+    .unwrap();
+    let dir = temp_dir("from-node-empty");
+    std::fs::create_dir_all(&dir).unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_volley"))
+        .args(["init", "node.toml", "--from-node", &server.url(), "--blocks", "3"])
+        .current_dir(&dir)
+        .output()
+        .unwrap();
+    let stderr = text(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("hold no transactions: read more of them (--blocks) or send some first"),
+        "{stderr}"
+    );
+    assert!(!dir.join("node.toml").exists());
+}

@@ -106,39 +106,59 @@ impl Caller {
     }
 
     /// Sends each step in turn; the step a flow stopped at, why, how many
-    /// calls it left unsent, and whether the connection broke.
+    /// calls it left unsent, and whether the connection broke. After a
+    /// failure only the `always` steps (a document's close) are sent.
     async fn run_steps(
         &mut self,
         run: &mut Run<'_>,
         in_hand: &mut InHand,
         rng: &mut SmallRng,
     ) -> Option<(usize, Outcome, u64, bool)> {
-        let steps = &run.flow.steps;
-        for (i, step) in steps.iter().enumerate() {
-            let later = (steps.len() - i - 1) as u64;
-            let Some(each) = step.for_each else {
-                let sent = self.send_step(run, step, in_hand, rng).await;
-                if sent.outcome != Outcome::Ok {
-                    return Some((i, sent.outcome, later, sent.broken));
+        let mut failed: Option<(usize, Outcome, u64, bool)> = None;
+        for (i, step) in run.flow.steps.iter().enumerate() {
+            match &mut failed {
+                Some((_, _, skipped, broken)) if !step.always || *broken => *skipped += 1,
+                Some((_, _, _, broken)) => {
+                    let cleanup = self.send_each(run, step, in_hand, rng).await;
+                    *broken |= cleanup.is_some_and(|(_, _, broke)| broke);
                 }
-                continue;
-            };
-            let items = run.vars.items(each.slot);
-            let items = &items[..items.len().min(each.limit as usize)];
-            for (n, item) in items.iter().enumerate() {
-                let mut vars = run.vars.clone();
-                vars.set(each.slot, item);
-                let kept = std::mem::replace(&mut run.vars, vars);
-                let sent = self.send_step(run, step, in_hand, rng).await;
-                // What this pass captured stays; the list it went through
-                // is put back for the next pass.
-                let mut after = std::mem::replace(&mut run.vars, kept);
-                after.restore(each.slot, &run.vars);
-                run.vars = after;
-                if sent.outcome != Outcome::Ok {
-                    let left = (items.len() - n - 1) as u64;
-                    return Some((i, sent.outcome, left + later, sent.broken));
+                None => {
+                    if let Some((outcome, left, broken)) = self.send_each(run, step, in_hand, rng).await {
+                        failed = Some((i, outcome, left, broken));
+                    }
                 }
+            }
+        }
+        failed
+    }
+
+    /// Sends a step, once per value of its `for_each`; when one fails, its
+    /// outcome, the passes left unsent and whether the connection broke.
+    async fn send_each(
+        &mut self,
+        run: &mut Run<'_>,
+        step: &Step,
+        in_hand: &mut InHand,
+        rng: &mut SmallRng,
+    ) -> Option<(Outcome, u64, bool)> {
+        let Some(each) = step.for_each else {
+            let sent = self.send_step(run, step, in_hand, rng).await;
+            return (sent.outcome != Outcome::Ok).then_some((sent.outcome, 0, sent.broken));
+        };
+        let items = run.vars.items(each.slot);
+        let items = &items[..items.len().min(each.limit as usize)];
+        for (n, item) in items.iter().enumerate() {
+            let mut vars = run.vars.clone();
+            vars.set(each.slot, item);
+            let kept = std::mem::replace(&mut run.vars, vars);
+            let sent = self.send_step(run, step, in_hand, rng).await;
+            // What this pass captured stays; the list it went through is
+            // put back for the next pass.
+            let mut after = std::mem::replace(&mut run.vars, kept);
+            after.restore(each.slot, &run.vars);
+            run.vars = after;
+            if sent.outcome != Outcome::Ok {
+                return Some((sent.outcome, (items.len() - n - 1) as u64, sent.broken));
             }
         }
         None

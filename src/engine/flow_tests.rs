@@ -36,6 +36,7 @@ fn step(row: u32, method: &str, params: serde_json::Value, slots: &[&str]) -> St
         captures: Vec::new(),
         until: None,
         for_each: None,
+        always: false,
     }
 }
 
@@ -345,4 +346,29 @@ async fn flows_still_going_at_the_end_are_counted_apart() {
     assert_eq!(row(&summary, "flow:f").calls, 0);
     assert_eq!(summary.callers_busy_at_end, 2);
     assert_eq!(summary.schedule.expect("open").unsent, 8);
+}
+
+/// A step marked `always` is sent after an earlier one failed (a
+/// document's close), and only it: the others are skipped.
+#[tokio::test(start_paused = true)]
+async fn an_always_step_is_sent_after_a_failure() {
+    let peer = Peer::logging(Duration::from_millis(10));
+    let mut open = step(0, "open", json!([]), &[]);
+    open.captures = vec![capture("x", 0, "/nope", Pick::First)];
+    let middle = step(1, "middle", json!([]), &[]);
+    let mut close = step(2, "close", json!([]), &[]);
+    close.always = true;
+    let mix = flow_mix(
+        &["open", "middle", "close", "flow:f"],
+        vec![open, middle, close],
+        1,
+    );
+    let summary = run_mix(closed(2), mix, &peer, no_steering)
+        .await
+        .expect("the run ended");
+    let methods: Vec<String> = peer.counts().seen().iter().map(|s| s.method.clone()).collect();
+    assert_eq!(methods, ["open", "close", "open", "close"]);
+    let flows = &summary.flows[0];
+    assert_eq!((flows.failed, flows.skipped_steps), (2, 2));
+    assert_eq!(flows.failed_at[0].step, 1);
 }

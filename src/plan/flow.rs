@@ -48,6 +48,8 @@ pub struct Step {
     pub until: Option<Until>,
     /// Sent once per value of this slot (at most `limit` times).
     pub for_each: Option<ForEach>,
+    /// Sent even after an earlier step failed (a cleanup: LSP's didClose).
+    pub always: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq)]

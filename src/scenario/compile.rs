@@ -273,6 +273,7 @@ impl Scenario {
             captures: step.captures.clone(),
             until: step.until.clone(),
             for_each: step.for_each,
+            always: step.always,
         }
     }
 }

@@ -211,6 +211,8 @@ pub struct StepSpec {
     pub captures: Vec<crate::plan::Capture>,
     pub until: Option<crate::plan::Until>,
     pub for_each: Option<crate::plan::ForEach>,
+    /// Sent even after an earlier step failed.
+    pub always: bool,
     /// The variables its params and checks read, by name.
     pub uses: Vec<String>,
 }

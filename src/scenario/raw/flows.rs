@@ -43,6 +43,9 @@ struct RawStep {
     until: Option<Spanned<RawUntil>>,
     for_each: Option<Spanned<String>>,
     for_each_limit: Option<Spanned<i64>>,
+    /// Sent even after an earlier step failed (a cleanup).
+    #[serde(default)]
+    always: bool,
 }
 
 /// `tx = "/transactions/*"`, or `tx = { pointer = "...", pick = "all" }`.
@@ -155,7 +158,25 @@ impl RawFlow {
         for (var, value) in &self.vars {
             let var_key = key(&format!("vars.{var}"));
             check_var_name(var, scope).map_err(|m| at.error(Some(value.span()), Some(&var_key), m))?;
-            // A var sees generators and polled values, not other vars.
+            // A var sees generators and polled values, not other vars:
+            // they are made together, at the flow's start.
+            let names: Vec<String> = self.vars.keys().cloned().collect();
+            let seeing = Scope {
+                vars: &names,
+                ..*scope
+            };
+            let template = Template::compile(value.get_ref(), &seeing)
+                .map_err(|m| at.error(Some(value.span()), Some(&var_key), m))?;
+            if let Some(other) = template.vars_used().first() {
+                return Err(at.error(
+                    Some(value.span()),
+                    Some(&var_key),
+                    format!(
+                        "`{}` is another of this flow's vars: vars are made together at the flow's start, so one cannot read another (write its expression here instead)",
+                        names[*other]
+                    ),
+                ));
+            }
             let template = Template::compile(value.get_ref(), scope)
                 .map_err(|m| at.error(Some(value.span()), Some(&var_key), m))?;
             slots.push(var.clone());
@@ -237,6 +258,7 @@ impl RawStep {
             captures,
             until,
             for_each,
+            always: self.always,
             uses: names,
         })
     }
