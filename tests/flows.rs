@@ -552,3 +552,31 @@ fn an_error_answer_to_a_capture_says_the_error() {
         "{example:?}"
     );
 }
+
+/// A server that reads each request and closes the connection without an
+/// answer: a flow's first step fails as `io`, the flow with it, the rest
+/// skipped, and each flow opens a connection of its own.
+#[test]
+fn a_flow_whose_connection_drops_fails_at_that_step() {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use tokio::io::AsyncReadExt;
+    static ACCEPTED: AtomicU64 = AtomicU64::new(0);
+    let addr = common::serve_on_a_thread(|listener| async move {
+        loop {
+            let (mut stream, _) = listener.accept().await.unwrap();
+            ACCEPTED.fetch_add(1, Ordering::Relaxed);
+            tokio::spawn(async move {
+                let mut buf = [0u8; 4096];
+                let _ = stream.read(&mut buf).await;
+            });
+        }
+    });
+    let text = format!("target = \"http://{addr}\"\ntimeout = \"5s\"\n[load]\nrequests = 3\nconcurrency = 1\n{SEND_THEN_WAIT}");
+    let report = run(&scenario(&text));
+    let send = row(&report, "eth_sendRawTransaction");
+    assert_eq!((send.calls, send.outcomes["io"]), (3, 3), "{:?}", send.outcomes);
+    let flows = &report.summary.flows[0];
+    assert_eq!((flows.started, flows.failed, flows.skipped_steps), (3, 3, 3));
+    assert_eq!(flows.failed_at[0].outcomes["io"], 3);
+    assert!(ACCEPTED.load(Ordering::Relaxed) >= 3);
+}
