@@ -497,12 +497,16 @@ fn add_row(rows: &mut BTreeMap<u32, SecondRow>, row: &SecondRow, offset: u32) {
         p99_ms: 0.0,
         max_ms: 0.0,
         error_outcomes: BTreeMap::new(),
+        flows: 0,
+        flow_errors: 0,
         server_cpu_cores: None,
         server_rss_bytes: None,
     });
     into.calls = into.calls.saturating_add(row.calls);
     into.ok = into.ok.saturating_add(row.ok);
     into.errors = into.errors.saturating_add(row.errors);
+    into.flows = into.flows.saturating_add(row.flows);
+    into.flow_errors = into.flow_errors.saturating_add(row.flow_errors);
     into.rps += row.rps;
     for (name, n) in &row.error_outcomes {
         let count = into.error_outcomes.entry(name).or_insert(0);

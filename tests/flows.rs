@@ -72,6 +72,9 @@ fn assert_send_then_wait(report: &RunReport, flows: u64) {
     assert_eq!((flow.calls, flow.ok, flow.errors), (flows, flows, 0));
     assert_eq!(report.summary.total.calls, 4 * flows);
     assert_eq!(report.summary.flows[0].started, flows);
+    // The seconds count the flows that ended in them.
+    let by_second: u64 = report.summary.timeseries.iter().map(|s| s.flows).sum();
+    assert_eq!(by_second, flows);
 }
 
 #[test]

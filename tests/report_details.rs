@@ -312,6 +312,8 @@ fn counts_are_said_in_words() {
         p99_ms: 1.0,
         max_ms: 1.0,
         error_outcomes: Default::default(),
+        flows: 0,
+        flow_errors: 0,
         server_cpu_cores: None,
         server_rss_bytes: None,
     };

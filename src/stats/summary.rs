@@ -148,6 +148,12 @@ pub struct SecondRow {
     /// The second's errors by outcome (those that happened).
     #[serde(deserialize_with = "read::by_outcome")]
     pub error_outcomes: BTreeMap<&'static str, u64>,
+    /// Flows that ended in the second (their steps are among its calls),
+    /// and of them those that failed.
+    #[serde(default)]
+    pub flows: u64,
+    #[serde(default)]
+    pub flow_errors: u64,
     /// The watched server processes over the second: CPU in cores (1.0 is
     /// one core busy) and resident bytes, all of them together.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -161,6 +167,9 @@ impl SecondRow {
     /// may be cut short).
     pub fn new(second: u32, window: &Recorder, length: Duration) -> Self {
         let total = window.total();
+        let flow_rows = &window.methods[window.call_rows().len()..];
+        let flows: u64 = flow_rows.iter().map(MethodStats::calls).sum();
+        let flows_ok: u64 = flow_rows.iter().map(MethodStats::ok).sum();
         let latency = LatencySummary::from_micros(&total.latency);
         let calls = total.calls();
         let seconds = length.as_secs_f64();
@@ -183,6 +192,8 @@ impl SecondRow {
                 .map(|kind| (kind.name(), total.outcomes[*kind as usize]))
                 .filter(|(_, n)| *n > 0)
                 .collect(),
+            flows,
+            flow_errors: flows - flows_ok,
             server_cpu_cores: None,
             server_rss_bytes: None,
         }

@@ -62,6 +62,8 @@ fn snapshot() -> Snapshot {
                 p99_ms: 1.5,
                 max_ms: 3.0,
                 error_outcomes: [("rpc_error", 3)].into(),
+                flows: 0,
+                flow_errors: 0,
                 server_cpu_cores: None,
                 server_rss_bytes: None,
             })

@@ -287,6 +287,8 @@ fn second(
         p99_ms,
         max_ms: 0.0,
         error_outcomes: errors.iter().copied().collect(),
+        flows: 0,
+        flow_errors: 0,
         server_cpu_cores: None,
         server_rss_bytes: None,
     }
