@@ -451,23 +451,7 @@ fn shards_of_a_run_with_flows_merge_their_flows() {
     let root = temp_dir("flow-shards");
     std::fs::create_dir_all(&root).unwrap();
     let file = root.join("flows.toml");
-    let empty = r#"
-[[flows]]
-name = "empty"
-
-[[flows.steps]]
-method = "eth_getBlockByNumber"
-params = ["latest", false]
-capture = { tx = "/transactions/*" }
-
-[[flows.steps]]
-method = "eth_getTransactionReceipt"
-params = ["${tx}"]
-"#;
-    let text = format!(
-        "target = \"{}\"\n[load]\nrequests = 20\nconcurrency = 2\n{SEND_THEN_WAIT}{empty}",
-        server.url()
-    );
+    let text = with_an_empty_flow(&server.url());
     std::fs::write(&file, text).unwrap();
     let start = SystemTime::now()
         .duration_since(SystemTime::UNIX_EPOCH)
@@ -582,4 +566,26 @@ fn a_flow_whose_connection_drops_fails_at_that_step() {
     assert_eq!((flows.started, flows.failed, flows.skipped_steps), (3, 3, 3));
     assert_eq!(flows.failed_at[0].outcomes["io"], 3);
     assert!(ACCEPTED.load(Ordering::Relaxed) >= 3);
+}
+
+/// SEND_THEN_WAIT and a flow that fails at once on an empty block.
+fn with_an_empty_flow(url: &str) -> String {
+    let empty = r#"
+[[flows]]
+name = "empty"
+
+[[flows.steps]]
+method = "eth_getBlockByNumber"
+params = ["latest", false]
+capture = { tx = "/transactions/*" }
+
+[[flows.steps]]
+method = "eth_getTransactionReceipt"
+params = ["${tx}"]
+"#;
+    let text = format!(
+        "target = \"{}\"\n[load]\nrequests = 20\nconcurrency = 2\n{SEND_THEN_WAIT}{empty}",
+        url
+    );
+    text
 }

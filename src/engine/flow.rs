@@ -246,6 +246,34 @@ impl Caller {
             let mut recorder = local.recorder_for(&shared, run.intended);
             recorder.record_status(reply.status);
         }
+        let (outcome, expected, holds) = self.settle(run, step, reply, expect, until, rng);
+        let body = &reply.body;
+        self.record_with(
+            run,
+            step,
+            outcome,
+            Cause::Answer,
+            body,
+            timing,
+            expected.as_deref(),
+        );
+        let broken = false;
+        (Sent { outcome, broken }, holds)
+    }
+
+    /// Judges a step's answer: by its `until` first (a right answer it
+    /// turns down is `ok`, or `until` once no time is left), then by its
+    /// `expect` and captures. The outcome, what was expected when it
+    /// failed, and whether the `until` held.
+    fn settle(
+        &mut self,
+        run: &mut Run<'_>,
+        step: &Step,
+        reply: &crate::transport::Reply,
+        expect: Option<&Expectation>,
+        until: Option<&Waiting>,
+        rng: &mut SmallRng,
+    ) -> (Outcome, Option<String>, bool) {
         let entries = self.builder.entries();
         let judge = |judge: &mut Judge, expectation: Option<&Expectation>| {
             let mut outcome = Outcome::Ok;
@@ -264,7 +292,7 @@ impl Caller {
             until.tries.set(until.tries.get().saturating_add(1));
             judge(&mut self.judge, Some(&until.check)) != Outcome::Ok
         });
-        let (outcome, expected, holds) = match waiting {
+        match waiting {
             // A right answer, only not yet what `until` waits for: `ok`,
             // unless no time is left for another try.
             Some(until) => {
@@ -295,19 +323,7 @@ impl Caller {
                 }
                 (outcome, expected, true)
             }
-        };
-        let body = &reply.body;
-        self.record_with(
-            run,
-            step,
-            outcome,
-            Cause::Answer,
-            body,
-            timing,
-            expected.as_deref(),
-        );
-        let broken = false;
-        (Sent { outcome, broken }, holds)
+        }
     }
 
     /// Records one call of a step (when the flow is measured).
