@@ -47,6 +47,22 @@ until = { result = "non-null", every = "10ms", within = "5s" }
 expect = { pointer = "/transactionHash", equals = "${tx}" }
 "#;
 
+/// A block's transactions, then the receipt of one: against an empty
+/// block the capture finds nothing.
+const EMPTY_BLOCK: &str = r#"
+[[flows]]
+name = "receipts"
+
+[[flows.steps]]
+method = "eth_getBlockByNumber"
+params = ["latest", false]
+capture = { tx = "/transactions/*" }
+
+[[flows.steps]]
+method = "eth_getTransactionReceipt"
+params = ["${tx}"]
+"#;
+
 fn row<'a>(report: &'a RunReport, name: &str) -> &'a MethodSummary {
     (report.summary.methods.iter())
         .find(|m| m.method == name)
@@ -156,23 +172,7 @@ expect = {{ pointer = "/transactionHash", equals = "${{tx}}" }}
 fn a_capture_that_finds_nothing_fails_its_step_and_skips_the_rest() {
     let server = chain(0);
     let text = format!(
-        r#"target = "{}"
-[load]
-requests = 3
-concurrency = 1
-
-[[flows]]
-name = "receipts"
-
-[[flows.steps]]
-method = "eth_getBlockByNumber"
-params = ["latest", false]
-capture = {{ tx = "/transactions/*" }}
-
-[[flows.steps]]
-method = "eth_getTransactionReceipt"
-params = ["${{tx}}"]
-"#,
+        "target = \"{}\"\n[load]\nrequests = 3\nconcurrency = 1\n{EMPTY_BLOCK}",
         server.url()
     );
     let report = run(&scenario(&text));
@@ -507,9 +507,9 @@ fn shards_of_a_run_with_flows_merge_their_flows() {
         let flow = flows.iter().find(|f| f["flow"] == name).unwrap();
         flow["started"].as_u64().unwrap()
     };
-    let (sends, empties) = (started("flow:send"), started("flow:empty"));
+    let (sends, empties) = (started("flow:send"), started("flow:receipts"));
     assert_eq!(sends + empties, 20, "{flows:?}");
-    let empty = flows.iter().find(|f| f["flow"] == "flow:empty").unwrap();
+    let empty = flows.iter().find(|f| f["flow"] == "flow:receipts").unwrap();
     assert_eq!(empty["failed"].as_u64(), Some(empties));
     assert_eq!(empty["skipped_steps"].as_u64(), Some(empties));
     assert_eq!(
@@ -570,22 +570,5 @@ fn a_flow_whose_connection_drops_fails_at_that_step() {
 
 /// SEND_THEN_WAIT and a flow that fails at once on an empty block.
 fn with_an_empty_flow(url: &str) -> String {
-    let empty = r#"
-[[flows]]
-name = "empty"
-
-[[flows.steps]]
-method = "eth_getBlockByNumber"
-params = ["latest", false]
-capture = { tx = "/transactions/*" }
-
-[[flows.steps]]
-method = "eth_getTransactionReceipt"
-params = ["${tx}"]
-"#;
-    let text = format!(
-        "target = \"{}\"\n[load]\nrequests = 20\nconcurrency = 2\n{SEND_THEN_WAIT}{empty}",
-        url
-    );
-    text
+    format!("target = \"{url}\"\n[load]\nrequests = 20\nconcurrency = 2\n{SEND_THEN_WAIT}{EMPTY_BLOCK}")
 }

@@ -83,7 +83,7 @@ impl Caller {
             Err(failure) => {
                 if run.measured {
                     let cause = Cause::Transport(&failure.reason);
-                    self.record_call(&run, &flow.steps[0], failure.outcome, cause, &[], None);
+                    self.record_with(&run, &flow.steps[0], failure.outcome, cause, &[], None, None);
                     self.end_flow(&run, Some((0, failure.outcome, flow.steps.len() as u64 - 1)));
                 }
                 sleep(self.backoff).await;
@@ -230,7 +230,7 @@ impl Caller {
         let timing = Some((sent_at, Instant::now()));
         if let Some(failure) = call::failure(&result) {
             let cause = call::cause(&result, shared.plan.timeout);
-            self.record_call(run, step, failure, cause, &[], timing);
+            self.record_with(run, step, failure, cause, &[], timing, None);
             return (
                 Sent {
                     outcome: failure,
@@ -327,18 +327,6 @@ impl Caller {
     }
 
     /// Records one call of a step (when the flow is measured).
-    fn record_call(
-        &self,
-        run: &Run<'_>,
-        step: &Step,
-        outcome: Outcome,
-        cause: Cause<'_>,
-        answer: &[u8],
-        timing: Option<(Instant, Instant)>,
-    ) {
-        self.record_with(run, step, outcome, cause, answer, timing, None);
-    }
-
     #[allow(clippy::too_many_arguments)]
     fn record_with(
         &self,
