@@ -377,7 +377,7 @@ pub struct RunArgs {
     #[arg(long, value_name = "FILE", requires = "cert")]
     pub key: Option<PathBuf>,
     /// Calls in flight per connection on a multiplexed transport (ws://, tcp://, unix://, --http2;
-    /// default 64 in the open model).
+    /// in the open model the default is the rate times the timeout over the connections, at most 64).
     #[arg(long)]
     pub max_in_flight: Option<u64>,
     /// Seed for every random choice of the run (default: from the clock, printed in summary.json).

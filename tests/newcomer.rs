@@ -830,7 +830,12 @@ fn run_help_states_the_flag_rule_and_the_defaults() {
         help.contains("A flag replaces what it names in the file."),
         "{help}"
     );
-    for default in ["or 16)", "default 10s", "default 0s", "default 64"] {
+    for default in [
+        "or 16)",
+        "default 10s",
+        "default 0s",
+        "the rate times the timeout over the connections, at most 64",
+    ] {
         assert!(help.contains(default), "{default} missing from:\n{help}");
     }
 }

@@ -124,12 +124,23 @@ impl Scenario {
                 let mine = shard.share(connections).max(1);
                 (connections, shard.share(concurrency).div_ceil(mine).max(1))
             }
-            (Pacing::Open { .. }, true) => (load.connections.unwrap_or(1), load.max_in_flight.unwrap_or(64)),
+            (Pacing::Open { rate }, true) => {
+                let connections = load.connections.unwrap_or(1);
+                let per_connection = load
+                    .max_in_flight
+                    .unwrap_or_else(|| open_callers(self.peak_rate(rate), self.timeout, connections));
+                (connections, per_connection)
+            }
         };
         if load.max_in_flight.is_some() && !multiplexed {
             warnings.push("--max-in-flight applies to multiplexed transports (ws://, tcp://, unix://, --http2); HTTP/1.1 carries one call per connection".into());
         }
         shape
+    }
+
+    /// The open model's highest rate: its stages' peak, else its rate.
+    fn peak_rate(&self, rate: f64) -> f64 {
+        (self.load.stages.iter()).map(|s| s.target).fold(rate, f64::max)
     }
 
     /// The whole run's request limit, if it has one. A replay that stops at
@@ -277,6 +288,26 @@ impl Scenario {
         }
     }
 }
+
+/// Calls in flight each multiplexed connection carries in the open model
+/// unless told: what the rate can have in flight at once, `rate × timeout`
+/// (a call ends by its timeout), over the connections, at most
+/// [`OPEN_IN_FLIGHT`]. Each is a caller task waiting its turn: 64 on each
+/// of 5,000 WebSocket connections were 320,000 tasks, 1.4 GB and a
+/// schedule 10% late at 500 calls/s, where 1 each does (82 MB, on time).
+fn open_callers(rate: f64, timeout: std::time::Duration, connections: u64) -> u64 {
+    let in_flight = (rate * timeout.as_secs_f64()).ceil();
+    let in_flight = if in_flight.is_finite() && in_flight >= 1.0 {
+        in_flight as u64
+    } else {
+        1
+    };
+    in_flight.div_ceil(connections.max(1)).clamp(1, OPEN_IN_FLIGHT)
+}
+
+/// The most calls in flight a multiplexed connection carries in the open
+/// model unless `--max-in-flight` says.
+pub const OPEN_IN_FLIGHT: u64 = 64;
 
 /// An index into the mix's tables, whose length a file decides (a replay
 /// file has a call per recorded call), as the 32 bits the engine keeps.

@@ -281,3 +281,30 @@ fn a_calls_name_is_its_row_and_calls_of_one_method_and_no_name_share_one() {
     let rows: Vec<u32> = mix.calls.iter().map(|c| c.method).collect();
     assert_eq!(rows, [0, 1, 2, 2]);
 }
+
+/// The open model over a multiplexed transport gives each connection the
+/// calls in flight its share of `rate × timeout` can need, at most 64, not
+/// 64 on every one of thousands.
+#[test]
+fn open_model_callers_follow_the_rate_and_the_timeout() {
+    let per_connection = |load: &str| {
+        let text = format!(
+            "target = \"ws://127.0.0.1:1\"\ntimeout = \"5s\"\n[load]\n{load}\n[[calls]]\nmethod = \"m\"\n"
+        );
+        let plan = parse(&text).unwrap().compile().plan;
+        (plan.connections, plan.per_connection)
+    };
+    // 500/s × 5 s = 2,500 in flight at most, over 5,000 connections.
+    assert_eq!(per_connection("rate = 500\nconnections = 5000"), (5000, 1));
+    assert_eq!(per_connection("rate = 500\nconnections = 100"), (100, 25));
+    assert_eq!(per_connection("rate = 20000\nconnections = 4"), (4, 64));
+    // Stages: their peak.
+    assert_eq!(
+        per_connection("connections = 1000\nstages = [{ duration = \"1s\", rate = 100 }, { duration = \"1s\", rate = 2000 }]"),
+        (1000, 10)
+    );
+    assert_eq!(
+        per_connection("rate = 500\nconnections = 5000\nmax_in_flight = 8"),
+        (5000, 8)
+    );
+}
