@@ -67,12 +67,23 @@ pub(super) async fn run_mix<F: std::future::Future<Output = ()> + 'static>(
     peer: &Peer,
     steer: impl FnOnce(Arc<Control>) -> F,
 ) -> Option<RunSummary> {
+    run_set_up(plan, mix, Vec::new(), peer, steer).await
+}
+
+/// As `run_mix`, each connection first sending `setup`.
+async fn run_set_up<F: std::future::Future<Output = ()> + 'static>(
+    plan: LoadPlan,
+    mix: Mix,
+    setup: Vec<crate::plan::SetupCall>,
+    peer: &Peer,
+    steer: impl FnOnce(Arc<Control>) -> F,
+) -> Option<RunSummary> {
     let control = Arc::new(Control::new());
     let spec = RunSpec {
         plan,
         mix,
         target: Target::Memory(peer.clone()),
-        setup: Vec::new(),
+        setup,
         polls: Vec::new(),
         capture: None,
         observe: Vec::new(),
@@ -217,4 +228,35 @@ async fn an_open_run_sends_what_its_rate_makes_due() {
     let schedule = summary.schedule.expect("an open run's schedule");
     assert_eq!((schedule.unsent, schedule.late_requests), (0, 0));
     assert!(!schedule.behind);
+}
+
+/// Connections first, then the clock: every connection of an open run is
+/// open and set up before the schedule's first call leaves, however many
+/// there are (here 200, each with a setup call answered in 50 ms).
+#[tokio::test(start_paused = true)]
+async fn every_connection_is_set_up_before_the_first_call_of_the_schedule() {
+    let peer = Peer::logging(Duration::from_millis(50));
+    let mut plan = plan(Pacing::Open { rate: 1000.0 }, 200, 1);
+    plan.duration = Some(Duration::from_millis(500));
+    let setup = vec![crate::plan::SetupCall {
+        method: "initialize".into(),
+        params: None,
+        notification: false,
+        subscribe: false,
+    }];
+    let summary = run_set_up(plan, one_method(), setup, &peer, no_steering)
+        .await
+        .expect("the run ended");
+    let seen = peer.counts().seen();
+    let first_call = seen
+        .iter()
+        .position(|s| s.method != "initialize")
+        .expect("calls were sent");
+    assert_eq!(first_call, 200, "200 setups, then the load");
+    let connections: std::collections::BTreeSet<usize> = seen[..200].iter().map(|s| s.connection).collect();
+    assert_eq!(connections.len(), 200, "one setup on each connection");
+    assert_eq!(seen.len(), 200 + 500);
+    let schedule = summary.schedule.expect("an open run's schedule");
+    assert_eq!((schedule.unsent, schedule.late_requests), (0, 0));
+    assert_eq!(summary.connections.opened, 200);
 }
