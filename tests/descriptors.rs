@@ -52,3 +52,20 @@ fn the_soft_limit_is_raised_for_a_run_that_fits_under_the_hard_one() {
     let json = common::bin::summary_json(&out);
     assert_eq!(json["summary"]["total"]["ok"], 300);
 }
+
+#[test]
+fn a_server_elsewhere_takes_one_open_file_a_connection() {
+    // 150 connections to a server of its own process need 214 here: within
+    // the hard 256 (the built-in server's ends would make it 364).
+    let (mut server, url) = common::bin::serve(&[]);
+    let out = temp_dir("descriptors-elsewhere");
+    let output = volley_limited(
+        256,
+        &format!("run --target {url} --method eth_chainId -c 150 --requests 300"),
+        &out,
+    );
+    let _ = server.kill();
+    let _ = server.wait();
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
+    assert_eq!(common::bin::summary_json(&out)["summary"]["total"]["ok"], 300);
+}

@@ -17,11 +17,22 @@ pub const EXIT_FAILED_CHECK: u8 = 2;
 /// A connection task panicked (a bug in volley); the figures are complete otherwise.
 pub const EXIT_BUG: u8 = 70;
 
-/// Makes room for `connections` sockets under the open-files limit, raising
-/// the soft limit up to the hard one when needed.
-pub fn ensure_descriptors(connections: usize) -> anyhow::Result<()> {
+/// Open files each connection to `target` takes in this process: its
+/// socket, and the built-in server's end of it too when that runs here; a
+/// stdio child's three pipes.
+pub fn descriptors_each(target: &crate::scenario::TargetSpec) -> u64 {
+    match target {
+        crate::scenario::TargetSpec::Builtin => 2,
+        crate::scenario::TargetSpec::Command { .. } => 3,
+        _ => 1,
+    }
+}
+
+/// Makes room for `connections` connections of `each` open files under the
+/// open-files limit, raising the soft limit up to the hard one when needed.
+pub fn ensure_descriptors(connections: usize, each: u64) -> anyhow::Result<()> {
     // A few for the runtime, the listener of an in-process server, files.
-    let needed = (connections as u64).saturating_mul(2).saturating_add(64);
+    let needed = (connections as u64).saturating_mul(each).saturating_add(64);
     let mut limit = libc::rlimit {
         rlim_cur: 0,
         rlim_max: 0,

@@ -11,8 +11,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::execute::{execute, is_insecure, RunError};
 use super::process::{
-    dir_stamp, ensure_descriptors, runtime_with_signals, EXIT_BUG, EXIT_FAILED_CHECK, EXIT_RESULTS_ELSEWHERE,
-    EXIT_SIGINT,
+    descriptors_each, dir_stamp, ensure_descriptors, runtime_with_signals, EXIT_BUG, EXIT_FAILED_CHECK,
+    EXIT_RESULTS_ELSEWHERE, EXIT_SIGINT,
 };
 use crate::cli::RunArgs;
 use crate::engine::Control;
@@ -29,7 +29,10 @@ pub fn command(args: RunArgs) -> anyhow::Result<ExitCode> {
     if scenario.targets.len() > 1 {
         return super::targets::command(&args, scenario);
     }
-    ensure_descriptors(scenario.compile().plan.connections)?;
+    ensure_descriptors(
+        scenario.compile().plan.connections,
+        descriptors_each(&scenario.target),
+    )?;
     // Claimed before anything is sent: a directory in the way, unwritable
     // or taken by another run is an error now, not after the run.
     let out = OutputDir::claim(args.out.as_deref(), &dir_stamp(), &scenario.name)?;

@@ -39,10 +39,11 @@ pub fn command(args: &RunArgs, mut scenario: Scenario) -> anyhow::Result<ExitCod
         .collect();
     reach_all(&scenario)?;
     let connections = scenario.compile().plan.connections;
-    ensure_descriptors(match args.parallel_targets {
+    let total = match args.parallel_targets {
         true => connections.saturating_mul(runs.len()),
         false => connections,
-    })?;
+    };
+    ensure_descriptors(total, super::process::descriptors_each(&scenario.target))?;
     let out = OutputDir::claim(args.out.as_deref(), &dir_stamp(), &scenario.name)?;
     let names: Vec<&str> = scenario.targets.iter().map(|t| t.name.as_str()).collect();
     let done = match args.parallel_targets {
