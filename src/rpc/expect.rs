@@ -195,8 +195,10 @@ impl fmt::Display for Expectation {
                 if let Some(v) = &check.equals {
                     parts.push(format!("equal to {v}"));
                 }
+                // "a result whose /number is equal to 1", "a result of type string".
+                let verb = if check.pointer.is_some() { " is" } else { "" };
                 if !parts.is_empty() {
-                    write!(f, " {}", parts.join(", "))?;
+                    write!(f, "{verb} {}", parts.join(", "))?;
                 }
                 Ok(())
             }
@@ -241,6 +243,21 @@ mod tests {
         assert_eq!(result(pointer.clone(), r#"{"number":"0x1"}"#), Outcome::Ok);
         assert_eq!(result(pointer.clone(), r#"{"number":"0x2"}"#), Outcome::Assertion);
         assert_eq!(result(pointer, r#"{"other":1}"#), Outcome::Assertion);
+    }
+
+    #[test]
+    fn an_expectation_reads_as_a_sentence() {
+        let at = |pointer: Option<&str>| ResultCheck {
+            pointer: pointer.map(str::to_string),
+            equals: Some(Value::String("0x1".into())),
+            ..Default::default()
+        };
+        let text = |check| Expectation::Result(check).to_string();
+        assert_eq!(
+            text(at(Some("/status"))),
+            r#"a result whose /status is equal to "0x1""#
+        );
+        assert_eq!(text(at(None)), r#"a result equal to "0x1""#);
     }
 
     #[test]
