@@ -154,7 +154,12 @@ impl Threshold {
         // Calls and rate are honestly zero without calls; every other
         // figure would pass vacuously.
         if m.calls == 0 && !matches!(self.metric, Metric::Calls | Metric::Rate) {
-            return Err(format!("{} made no calls", self.scope_name()));
+            let none = match &self.scope {
+                // A flow's row counts flows, those that ended.
+                Scope::Method(name) if name.starts_with("flow:") => "had no flow that ended",
+                _ => "made no calls",
+            };
+            return Err(format!("{} {none}", self.scope_name()));
         }
         let count = match self.metric {
             Metric::Latency(stat) => {
@@ -269,7 +274,7 @@ mod tests {
     use crate::stats::{Outcome, ProtocolKind};
     use crate::stats::{Recorder, StageSummary};
 
-    const METHODS: [&str; 4] = ["eth_call", "tools/call", "rpc.discover", "eth_getLogs"];
+    const METHODS: [&str; 5] = ["eth_call", "tools/call", "rpc.discover", "eth_getLogs", "flow:f"];
     const SECONDS: f64 = 10.0;
 
     /// A two-stage run of 10 s, made as the engine makes one: recorders
@@ -494,6 +499,7 @@ mod tests {
             ("eth_getLogs.p99 < 1s", "`eth_getLogs` made no calls"),
             ("eth_getLogs.errors == 0", "`eth_getLogs` made no calls"),
             ("eth_getLogs.error_rate < 1%", "`eth_getLogs` made no calls"),
+            ("flow:f.p99 < 1s", "`flow:f` had no flow that ended"),
             (
                 "net_version.p99 < 1s",
                 "`net_version` is not among the run's methods",
