@@ -26,7 +26,8 @@ struct Sent {
 
 /// A step's `until` as one flow waits for it.
 struct Waiting {
-    check: Expectation,
+    /// The check, as the one-entry table the judge reads (entry `call` 0).
+    check: [Option<Expectation>; 1],
     every: Duration,
     within: Duration,
     /// No try starts that would end past this.
@@ -145,23 +146,21 @@ impl Caller {
             let sent = self.send_step(run, step, in_hand, rng).await;
             return (sent.outcome != Outcome::Ok).then_some((sent.outcome, 0, sent.broken));
         };
-        let items = run.vars.items(each.slot);
-        let items = &items[..items.len().min(each.limit as usize)];
+        // The list goes out of the flow's values while each pass sets the
+        // slot to one item; what a pass captures elsewhere stays.
+        let list = run.vars.take(each.slot);
+        let items = &list.items()[..list.items().len().min(each.limit as usize)];
+        let mut failed = None;
         for (n, item) in items.iter().enumerate() {
-            let mut vars = run.vars.clone();
-            vars.set(each.slot, item);
-            let kept = std::mem::replace(&mut run.vars, vars);
+            run.vars.set(each.slot, item);
             let sent = self.send_step(run, step, in_hand, rng).await;
-            // What this pass captured stays; the list it went through is
-            // put back for the next pass.
-            let mut after = std::mem::replace(&mut run.vars, kept);
-            after.restore(each.slot, &run.vars);
-            run.vars = after;
             if sent.outcome != Outcome::Ok {
-                return Some((sent.outcome, (items.len() - n - 1) as u64, sent.broken));
+                failed = Some((sent.outcome, (items.len() - n - 1) as u64, sent.broken));
+                break;
             }
         }
-        None
+        run.vars.put_back(each.slot, list);
+        failed
     }
 
     /// Sends one step, again every `until.every` until its `until` holds;
@@ -173,9 +172,10 @@ impl Caller {
         in_hand: &mut InHand,
         rng: &mut SmallRng,
     ) -> Sent {
-        let expect = step.expect.as_ref().map(|c| c.resolve(&run.vars, rng));
+        // Made once per step, not per try: the judge reads them in place.
+        let expect = [step.expect.as_ref().map(|c| c.resolve(&run.vars, rng))];
         let until = step.until.as_ref().map(|u| Waiting {
-            check: u.check.resolve(&run.vars, rng),
+            check: [Some(u.check.resolve(&run.vars, rng))],
             every: u.every,
             within: u.within,
             ends: Instant::now() + u.within,
@@ -183,7 +183,7 @@ impl Caller {
         });
         loop {
             let (sent, holds) = self
-                .send_once(run, step, in_hand, expect.as_ref(), until.as_ref(), rng)
+                .send_once(run, step, in_hand, &expect, until.as_ref(), rng)
                 .await;
             match &until {
                 Some(until) if !holds && sent.outcome == Outcome::Ok => sleep(until.every).await,
@@ -200,7 +200,7 @@ impl Caller {
         run: &mut Run<'_>,
         step: &Step,
         in_hand: &mut InHand,
-        expect: Option<&Expectation>,
+        expect: &[Option<Expectation>; 1],
         until: Option<&Waiting>,
         rng: &mut SmallRng,
     ) -> (Sent, bool) {
@@ -270,37 +270,38 @@ impl Caller {
         run: &mut Run<'_>,
         step: &Step,
         reply: &crate::transport::Reply,
-        expect: Option<&Expectation>,
+        expect: &[Option<Expectation>; 1],
         until: Option<&Waiting>,
         rng: &mut SmallRng,
     ) -> (Outcome, Option<String>, bool) {
         let entries = self.builder.entries();
-        let judge = |judge: &mut Judge, expectation: Option<&Expectation>| {
+        let judge = |judge: &mut Judge, expectations: &[Option<Expectation>]| {
             let mut outcome = Outcome::Ok;
-            let expectations = [expectation.cloned()];
             judge.judge(
                 reply.status,
                 &reply.body,
                 entries,
                 false,
-                &expectations,
+                expectations,
                 |_, o, _| outcome = o,
             );
             outcome
         };
         let waiting = until.filter(|until| {
             until.tries.set(until.tries.get().saturating_add(1));
-            judge(&mut self.judge, Some(&until.check)) != Outcome::Ok
+            judge(&mut self.judge, &until.check) != Outcome::Ok
         });
         match waiting {
             // A right answer, only not yet what `until` waits for: `ok`,
             // unless no time is left for another try.
             Some(until) => {
-                let outcome = judge(&mut self.judge, None);
+                let outcome = judge(&mut self.judge, &[]);
                 if outcome == Outcome::Ok && Instant::now() + until.every > until.ends {
                     let expected = format!(
                         "{} within {} (tried {} times, every {})",
-                        until.check,
+                        until.check[0]
+                            .as_ref()
+                            .map_or_else(String::new, ToString::to_string),
                         humantime::format_duration(until.within),
                         until.tries.get(),
                         humantime::format_duration(until.every)
@@ -313,7 +314,7 @@ impl Caller {
             None => {
                 let mut outcome = judge(&mut self.judge, expect);
                 let mut expected = (outcome == Outcome::Assertion)
-                    .then(|| expect.map(ToString::to_string))
+                    .then(|| expect[0].as_ref().map(ToString::to_string))
                     .flatten();
                 if !step.captures.is_empty() && matches!(outcome, Outcome::Ok | Outcome::RpcError(_)) {
                     if let Some(missing) = capture(run, step, &reply.body, rng) {

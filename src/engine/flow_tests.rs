@@ -163,13 +163,10 @@ async fn a_capture_that_finds_nothing_skips_the_rest_of_its_flow() {
     assert!(example.answer.contains("items"), "{example:?}");
 }
 
-/// An `until` that never holds: tried every 100 ms within 1 s, each try a
-/// call, the last one the step's failure.
-#[tokio::test(start_paused = true)]
-async fn an_until_that_never_holds_is_tried_until_its_time_is_up() {
-    let peer = Peer::logging(Duration::from_millis(10));
-    let mut wait = step(0, "wait", json!(["pending"]), &[]);
-    wait.until = Some(Until {
+/// An `until` waiting for `["mined"]`, tried every 100 ms for `within`:
+/// against the peer, which answers `["pending"]`, it never holds.
+fn never_mined(within: Duration) -> Until {
+    Until {
         check: Check {
             expect: Expectation::Result(ResultCheck {
                 equals: Some(json!(["mined"])),
@@ -178,8 +175,17 @@ async fn an_until_that_never_holds_is_tried_until_its_time_is_up() {
             equals: None,
         },
         every: Duration::from_millis(100),
-        within: Duration::from_secs(1),
-    });
+        within,
+    }
+}
+
+/// An `until` that never holds: tried every 100 ms within 1 s, each try a
+/// call, the last one the step's failure.
+#[tokio::test(start_paused = true)]
+async fn an_until_that_never_holds_is_tried_until_its_time_is_up() {
+    let peer = Peer::logging(Duration::from_millis(10));
+    let mut wait = step(0, "wait", json!(["pending"]), &[]);
+    wait.until = Some(never_mined(Duration::from_secs(1)));
     let mix = flow_mix(&["wait", "flow:f"], vec![wait], 0);
     let summary = run_mix(closed(1), mix, &peer, no_steering)
         .await
@@ -315,17 +321,7 @@ async fn an_optional_capture_of_nothing_sends_its_for_each_no_call() {
 async fn flows_still_going_at_the_end_are_counted_apart() {
     let peer = Peer::logging(Duration::from_millis(10));
     let mut wait = step(0, "wait", json!(["pending"]), &[]);
-    wait.until = Some(Until {
-        check: Check {
-            expect: Expectation::Result(ResultCheck {
-                equals: Some(json!(["mined"])),
-                ..Default::default()
-            }),
-            equals: None,
-        },
-        every: Duration::from_millis(100),
-        within: Duration::from_secs(10),
-    });
+    wait.until = Some(never_mined(Duration::from_secs(10)));
     let mix = flow_mix(&["wait", "flow:f"], vec![wait], 0);
     // 10 flows due over 1 s, 2 callers, each flow taking 10 s.
     let mut plan = plan(Pacing::Open { rate: 10.0 }, 1, 2);

@@ -188,7 +188,7 @@ mod tests {
         }
         assert_eq!(seen.len(), 3, "{seen:?}");
         capture(Pick::All).take(result, &mut vars, &mut found, &mut rng);
-        assert_eq!(vars.items(0).len(), 3);
+        assert_eq!(vars.take(0).items().len(), 3);
         assert!(!capture(Pick::First).take(r#"{"transactions":[]}"#, &mut vars, &mut found, &mut rng));
         assert!(!capture(Pick::All).take(r#"{"transactions":[]}"#, &mut vars, &mut found, &mut rng));
         let optional = Capture {
@@ -196,7 +196,7 @@ mod tests {
             ..capture(Pick::All)
         };
         assert!(optional.take(r#"{"transactions":[]}"#, &mut vars, &mut found, &mut rng));
-        assert!(vars.items(0).is_empty());
         assert_eq!(vars.text(0), "[]");
+        assert!(vars.take(0).items().is_empty());
     }
 }

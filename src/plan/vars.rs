@@ -60,25 +60,31 @@ impl Vars {
         }
     }
 
-    /// The values a `for_each` over `slot` goes through: each of `all`'s,
-    /// or the one value.
-    pub fn items(&self, slot: usize) -> Vec<Box<str>> {
-        match self.values.get(slot) {
-            Some(Var::One(text)) => vec![text.clone()],
-            Some(Var::All { items, .. }) => items.clone(),
-            _ => Vec::new(),
-        }
+    /// Takes `slot`'s value out while a `for_each` goes through it (each
+    /// pass sets the slot to one item), to be put back after.
+    pub fn take(&mut self, slot: usize) -> Taken {
+        Taken(self.values.get_mut(slot).map(std::mem::take).unwrap_or_default())
     }
 
-    /// Puts back `slot` as `from` holds it.
-    pub fn restore(&mut self, slot: usize, from: &Vars) {
-        if let (Some(var), Some(value)) = (self.values.get_mut(slot), from.values.get(slot)) {
-            *var = value.clone();
+    pub fn put_back(&mut self, slot: usize, taken: Taken) {
+        if let Some(var) = self.values.get_mut(slot) {
+            *var = taken.0;
         }
     }
+}
 
-    pub fn clear(&mut self) {
-        self.values.iter_mut().for_each(|v| *v = Var::Unset);
+/// A slot's value taken out of its flow's [`Vars`].
+#[derive(Debug)]
+pub struct Taken(Var);
+
+impl Taken {
+    /// The values a `for_each` goes through: each of `all`'s, or the one.
+    pub fn items(&self) -> &[Box<str>] {
+        match &self.0 {
+            Var::One(text) => std::slice::from_ref(text),
+            Var::All { items, .. } => items,
+            Var::Unset => &[],
+        }
     }
 }
 
@@ -95,9 +101,12 @@ mod tests {
         vars.set_all(1, &[r#""0xb""#, "3"]);
         assert_eq!(vars.text(0), r#""0xa""#);
         assert_eq!(vars.text(1), r#"["0xb",3]"#);
-        assert_eq!(vars.items(1).len(), 2);
-        assert_eq!(vars.items(0), vec![Box::from(r#""0xa""#)]);
-        vars.clear();
-        assert!(vars.items(0).is_empty());
+        let all = vars.take(1);
+        assert_eq!(all.items().len(), 2);
+        assert_eq!(vars.text(1), "null", "taken out");
+        vars.put_back(1, all);
+        assert_eq!(vars.text(1), r#"["0xb",3]"#);
+        assert_eq!(vars.take(0).items(), [Box::from(r#""0xa""#)]);
+        assert!(vars.take(9).items().is_empty());
     }
 }

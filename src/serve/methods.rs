@@ -330,6 +330,11 @@ mod tests {
     use super::*;
 
     fn run(method: &str, params: &str) -> MethodResult {
+        run_holding(method, params).0
+    }
+
+    /// The answer, and the hold the method asked for.
+    fn run_holding(method: &str, params: &str) -> (MethodResult, Duration) {
         let mut hold = Duration::ZERO;
         let (config, stats) = (
             super::super::ServeConfig::default(),
@@ -340,7 +345,7 @@ mod tests {
             stats: &stats,
             started: std::time::Instant::now(),
         };
-        call(method, Some(params), &chain, &mut hold)
+        (call(method, Some(params), &chain, &mut hold), hold)
     }
 
     #[test]
@@ -388,21 +393,10 @@ mod tests {
 
     #[test]
     fn sleep_raises_the_hold() {
-        let mut hold = Duration::ZERO;
-        let (config, stats) = (
-            super::super::ServeConfig::default(),
-            super::super::ServerStats::default(),
-        );
-        let chain = Chain {
-            config: &config,
-            stats: &stats,
-            started: std::time::Instant::now(),
-        };
         assert_eq!(
-            call("sleep", Some("[25]"), &chain, &mut hold),
-            Ok("25".to_string())
+            run_holding("sleep", "[25]"),
+            (Ok("25".to_string()), Duration::from_millis(25))
         );
-        assert_eq!(hold, Duration::from_millis(25));
     }
 
     #[test]
