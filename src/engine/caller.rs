@@ -26,7 +26,7 @@ use crate::transport::{Connection, Target};
 pub(super) const BACKOFF_MIN: Duration = Duration::from_millis(10);
 pub(super) const BACKOFF_MAX: Duration = Duration::from_secs(1);
 /// The resolution of tokio's timer.
-const TIMER_TICK: Duration = Duration::from_millis(1);
+pub(super) const TIMER_TICK: Duration = Duration::from_millis(1);
 
 /// One caller: a task that claims the run's requests one at a time and
 /// sends each over its slot's connection, opening it when needed.
@@ -69,18 +69,7 @@ pub(super) async fn run_caller(
     index: usize,
     slot: Rc<ConnectionSlot>,
 ) {
-    let mut caller = Caller {
-        open_model: shared.plan.is_open(),
-        http: matches!(shared.target, Target::Http(_)),
-        judge: Judge::new(shared.mix.version()),
-        shared,
-        local,
-        slot,
-        builder: RequestBuilder::default(),
-        planned: Vec::new(),
-        backoff: BACKOFF_MIN,
-        reopen_after_failure: false,
-    };
+    let mut caller = Caller::new(shared, local, slot);
     while let Some(claim) = caller.next_due(index).await {
         // Counted while the call or flow goes: a run stopped mid-way finds
         // it busy (why an open model fell behind).
@@ -97,6 +86,21 @@ pub(super) async fn run_caller(
 }
 
 impl Caller {
+    pub(super) fn new(shared: Arc<RunState>, local: Rc<ThreadState>, slot: Rc<ConnectionSlot>) -> Self {
+        Caller {
+            open_model: shared.plan.is_open(),
+            http: matches!(shared.target, Target::Http(_)),
+            judge: Judge::new(shared.mix.version()),
+            shared,
+            local,
+            slot,
+            builder: RequestBuilder::default(),
+            planned: Vec::new(),
+            backoff: BACKOFF_MIN,
+            reopen_after_failure: false,
+        }
+    }
+
     /// Waits for the caller's next request to be due (through pauses, idle
     /// stages and the open model's schedule); `None` once the run has none.
     async fn next_due(&self, index: usize) -> Option<Claim> {
@@ -137,7 +141,7 @@ impl Caller {
 
     /// Sends the next request of the mix, due at `intended`, and records
     /// what became of it; `false` when the mix has nothing left to send.
-    async fn call(&mut self, claim: Claim) -> bool {
+    pub(super) async fn call(&mut self, claim: Claim) -> bool {
         let shared = &self.shared;
         let intended = claim.intended;
         // Reseeded per request: request N is the same on every run with

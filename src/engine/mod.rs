@@ -9,6 +9,7 @@ mod control;
 mod flow;
 mod gather;
 mod observe;
+mod pacer;
 mod poll;
 mod schedule;
 mod single;

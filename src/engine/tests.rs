@@ -230,6 +230,27 @@ async fn an_open_run_sends_what_its_rate_makes_due() {
     assert!(!schedule.behind);
 }
 
+/// The open model hands each request to the next free place on the
+/// thread's connections, one on each connection in turn: 100 connections
+/// of 16 callers each at 100 calls/s, each answered in 10 ms, carry the
+/// first 100 calls one on each (callers that each claimed as they started
+/// put the first 16 on the first connection).
+#[tokio::test(start_paused = true)]
+async fn an_open_run_spreads_its_calls_over_every_connection() {
+    let peer = Peer::logging(Duration::from_millis(10));
+    let mut plan = plan(Pacing::Open { rate: 100.0 }, 100, 16);
+    plan.duration = Some(Duration::from_secs(2));
+    let summary = run(plan, &peer, no_steering).await.expect("the run ended");
+    assert_eq!(summary.requests, 200);
+    let schedule = summary.schedule.expect("an open run's schedule");
+    assert_eq!((schedule.unsent, schedule.late_requests), (0, 0));
+    let seen = peer.counts().seen();
+    let first: std::collections::BTreeSet<usize> = seen[..100].iter().map(|s| s.connection).collect();
+    assert_eq!(first.len(), 100, "the first 100 calls, one on each connection");
+    let second: std::collections::BTreeSet<usize> = seen[100..].iter().map(|s| s.connection).collect();
+    assert_eq!(second.len(), 100, "then again, one on each");
+}
+
 /// Connections first, then the clock: every connection of an open run is
 /// open and set up before the schedule's first call leaves, however many
 /// there are (here 200, each with a setup call answered in 50 ms).

@@ -349,13 +349,18 @@ pub(super) async fn run_share(
     shut_down(&shared, &slots).await;
 }
 
-/// The thread's callers: `per_connection` on each of its connections.
+/// The thread's callers: `per_connection` on each of its connections; in
+/// the open model, one pacer that starts them as requests fall due.
 fn start_callers(
     shared: &Arc<RunState>,
     local: &Rc<ThreadState>,
     connections: &[usize],
     slots: &[Rc<ConnectionSlot>],
 ) -> Vec<tokio::task::JoinHandle<()>> {
+    if shared.plan.is_open() && shared.plan.groups.is_none() {
+        let pacer = super::pacer::pace(shared.clone(), local.clone(), slots.to_vec());
+        return vec![tokio::task::spawn_local(pacer)];
+    }
     let per_connection = shared.plan.callers_per_connection();
     connections
         .iter()
