@@ -359,6 +359,7 @@ fn start_callers(
 ) -> Vec<tokio::task::JoinHandle<()>> {
     if shared.plan.is_open() && shared.plan.groups.is_none() {
         let pacer = super::pacer::pace(shared.clone(), local.clone(), slots.to_vec());
+        // One task: aborting it on a stop drops the calls it carries.
         return vec![tokio::task::spawn_local(pacer)];
     }
     let per_connection = shared.plan.callers_per_connection();
