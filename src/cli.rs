@@ -216,9 +216,14 @@ pub struct CheckArgs {
 /// How `check`, `sweep` and `call` reach a target beyond its URL.
 #[derive(Args, Debug, Clone)]
 pub struct ConnectionArgs {
-    /// Extra HTTP header, 'Name: value' (repeatable; ${VAR} is replaced from the environment).
+    /// Extra HTTP header, 'Name: value' (repeatable; ${VAR} is replaced from the environment,
+    /// other ${...} generators such as ${seq()} are made for each request).
     #[arg(short = 'H', long = "header")]
     pub headers: Vec<String>,
+    /// Send `Authorization: Bearer` a fresh HS256 JWT (iat = now) on every request, signed with
+    /// the 32-byte hex secret in FILE (geth's and reth's jwt.hex; Engine API style).
+    #[arg(long, value_name = "FILE")]
+    pub jwt_secret: Option<PathBuf>,
     /// HTTP/2: by ALPN to https://, with prior knowledge to http://.
     #[arg(long)]
     pub http2: bool,
@@ -386,10 +391,21 @@ pub struct RunArgs {
     /// Answers larger than this are cut off and counted as `io` (default 8MiB).
     #[arg(long, value_name = "SIZE", value_parser = crate::scenario::parse_size)]
     pub max_response_size: Option<usize>,
-    /// Extra HTTP header, 'Name: value' (repeatable; ${VAR} is replaced from the environment);
-    /// replaces the file's header of that name.
+    /// Extra HTTP header, 'Name: value' (repeatable; ${VAR} is replaced from the environment,
+    /// other ${...} generators such as ${seq()} are made for each request); replaces the file's
+    /// header of that name.
     #[arg(short = 'H', long = "header")]
     pub headers: Vec<String>,
+    /// Send `Authorization: Bearer` a fresh HS256 JWT (iat = now, a token per second) on every
+    /// request and WebSocket handshake, signed with the 32-byte hex secret in FILE (geth's and
+    /// reth's jwt.hex; Engine API style); replaces the file's `jwt_secret`. HTTP and WebSocket only.
+    #[arg(long, value_name = "FILE")]
+    pub jwt_secret: Option<PathBuf>,
+    /// Close each connection after it has carried N requests (a batch or a flow is one) and open
+    /// it anew, with its [[setup]] calls (a new MCP session); replaces the file's
+    /// `load.reconnect_every`.
+    #[arg(long, value_name = "N")]
+    pub reconnect_every: Option<u64>,
     /// Directory for the result files (default: results/<UTC time>-<scenario>/).
     #[arg(short = 'o', long)]
     pub out: Option<PathBuf>,
@@ -576,6 +592,16 @@ pub struct ServeArgs {
     /// receipt comes (a transaction mined after a while); at most 1000000.
     #[arg(long, value_name = "N", default_value_t = 0)]
     pub receipts_after: u32,
+    /// Refuse (HTTP 401) every request, and every WebSocket handshake, without an
+    /// `Authorization: Bearer` JWT signed HS256 with the 32-byte hex secret in FILE and an iat within
+    /// 60 s of the server's clock, as an Ethereum Engine API does; counts those taken and refused,
+    /// and their distinct iat values.
+    #[arg(long, value_name = "FILE")]
+    pub jwt_secret: Option<PathBuf>,
+    /// Count the requests (and WebSocket handshakes) carrying this header and its distinct values
+    /// (said when the server stops; up to a million values kept).
+    #[arg(long, value_name = "NAME")]
+    pub count_header: Option<String>,
     /// Serve on stdin/stdout instead of the network, until stdin closes (as a child of `volley run`).
     #[arg(long)]
     pub stdio: bool,

@@ -10,6 +10,7 @@ pub mod compare;
 pub mod engine;
 pub mod equality;
 pub mod init;
+pub mod jwt;
 pub mod merge;
 pub mod metrics;
 pub mod output;

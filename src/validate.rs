@@ -65,10 +65,7 @@ pub fn describe(scenario: &Scenario, file: &str) -> String {
         let _ = writeln!(out, "protocol:    JSON-RPC 1.0");
     }
     write_tls(&mut out, &scenario.tls);
-    if !scenario.headers.is_empty() {
-        let names: Vec<&str> = scenario.headers.iter().map(|(n, _)| n.as_str()).collect();
-        let _ = writeln!(out, "headers:     {} (values not shown)", names.join(", "));
-    }
+    write_headers(&mut out, scenario);
     write_load(&mut out, &plan, !scenario.flows.is_empty());
     write_stages(&mut out, &plan);
 
@@ -142,6 +139,31 @@ fn write_load(out: &mut String, plan: &LoadPlan, flows: bool) {
         );
     }
     let _ = writeln!(out, "timeout:     {}", humantime::format_duration(plan.timeout));
+    if let Some(every) = plan.reconnect_every {
+        let _ = writeln!(
+            out,
+            "reconnect:   each connection closed after {} and opened anew, its setup calls again",
+            crate::report::count(every, "request")
+        );
+    }
+}
+
+/// The headers' names (values never shown), which are made per request,
+/// and the JWT's secret file.
+fn write_headers(out: &mut String, scenario: &Scenario) {
+    let fixed = scenario.headers.iter().map(|(n, _)| n.clone());
+    let made = (scenario.made_headers.iter()).map(|(n, _)| format!("{n} (made per request)"));
+    let names: Vec<String> = fixed.chain(made).collect();
+    if !names.is_empty() {
+        let _ = writeln!(out, "headers:     {} (values not shown)", names.join(", "));
+    }
+    if let Some(jwt) = &scenario.jwt_secret {
+        let _ = writeln!(
+            out,
+            "jwt:         Authorization: Bearer <HS256 token, iat = now, a new one each second>, signed with the secret in {} (not shown)",
+            jwt.path.display()
+        );
+    }
 }
 
 fn write_stages(out: &mut String, plan: &LoadPlan) {
@@ -237,9 +259,13 @@ fn write_mix(out: &mut String, scenario: &Scenario) {
 fn write_flow(out: &mut String, flow: &crate::scenario::FlowSpec, share: f64) {
     let _ = writeln!(
         out,
-        "  {share:>5.1}%  flow `{}` (row `{}`), each step once the one before is answered:",
+        "  {share:>5.1}%  flow `{}` (row `{}`){}, each step once the one before is answered:",
         flow.name,
-        flow.row()
+        flow.row(),
+        match flow.own_connection {
+            true => ", on a connection of its own (opened with the setup calls, closed at its end)",
+            false => "",
+        }
     );
     for (slot, _, text) in &flow.vars {
         let _ = writeln!(

@@ -17,7 +17,7 @@ const LAYERS: &[&[&str]] = &[
     &["engine", "thresholds"],
     &["plan"],
     &["transport"],
-    &["rpc", "tls"],
+    &["jwt", "rpc", "tls"],
     &["stats"],
 ];
 

@@ -12,7 +12,7 @@ use super::execute::{builtin_server, prepare, RunError};
 use crate::cli::CallArgs;
 use crate::engine::Answered;
 use crate::plan::CallTemplate;
-use crate::scenario::{parse_header, Scenario, TargetSpec};
+use crate::scenario::{parse_header, JwtFile, Scenario, TargetSpec};
 use crate::stats::Outcome;
 
 /// Exit status when the answer came but is not a right one.
@@ -62,11 +62,15 @@ fn scenario(args: &CallArgs) -> anyhow::Result<Scenario> {
     let connection = &args.connection;
     for header in &connection.headers {
         let (name, value) = parse_header(header)?;
-        scenario
-            .headers
-            .retain(|(other, _)| !other.eq_ignore_ascii_case(&name));
-        scenario.headers.push((name, value));
+        scenario.set_header(name, value);
     }
+    if let Some(path) = &connection.jwt_secret {
+        let jwt = JwtFile::read(path).map_err(|m| anyhow::anyhow!("--jwt-secret: {m}"))?;
+        scenario.jwt_secret = Some(jwt);
+    }
+    scenario
+        .check_jwt()
+        .map_err(|m| anyhow::anyhow!("--jwt-secret: {m}"))?;
     scenario.http2 |= connection.http2;
     scenario.tls.insecure |= connection.insecure;
     if let Some(cacert) = &connection.cacert {

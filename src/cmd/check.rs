@@ -10,7 +10,8 @@ use serde::Serialize;
 
 use crate::check::{self, Finding};
 use crate::cli::CheckArgs;
-use crate::transport::{Options, Target};
+use crate::plan::HeaderText;
+use crate::transport::{MadeHeader, Options, Target};
 
 /// Exit status when a MUST failed or an expected failure is stale.
 const EXIT_FAILED: u8 = 2;
@@ -110,12 +111,17 @@ pub fn command(args: CheckArgs) -> anyhow::Result<ExitCode> {
 
 /// How to reach the target, from the flags.
 fn options(args: &CheckArgs) -> anyhow::Result<Options> {
-    let headers = args
-        .connection
-        .headers
-        .iter()
-        .map(|h| crate::scenario::parse_header(h))
-        .collect::<Result<Vec<_>, _>>()?;
+    let (mut headers, mut made_headers) = (Vec::new(), Vec::new());
+    for header in &args.connection.headers {
+        match crate::scenario::parse_header(header)? {
+            (name, HeaderText::Fixed(value)) => headers.push((name, value)),
+            (name, HeaderText::Made(value)) => made_headers.push(MadeHeader { name, value }),
+        }
+    }
+    if let Some(path) = &args.connection.jwt_secret {
+        let jwt = crate::scenario::JwtFile::read(path).map_err(|m| anyhow::anyhow!("--jwt-secret: {m}"))?;
+        made_headers.push(crate::transport::bearer(jwt.secret));
+    }
     let tls = crate::tls::TlsOptions {
         cacert: args.connection.cacert.clone(),
         insecure: args.connection.insecure,
@@ -124,6 +130,7 @@ fn options(args: &CheckArgs) -> anyhow::Result<Options> {
     crate::tls::check_files(&tls).map_err(|(_, m)| anyhow::anyhow!("--cacert: {m}"))?;
     Ok(Options {
         headers,
+        made_headers,
         max_response: crate::transport::DEFAULT_MAX_RESPONSE_BYTES,
         http2: args.connection.http2,
         tls,

@@ -141,7 +141,7 @@ fn run_meta(scenario: &Scenario, plan: &crate::plan::LoadPlan) -> RunMeta {
         seed: plan.seed,
         started_at: timestamp(SystemTime::now()),
         ended_at: String::new(),
-        header_names: scenario.headers.iter().map(|(name, _)| name.clone()).collect(),
+        header_names: scenario.header_names(),
     }
 }
 
@@ -268,8 +268,14 @@ pub(super) fn builtin_server(scenario: &Scenario) -> Result<Option<serve::Server
 
 /// How to reach the scenario's target, from its settings.
 pub(super) fn transport_options(scenario: &Scenario) -> crate::transport::Options {
+    let made = (scenario.made_headers.iter()).map(|(name, template)| crate::transport::MadeHeader {
+        name: name.clone(),
+        value: template.clone(),
+    });
+    let jwt = (scenario.jwt_secret.as_ref()).map(|jwt| crate::transport::bearer(jwt.secret.clone()));
     crate::transport::Options {
         headers: scenario.headers.clone(),
+        made_headers: made.chain(jwt).collect(),
         max_response: scenario.max_response_bytes,
         http2: scenario.http2,
         tls: scenario.tls.clone(),

@@ -271,6 +271,8 @@ fn overrides(args: &RunArgs) -> Result<Overrides, ScenarioError> {
         cert: args.cert.clone(),
         key: args.key.clone(),
         headers: args.headers.clone(),
+        jwt_secret: args.jwt_secret.clone(),
+        reconnect_every: args.reconnect_every,
         thresholds: args.thresholds.clone(),
         abort_on_fail: args.abort_on_fail,
         shard,

@@ -74,7 +74,7 @@ pub fn command(args: ServeArgs) -> anyhow::Result<ExitCode> {
     let (runtime, mut signals) = runtime_with_signals()?;
     say_listening(&server, &config, ca_written.as_deref());
     runtime.block_on(signals.recv());
-    say_served(&server.stats, config.count_duplicate_ids);
+    say_served(&server.stats, &config);
     // Let the last answers leave before the runtime goes.
     std::thread::sleep(Duration::from_millis(10));
     server.stop();
@@ -133,6 +133,19 @@ fn config(args: &ServeArgs) -> Result<ServeConfig, String> {
         count_duplicate_ids: args.count_duplicate_ids,
         block_transactions: args.block_transactions,
         receipts_after: args.receipts_after,
+        jwt_secret: match &args.jwt_secret {
+            Some(path) => Some(std::sync::Arc::new(
+                crate::jwt::JwtSecret::read(path).map_err(|m| format!("--jwt-secret: {m}"))?,
+            )),
+            None => None,
+        },
+        count_header: match &args.count_header {
+            Some(name) => {
+                crate::transport::check_header(name, "").map_err(|m| format!("--count-header: {m}"))?;
+                Some(name.to_ascii_lowercase())
+            }
+            None => None,
+        },
     })
 }
 
@@ -183,19 +196,56 @@ fn say_listening(server: &serve::ServerHandle, config: &ServeConfig, ca_written:
     }
 }
 
+/// What the server found in requests' headers: MCP sessions, JWTs, the
+/// counted header's values (never a value itself).
+fn say_headers(stats: &ServerStats, config: &ServeConfig) {
+    let get = ServerStats::get;
+    let at_least = |(n, floor): (usize, bool)| {
+        if floor {
+            format!("at least {n}")
+        } else {
+            n.to_string()
+        }
+    };
+    if config.mcp {
+        crate::output::print(&format!(
+            "MCP sessions opened: {} ({} requests refused for want of one)\n",
+            get(&stats.mcp_sessions),
+            get(&stats.mcp_refused)
+        ));
+    }
+    if config.jwt_secret.is_some() {
+        crate::output::print(&format!(
+            "JWT: {} taken, {} refused (401); {} distinct iat values\n",
+            get(&stats.jwt_accepted),
+            get(&stats.jwt_refused),
+            at_least(stats.jwt_iats.count())
+        ));
+    }
+    if let Some(name) = &config.count_header {
+        crate::output::print(&format!(
+            "header {name}: on {} requests, {} distinct values\n",
+            get(&stats.header_seen),
+            at_least(stats.header_values.count())
+        ));
+    }
+}
+
 /// What the server did, once stopped.
-fn say_served(stats: &ServerStats, ids_counted: bool) {
+fn say_served(stats: &ServerStats, config: &ServeConfig) {
     let get = ServerStats::get;
     crate::output::print(&format!(
-        "served {} requests ({} batches): {} calls, {} notifications, {} error answers ({} injected)\n",
+        "served {} requests ({} batches) on {} connections: {} calls, {} notifications, {} error answers ({} injected)\n",
         get(&stats.requests),
         get(&stats.batches),
+        get(&stats.connections_served),
         get(&stats.calls),
         get(&stats.notifications),
         get(&stats.error_answers),
         get(&stats.injected_errors)
     ));
-    if ids_counted {
+    say_headers(stats, config);
+    if config.count_duplicate_ids {
         crate::output::print(&format!(
             "calls whose id was used before: {}\n",
             get(&stats.duplicate_ids)

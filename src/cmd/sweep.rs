@@ -276,6 +276,7 @@ fn step_scenario(
         cacert: args.connection.cacert.clone(),
         insecure: args.connection.insecure,
         headers: args.connection.headers.clone(),
+        jwt_secret: args.connection.jwt_secret.clone(),
         thresholds: slo.to_vec(),
         ..Overrides::default()
     };

@@ -54,6 +54,9 @@ pub(super) struct InHand {
     pub(super) waited_for_setup: bool,
     /// This caller opened it for this call.
     pub(super) opened_now: bool,
+    /// The last request the connection carries (`reconnect_every`, a
+    /// flow's own session): retired after it, never put back.
+    pub(super) last: bool,
 }
 
 /// When a request left and was answered, against when it was due.
@@ -211,7 +214,9 @@ impl Caller {
         // After a failure or a timeout, a connection carrying one call at a
         // time is in an unknown state: it is dropped, not put back. A
         // multiplexed one stays for its other calls unless it closed.
-        if failure.is_none() {
+        if in_hand.last {
+            super::slot::retire(&self.shared, &self.local, in_hand.connection);
+        } else if failure.is_none() {
             self.slot.checkin(in_hand.connection);
         }
         if measured {
@@ -225,9 +230,17 @@ impl Caller {
         true
     }
 
+    /// The slot's connection for one request (or flow), counted against
+    /// `reconnect_every`.
+    pub(super) async fn connection(&mut self) -> Result<InHand, OpenFailure> {
+        let mut in_hand = self.slot_connection().await?;
+        in_hand.last = self.slot.count_request(self.shared.plan.reconnect_every);
+        Ok(in_hand)
+    }
+
     /// The slot's connection, waiting for a caller that is opening it, or
     /// opening it (after the backoff when the last one failed at once).
-    pub(super) async fn connection(&mut self) -> Result<InHand, OpenFailure> {
+    async fn slot_connection(&mut self) -> Result<InHand, OpenFailure> {
         let (shared, local, slot) = (&self.shared, &self.local, &self.slot);
         let mut waited_for_setup = false;
         loop {
@@ -246,6 +259,7 @@ impl Caller {
                     connection,
                     waited_for_setup,
                     opened_now: false,
+                    last: false,
                 });
             }
             if slot.opening.get() {
@@ -263,6 +277,7 @@ impl Caller {
                 connection,
                 waited_for_setup: !shared.setup.is_empty(),
                 opened_now: true,
+                last: false,
             });
         }
     }

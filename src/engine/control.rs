@@ -296,6 +296,7 @@ mod tests {
             shard: Default::default(),
             recorded: None,
             groups: None,
+            reconnect_every: None,
         };
         let start = Instant::now()
             .checked_sub(ago)

@@ -79,7 +79,11 @@ impl Caller {
             first_sent: None,
             waited_for_setup: false,
         };
-        let mut in_hand = match self.connection().await {
+        let opened = match flow.own_connection {
+            true => self.own_connection().await,
+            false => self.connection().await,
+        };
+        let mut in_hand = match opened {
             Ok(in_hand) => in_hand,
             Err(failure) => {
                 if run.measured {
@@ -95,7 +99,9 @@ impl Caller {
         run.waited_for_setup = in_hand.waited_for_setup;
         let failed = self.run_steps(&mut run, &mut in_hand, rng).await;
         let broken = failed.is_some_and(|(_, _, _, broken)| broken);
-        if !broken {
+        if in_hand.last {
+            super::slot::retire(&self.shared, &self.local, in_hand.connection);
+        } else if !broken {
             self.slot.checkin(in_hand.connection);
         }
         if run.measured {
@@ -104,6 +110,18 @@ impl Caller {
                 failed.map(|(step, outcome, skipped, _)| (step, outcome, skipped)),
             );
         }
+    }
+
+    /// A connection of the flow's own (`session = "per_flow"`), opened
+    /// with the setup calls and retired at the flow's end.
+    async fn own_connection(&mut self) -> Result<InHand, super::slot::OpenFailure> {
+        let connection = super::slot::open_and_set_up(&self.shared, &self.local).await?;
+        Ok(InHand {
+            connection,
+            waited_for_setup: !self.shared.setup.is_empty(),
+            opened_now: true,
+            last: true,
+        })
     }
 
     /// Sends each step in turn; the step a flow stopped at, why, how many

@@ -57,6 +57,7 @@ fn flow_mix(rows: &[&str], steps: Vec<Step>, slots: usize) -> Mix {
         vars: Vec::new(),
         steps,
         slots,
+        own_connection: false,
     };
     let rows = rows.iter().map(|r| r.to_string()).collect();
     Mix::with_flows(rows, Vec::new(), vec![(flow, 1)], None)
@@ -278,6 +279,7 @@ async fn flows_and_calls_share_the_arrivals() {
         vars: Vec::new(),
         steps: vec![step(1, "a", json!([]), &[]), step(2, "b", json!([]), &[])],
         slots: 0,
+        own_connection: false,
     };
     let rows = ["alone", "a", "b", "flow:f"].map(String::from).to_vec();
     let mix = Mix::with_flows(rows, vec![(call, 1, None)], vec![(flow, 1)], None);

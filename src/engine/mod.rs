@@ -381,7 +381,13 @@ fn summarize(
     let mut summary = RunSummary {
         methods: MethodSummary::each(&shared.mix.methods, total, seconds),
         total: MethodSummary::new("TOTAL", &total.total(), seconds),
-        connections: crate::stats::ConnectSummary::of(&total.connects, shared.plan.connections as u64),
+        connections: crate::stats::ConnectSummary::of(
+            &total.connects,
+            match shared.mix.shares_connections() {
+                true => shared.plan.connections as u64,
+                false => 0,
+            },
+        ),
         requests: total.requests,
         http_statuses: total.statuses.iter().copied().collect(),
         extra_batch_entries: total.extra_entries,
@@ -471,5 +477,7 @@ fn client_cpu(shared: &RunState, wall: std::time::Duration, threads: usize) -> C
 
 #[cfg(test)]
 mod flow_tests;
+#[cfg(test)]
+mod session_tests;
 #[cfg(test)]
 mod tests;

@@ -226,6 +226,7 @@ mod tests {
             shard: Default::default(),
             recorded: None,
             groups: None,
+            reconnect_every: None,
         }
     }
 

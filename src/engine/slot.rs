@@ -1,6 +1,7 @@
 //! A connection slot: the one connection its callers share (or take in
-//! turn), how it opens with its setup calls and subscriptions, and the
-//! connect phase that opens every slot before the run's clock starts.
+//! turn), how it opens with its setup calls and subscriptions, how it is
+//! let go after `reconnect_every` requests, and the connect phase that
+//! opens every slot before the run's clock starts.
 
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
@@ -22,6 +23,8 @@ pub(super) struct ConnectionSlot {
     pub(super) opening: Cell<bool>,
     /// Wakes the callers waiting for it when the opening ends, either way.
     pub(super) opened: tokio::sync::Notify,
+    /// Requests handed out on the connection the slot holds now.
+    served: Cell<u64>,
 }
 
 impl ConnectionSlot {
@@ -72,6 +75,7 @@ impl ConnectionSlot {
 
     /// Keeps a newly opened connection, returning the caller's handle on it.
     pub(super) fn install(&self, connection: Connection) -> Connection {
+        self.served.set(0);
         match connection.another_handle() {
             Some(shared) => {
                 *self.connection.borrow_mut() = Some(connection);
@@ -79,6 +83,21 @@ impl ConnectionSlot {
             }
             None => connection,
         }
+    }
+
+    /// Counts a request going on the slot's connection (the caller's
+    /// handle on it); true when it is the last `every` allows: the slot
+    /// then lets the connection go (the callers in flight on it keep their
+    /// handles), and the caller retires its handle after its call.
+    pub(super) fn count_request(&self, every: Option<u64>) -> bool {
+        let served = self.served.get().saturating_add(1);
+        self.served.set(served);
+        let last = every.is_some_and(|every| served >= every);
+        if last {
+            self.connection.borrow_mut().take();
+            self.served.set(0);
+        }
+        last
     }
 
     /// Messages on the slot's connection that answered nothing.
@@ -125,14 +144,40 @@ pub(super) async fn shut_down(shared: &RunState, slots: &[Rc<ConnectionSlot>]) {
         .iter()
         .filter_map(|slot| slot.connection.borrow_mut().take());
     let ends = futures_util::future::join_all(connections.map(Connection::shut_down)).await;
+    tally(shared, ends.into_iter().flatten());
+}
+
+/// Counts how stdio children ended.
+fn tally(shared: &RunState, ends: impl IntoIterator<Item = ChildEnd>) {
     let mut tally = shared.child_ends.lock().unwrap_or_else(|p| p.into_inner());
-    for end in ends.into_iter().flatten() {
+    for end in ends {
         match end {
             ChildEnd::Clean => tally.clean += 1,
             ChildEnd::Failed => tally.failed += 1,
             ChildEnd::Killed => tally.killed += 1,
         }
     }
+}
+
+/// Lets a connection go on purpose: after `reconnect_every` requests, or
+/// at the end of the flow it was opened for. Counted; a stdio child is
+/// ended by its protocol once no call is left on it, any other connection
+/// closes as its last handle goes (a multiplexed one's calls in flight
+/// finish first).
+pub(super) fn retire(shared: &Arc<RunState>, local: &Rc<ThreadState>, connection: Connection) {
+    local.recorder.borrow_mut().connects.recycled += 1;
+    if !connection.has_child() {
+        return;
+    }
+    let shared = shared.clone();
+    tokio::task::spawn_local(async move {
+        while !connection.is_last_handle() {
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        if let Some(end) = connection.shut_down().await {
+            tally(&shared, [end]);
+        }
+    });
 }
 
 /// Keeps the subscription a setup call opened: its notifications are
@@ -182,8 +227,12 @@ pub(super) struct OpenFailure {
 }
 
 /// Opens a connection and sends the scenario's setup calls on it. Setup
-/// calls stay out of the load's figures; a failure is counted and kept.
-async fn open_and_set_up(shared: &Arc<RunState>, local: &Rc<ThreadState>) -> Result<Connection, OpenFailure> {
+/// calls stay out of the load's figures (each one's time is kept apart); a
+/// failure is counted and kept.
+pub(super) async fn open_and_set_up(
+    shared: &Arc<RunState>,
+    local: &Rc<ThreadState>,
+) -> Result<Connection, OpenFailure> {
     let began = Instant::now();
     let opened = Connection::open(&shared.target, shared.plan.timeout).await;
     // Before the clock is set, the connect phase; after, a reopening.
@@ -209,6 +258,7 @@ async fn open_and_set_up(shared: &Arc<RunState>, local: &Rc<ThreadState>) -> Res
     for setup in &shared.setup {
         let id = (!setup.notification).then(|| local.take_ids(shared, 1));
         let within = shared.plan.timeout;
+        let sent = Instant::now();
         let failure = match call_once(
             &mut connection,
             &setup.template(shared.mix.version()),
@@ -218,8 +268,13 @@ async fn open_and_set_up(shared: &Arc<RunState>, local: &Rc<ThreadState>) -> Res
         )
         .await
         {
-            Ok(reply) if setup.subscribe => subscribe(shared, local, &connection, &reply.body).err(),
-            Ok(_) => None,
+            Ok(reply) => {
+                local.recorder.borrow_mut().connects.set_up(sent.elapsed());
+                match setup.subscribe {
+                    true => subscribe(shared, local, &connection, &reply.body).err(),
+                    false => None,
+                }
+            }
             Err(failure) => Some(failure),
         };
         if let Some(failure) = failure {

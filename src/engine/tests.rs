@@ -34,10 +34,11 @@ pub(super) fn plan(pacing: Pacing, connections: usize, per_connection: usize) ->
         shard: Shard::WHOLE,
         recorded: None,
         groups: None,
+        reconnect_every: None,
     }
 }
 
-fn one_method() -> Mix {
+pub(super) fn one_method() -> Mix {
     let call = MixCall {
         method: 0,
         template: CallTemplate::new(Version::V2, "eth_chainId", None),
@@ -71,7 +72,7 @@ pub(super) async fn run_mix<F: std::future::Future<Output = ()> + 'static>(
 }
 
 /// As `run_mix`, each connection first sending `setup`.
-async fn run_set_up<F: std::future::Future<Output = ()> + 'static>(
+pub(super) async fn run_set_up<F: std::future::Future<Output = ()> + 'static>(
     plan: LoadPlan,
     mix: Mix,
     setup: Vec<crate::plan::SetupCall>,

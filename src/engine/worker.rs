@@ -306,8 +306,11 @@ pub(super) async fn run_share(
         .collect();
     let Channels { chunks, ready } = channels;
     // Connections first, then the clock, which the engine sets once
-    // every thread has said its connections are open.
-    connect_all(&shared, &local, &slots).await;
+    // every thread has said its connections are open. A mix of flows that
+    // each open their own uses none of the slots'.
+    if shared.mix.shares_connections() {
+        connect_all(&shared, &local, &slots).await;
+    }
     let _ = ready.send(());
     tokio::select! {
         _ = shared.begun() => {}

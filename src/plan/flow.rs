@@ -20,6 +20,9 @@ pub struct Flow {
     pub steps: Vec<Step>,
     /// How many variable slots the flow uses.
     pub slots: usize,
+    /// Runs on a connection of its own, opened (with the setup calls) for
+    /// it and closed at its end (`session = "per_flow"`).
+    pub own_connection: bool,
 }
 
 impl Flow {

@@ -61,6 +61,9 @@ pub struct LoadPlan {
     /// A replay that keeps its captured connections: per connection, the
     /// run's requests it sends, in order (`connections` is their number).
     pub groups: Option<std::sync::Arc<[Box<[u64]>]>>,
+    /// A connection is closed after carrying this many requests (a batch or
+    /// a flow is one), and opened anew with its setup calls.
+    pub reconnect_every: Option<u64>,
 }
 
 /// One step of a staged load: ramp to `target` over `duration`.
@@ -280,6 +283,7 @@ mod tests {
             shard: Shard::WHOLE,
             recorded: None,
             groups: None,
+            reconnect_every: None,
         }
     }
 

@@ -128,6 +128,12 @@ pub struct Mix {
 }
 
 impl Mix {
+    /// Whether any arrival goes on a connection the run keeps (every one
+    /// but a flow with a connection of its own).
+    pub fn shares_connections(&self) -> bool {
+        !self.calls.is_empty() || self.replay.is_some() || self.flows.iter().any(|f| !f.own_connection)
+    }
+
     /// A weighted mix; `calls` carry their weights (all positive).
     pub fn weighted(
         methods: Vec<String>,

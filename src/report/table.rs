@@ -213,7 +213,18 @@ fn connections_line(c: &crate::stats::ConnectSummary) -> String {
         c.opened, c.planned, c.time.p50_ms, c.time.p99_ms, c.time.max_ms
     );
     if c.reopened > 0 {
-        let _ = write!(line, " · {} reopened during the run", c.reopened);
+        let _ = write!(
+            line,
+            " · {} reopened during the run, {} opened in all",
+            c.reopened, c.opened_in_all
+        );
+    }
+    if c.recycled > 0 {
+        let _ = write!(
+            line,
+            " · {} closed on purpose (reconnect_every, per_flow)",
+            c.recycled
+        );
     }
     if c.failed > 0 {
         let _ = write!(
@@ -272,16 +283,26 @@ fn requests(out: &mut String, summary: &RunSummary) {
         );
     }
     if let Some(setup) = &summary.setup {
+        let times = setup.calls.as_ref().map(|c| {
+            format!(
+                " · {} answered in p50 {:.3} ms, p99 {:.3} ms, max {:.3} ms (not in the load's latency)",
+                count(c.answered, "setup call"),
+                c.time.p50_ms,
+                c.time.p99_ms,
+                c.time.max_ms
+            )
+        });
         let _ = writeln!(
             out,
-            "setup: {} set up, {} failed{}",
+            "setup: {} set up, {} failed{}{}",
             count(setup.connections_ok, "connection"),
             setup.connections_failed,
             setup
                 .first_error
                 .as_ref()
                 .map(|e| format!(" (first: {e})"))
-                .unwrap_or_default()
+                .unwrap_or_default(),
+            times.unwrap_or_default()
         );
     }
 }

@@ -87,6 +87,7 @@ impl Scenario {
             shard,
             recorded,
             groups,
+            reconnect_every: load.reconnect_every,
         }
     }
 
@@ -268,6 +269,7 @@ impl Scenario {
                     vars: flow.vars.iter().map(|(slot, t, _)| (*slot, t.clone())).collect(),
                     steps,
                     slots: flow.slots.len(),
+                    own_connection: flow.own_connection,
                 };
                 (compiled, flow.weight)
             })

@@ -22,6 +22,7 @@ pub(super) struct RawLoad {
     threads: Option<Spanned<i64>>,
     max_in_flight: Option<Spanned<i64>>,
     stages: Option<Spanned<Vec<RawStage>>>,
+    reconnect_every: Option<Spanned<i64>>,
 }
 
 #[derive(Deserialize)]
@@ -71,6 +72,11 @@ impl RawLoad {
                 .map(|t| positive(at, t, "threads"))
                 .transpose()?,
             stages,
+            reconnect_every: self
+                .reconnect_every
+                .as_ref()
+                .map(|n| positive(at, n, "reconnect_every"))
+                .transpose()?,
         };
         if let Some(length) = load.duration {
             check_duration(length)

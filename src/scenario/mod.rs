@@ -23,7 +23,9 @@ use std::time::Duration;
 use serde_json::value::RawValue;
 use serde_json::Value;
 
-use crate::plan::{BatchSize, Pacing, PollSpec, Polled, SetupCall, Stage, Template};
+use crate::plan::{
+    BatchSize, HeaderTemplate, HeaderText, Pacing, PollSpec, Polled, SetupCall, Stage, Template,
+};
 use crate::rpc::wire::Framing;
 use crate::rpc::Expectation;
 use error::Locator;
@@ -44,6 +46,12 @@ pub struct Scenario {
     pub equality: Option<Equality>,
     /// Header names and values, `${VAR}` already replaced.
     pub headers: Vec<(String, String)>,
+    /// Headers whose values hold generators (`${seq()}`), made for each
+    /// request; no name here is also in `headers`.
+    pub made_headers: Vec<(String, Arc<HeaderTemplate>)>,
+    /// `jwt_secret` (or `--jwt-secret`): every request carries
+    /// `Authorization: Bearer` a fresh HS256 token signed with it.
+    pub jwt_secret: Option<JwtFile>,
     pub timeout: Duration,
     /// Answers larger than this are cut off and counted as `io`.
     pub max_response_bytes: usize,
@@ -82,6 +90,26 @@ pub struct Scenario {
     /// Stop once a threshold fails on the figures so far, this long into
     /// the measured run at the earliest (`abort_on_fail`).
     pub abort_on_fail: Option<Duration>,
+}
+
+/// A JWT secret and the file it was read from (the file may be named; the
+/// secret never is).
+#[derive(Clone, Debug)]
+pub struct JwtFile {
+    pub path: PathBuf,
+    pub secret: Arc<crate::jwt::JwtSecret>,
+}
+
+impl JwtFile {
+    /// Reads `path`: a missing, unreadable or malformed secret is an error
+    /// naming the file.
+    pub fn read(path: &Path) -> Result<JwtFile, String> {
+        let secret = crate::jwt::JwtSecret::read(path)?;
+        Ok(JwtFile {
+            path: path.to_path_buf(),
+            secret: Arc::new(secret),
+        })
+    }
 }
 
 /// How long a run goes before `abort_on_fail` may stop it: the first
@@ -154,6 +182,9 @@ pub struct Load {
     pub max_in_flight: Option<u64>,
     /// Steps of rate (open model) or concurrency (closed), ramped linearly.
     pub stages: Vec<Stage>,
+    /// A connection is closed after this many requests and opened anew,
+    /// with its setup calls (`reconnect_every`).
+    pub reconnect_every: Option<u64>,
 }
 
 #[derive(Clone, Debug)]
@@ -190,6 +221,9 @@ pub struct FlowSpec {
     /// `vars`: each made once per flow, by slot, with its text as written.
     pub vars: Vec<(usize, Arc<Template>, String)>,
     pub steps: Vec<StepSpec>,
+    /// `session = "per_flow"`: each flow opens a connection of its own
+    /// (with the setup calls) and closes it at its end.
+    pub own_connection: bool,
 }
 
 impl FlowSpec {
@@ -445,6 +479,8 @@ impl Scenario {
             targets: Vec::new(),
             equality: None,
             headers: Vec::new(),
+            made_headers: Vec::new(),
+            jwt_secret: None,
             timeout: DEFAULT_TIMEOUT,
             max_response_bytes: crate::transport::DEFAULT_MAX_RESPONSE_BYTES,
             http2: false,
@@ -465,6 +501,7 @@ impl Scenario {
                 threads: None,
                 max_in_flight: None,
                 stages: Vec::new(),
+                reconnect_every: None,
             },
             flows: Vec::new(),
             calls: vec![CallSpec {
@@ -485,6 +522,65 @@ impl Scenario {
             thresholds: Vec::new(),
             abort_on_fail: None,
         }
+    }
+}
+
+impl Scenario {
+    /// Sets a header, in place of any of its name (a flag's replaces a
+    /// file's).
+    pub fn set_header(&mut self, name: String, value: HeaderText) {
+        self.headers.retain(|(n, _)| !n.eq_ignore_ascii_case(&name));
+        self.made_headers.retain(|(n, _)| !n.eq_ignore_ascii_case(&name));
+        match value {
+            HeaderText::Fixed(value) => self.headers.push((name, value)),
+            HeaderText::Made(template) => self.made_headers.push((name, template)),
+        }
+    }
+
+    /// The names of the headers a request carries beyond volley's own, for
+    /// reports: never their values.
+    pub fn header_names(&self) -> Vec<String> {
+        let fixed = self.headers.iter().map(|(name, _)| name.clone());
+        let made = self.made_headers.iter().map(|(name, _)| name.clone());
+        let jwt = self.jwt_secret.as_ref().map(|_| "Authorization".to_string());
+        fixed.chain(made).chain(jwt).collect()
+    }
+
+    /// Whether a JWT can go where the scenario sends: in an HTTP header, so
+    /// to an `http(s)://` or `ws(s)://` target (or the built-in server), and
+    /// with no header of the user's in its place. The message says why not.
+    pub fn check_jwt(&self) -> Result<(), String> {
+        if self.jwt_secret.is_none() {
+            return Ok(());
+        }
+        let targets = std::iter::once(&self.target).chain(self.targets.iter().map(|t| &t.spec));
+        for target in targets {
+            let headerless = match target {
+                TargetSpec::Builtin => None,
+                TargetSpec::Command { .. } => Some("a child's stdio"),
+                TargetSpec::Url(url) => match crate::transport::Scheme::of(url) {
+                    Some(crate::transport::Scheme::Tcp) => Some("TCP"),
+                    Some(crate::transport::Scheme::Unix) => Some("a Unix socket"),
+                    _ => None,
+                },
+            };
+            if let Some(transport) = headerless {
+                return Err(format!(
+                    "a JWT travels in an HTTP header, and {target} ({transport}) carries none: give an http(s):// or ws(s):// target"
+                ));
+            }
+        }
+        let fixed = self.headers.iter().map(|(name, _)| name);
+        let made = self.made_headers.iter().map(|(name, _)| name);
+        if let Some(name) = fixed
+            .chain(made)
+            .find(|n| n.eq_ignore_ascii_case("authorization"))
+        {
+            return Err(format!(
+                "the JWT is sent as `Authorization: Bearer <token>`, and the header `{name}` would take its place: drop one of them"
+            ));
+        }
+        Ok(())
     }
 }
 

@@ -13,7 +13,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use super::{load, CallSpec, Scenario, ScenarioError, TargetSpec, Template};
-use crate::plan::{Pacing, Scope};
+use crate::plan::{HeaderText, Pacing, Scope};
 
 /// The flags of `volley run` that change a scenario, as given.
 #[derive(Clone, Debug, Default)]
@@ -46,8 +46,13 @@ pub struct Overrides {
     pub insecure: bool,
     pub cert: Option<PathBuf>,
     pub key: Option<PathBuf>,
-    /// `Name: value`, `${VAR}` read from the environment.
+    /// `Name: value`, `${VAR}` read from the environment, other `${...}`
+    /// generators made per request.
     pub headers: Vec<String>,
+    /// `--jwt-secret FILE`: a fresh JWT on every request.
+    pub jwt_secret: Option<PathBuf>,
+    /// `--reconnect-every N`: each connection closed after N requests.
+    pub reconnect_every: Option<u64>,
     /// Added to the file's `[thresholds]`.
     pub thresholds: Vec<crate::thresholds::Threshold>,
     /// `--abort-on-fail GRACE`.
@@ -286,6 +291,9 @@ impl Overrides {
         if let Some(connections) = self.connections {
             scenario.load.connections = Some(at_least_one(connections, "--connections")?);
         }
+        if let Some(every) = self.reconnect_every {
+            scenario.load.reconnect_every = Some(at_least_one(every, "--reconnect-every")?);
+        }
         if let Some(max) = self.max_in_flight {
             scenario.load.max_in_flight = Some(at_least_one(max, "--max-in-flight")?);
         }
@@ -323,16 +331,25 @@ impl Overrides {
         })?;
         for header in &self.headers {
             let (name, value) = parse_header(header)?;
-            scenario.headers.retain(|(n, _)| !n.eq_ignore_ascii_case(&name));
-            scenario.headers.push((name, value));
+            scenario.set_header(name, value);
         }
+        if let Some(path) = &self.jwt_secret {
+            scenario.jwt_secret = Some(super::JwtFile::read(path).map_err(|m| flag("--jwt-secret", m))?);
+        }
+        let named = match (&self.jwt_secret, self.headers.is_empty()) {
+            (Some(_), _) => "--jwt-secret",
+            (None, false) => "--header",
+            (None, true) => "--target",
+        };
+        scenario.check_jwt().map_err(|m| flag(named, m))?;
         Ok(())
     }
 }
 
-/// `Name: value` from `-H`, its `${VAR}` read from the environment. The
-/// text is never shown in an error: it may hold a secret.
-pub fn parse_header(header: &str) -> Result<(String, String), ScenarioError> {
+/// `Name: value` from `-H`, its `${VAR}` read from the environment, other
+/// `${...}` generators compiled (data files found from the working
+/// directory). The text is never shown in an error: it may hold a secret.
+pub fn parse_header(header: &str) -> Result<(String, HeaderText), ScenarioError> {
     let (name, value) = header.split_once(':').ok_or_else(|| {
         flag(
             "--header",
@@ -340,9 +357,10 @@ pub fn parse_header(header: &str) -> Result<(String, String), ScenarioError> {
         )
     })?;
     let name = name.trim().to_string();
-    let value = super::interpolate(value.trim(), &|n| std::env::var(n).ok())
+    let env = |n: &str| std::env::var(n).ok();
+    let value = HeaderText::compile(value.trim(), &env, Path::new("."))
         .map_err(|m| flag("--header", format!("`{name}`: {m}")))?;
-    crate::transport::check_header(&name, &value).map_err(|m| flag("--header", m))?;
+    crate::transport::check_header(&name, &value.literal_text()).map_err(|m| flag("--header", m))?;
     Ok((name, value))
 }
 

@@ -3,6 +3,7 @@
 //! HTTP/1.1 and cleartext HTTP/2 on the main listener; newline-delimited
 //! JSON and WebSocket on listeners of their own.
 
+mod auth;
 mod body;
 mod capacity;
 mod chain;
@@ -93,6 +94,12 @@ pub struct ServeConfig {
     pub block_transactions: u64,
     /// Asks of a handed-out hash answered `null` before its receipt comes.
     pub receipts_after: u32,
+    /// Every HTTP request (every WebSocket handshake) must carry a JWT
+    /// signed with this, its `iat` within 60 s: an Engine API's rule.
+    pub jwt_secret: Option<Arc<crate::jwt::JwtSecret>>,
+    /// A header whose values are counted (lowercase), each distinct value
+    /// kept.
+    pub count_header: Option<String>,
 }
 
 impl Default for ServeConfig {
@@ -116,6 +123,8 @@ impl Default for ServeConfig {
             differ: Vec::new(),
             block_transactions: 0,
             receipts_after: 0,
+            jwt_secret: None,
+            count_header: None,
         }
     }
 }
@@ -164,6 +173,19 @@ pub struct ServerStats {
     pub receipts_unknown: AtomicU64,
     /// MCP `resources/read` calls answered with a resource.
     pub resources_read: AtomicU64,
+    /// Connections that carried a request (HTTP), WebSocket handshakes
+    /// accepted.
+    pub connections_served: AtomicU64,
+    /// Requests (handshakes) whose JWT was taken, and those refused.
+    pub jwt_accepted: AtomicU64,
+    pub jwt_refused: AtomicU64,
+    /// The `iat`s of the JWTs taken.
+    #[serde(skip)]
+    pub jwt_iats: auth::Distinct,
+    /// Requests (handshakes) carrying the counted header, and its values.
+    pub header_seen: AtomicU64,
+    #[serde(skip)]
+    pub header_values: auth::Distinct,
     #[serde(skip)]
     ledger: chain::Ledger,
 }
@@ -442,6 +464,9 @@ fn spawn_connection(
         config.seed.wrapping_add(connection_index),
     )));
     let acceptor = config.tls.clone().map(tokio_rustls::TlsAcceptor::from);
+    // Counted at its first request: a client's reachability check opens a
+    // connection and sends nothing.
+    let served = Arc::new(std::sync::atomic::AtomicBool::new(false));
     tokio::spawn(async move {
         let stream = match acceptor {
             Some(acceptor) => match handshake(&acceptor, stream).await {
@@ -452,6 +477,9 @@ fn spawn_connection(
         };
         let service = hyper::service::service_fn(move |request| {
             let (config, stats, rng) = (config.clone(), stats.clone(), rng.clone());
+            if !served.swap(true, Ordering::Relaxed) {
+                stats.connections_served.fetch_add(1, Ordering::Relaxed);
+            }
             async move { Ok::<_, Infallible>(respond(request, &config, &stats, &rng, started).await) }
         });
         // HTTP/1.1, or HTTP/2 for a client that starts with its preface
@@ -498,6 +526,13 @@ async fn respond(
             .and_then(|v| v.to_str().ok())
             .map(str::to_string)
     };
+    let raw = |name: &str| request.headers().get(name).map(HeaderValue::as_bytes);
+    if let Some(name) = &config.count_header {
+        auth::count_header(config, stats, raw(name));
+    }
+    if let Err(why) = auth::check(config, stats, raw("authorization")) {
+        return plain(StatusCode::UNAUTHORIZED, format!("JWT refused: {why}\n"));
+    }
     let (session, wants_events) = (
         header("mcp-session-id"),
         header("accept").is_some_and(|a| a.contains("text/event-stream")),

@@ -141,8 +141,8 @@ pub(super) fn json(status: StatusCode, body: AnswerBody) -> Response<AnswerBody>
     response
 }
 
-pub(super) fn plain(status: StatusCode, text: &'static str) -> Response<AnswerBody> {
-    let mut response = Response::new(full(text.as_bytes()));
+pub(super) fn plain(status: StatusCode, text: impl Into<Bytes>) -> Response<AnswerBody> {
+    let mut response = Response::new(full(text));
     *response.status_mut() = status;
     response
 }

@@ -211,9 +211,32 @@ where
         .max_message_size(Some(super::MAX_REQUEST_BYTES))
         .max_frame_size(Some(super::MAX_REQUEST_BYTES))
         .read_buffer_size(4 * 1024);
-    let Ok(socket) = tokio_tungstenite::accept_async_with_config(stream, Some(config)).await else {
+    let (checked, stats) = (serving.config.clone(), serving.stats.clone());
+    // The handshake is the WebSocket's one HTTP request: its headers are
+    // held to the server's rules there (a JWT), and a refusal is a 401.
+    #[allow(clippy::result_large_err)] // tungstenite's own refusal type
+    let check = move |request: &tokio_tungstenite::tungstenite::handshake::server::Request, response| {
+        let headers = request.headers();
+        if let Some(name) = &checked.count_header {
+            super::auth::count_header(&checked, &stats, headers.get(name).map(|v| v.as_bytes()));
+        }
+        let authorization = headers.get("authorization").map(|v| v.as_bytes());
+        match super::auth::check(&checked, &stats, authorization) {
+            Ok(()) => Ok(response),
+            Err(why) => {
+                let mut refusal = tokio_tungstenite::tungstenite::handshake::server::ErrorResponse::new(
+                    Some(format!("JWT refused: {why}\n")),
+                );
+                *refusal.status_mut() = hyper::StatusCode::UNAUTHORIZED;
+                Err(refusal)
+            }
+        }
+    };
+    let accepted = tokio_tungstenite::accept_hdr_async_with_config(stream, check, Some(config)).await;
+    let Ok(socket) = accepted else {
         return;
     };
+    (serving.stats.connections_served).fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let (mut sink, mut frames) = socket.split();
     let (answers, mut outbox) = mpsc::unbounded_channel::<Message>();
     let write = tokio::spawn(async move {

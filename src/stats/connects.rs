@@ -1,7 +1,9 @@
 //! How the run's connections opened: the time each took, the ones that
-//! failed and why, and those opened again during the run. Apart from the
-//! calls' latency, as oha keeps its dial-up time apart: a connect storm is
-//! the connections' cost, not the server's answers.
+//! failed and why, those opened again during the run, those closed on
+//! purpose (`reconnect_every`, a flow's own session), and the time each
+//! setup call took. Apart from the calls' latency, as oha keeps its dial-up
+//! time apart: a connect storm is the connections' cost, not the server's
+//! answers.
 
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
@@ -22,6 +24,12 @@ pub struct Connects {
     pub failed: u64,
     /// The first failure's reason.
     pub error: Option<String>,
+    /// Closed on purpose: after `reconnect_every` requests, or at the end
+    /// of the flow that opened it (`session = "per_flow"`).
+    pub recycled: u64,
+    /// How long each setup call that was answered right took (µs), from
+    /// its send to its answer (a notification's: until written).
+    pub setup_time: Histogram<u64>,
 }
 
 impl Default for Connects {
@@ -32,6 +40,8 @@ impl Default for Connects {
             reopened: 0,
             failed: 0,
             error: None,
+            recycled: 0,
+            setup_time: new_histogram(),
         }
     }
 }
@@ -51,11 +61,18 @@ impl Connects {
         self.error.get_or_insert_with(|| reason.to_string());
     }
 
+    /// A setup call answered right after `took`.
+    pub fn set_up(&mut self, took: std::time::Duration) {
+        self.setup_time.record(micros(took)).ok();
+    }
+
     pub fn merge(&mut self, other: &Connects) {
         self.time.add(&other.time).ok();
+        self.setup_time.add(&other.setup_time).ok();
         self.opened += other.opened;
         self.reopened += other.reopened;
         self.failed += other.failed;
+        self.recycled += other.recycled;
         if self.error.is_none() {
             self.error.clone_from(&other.error);
         }
@@ -64,6 +81,7 @@ impl Connects {
 
 /// The connections of a run, as reports show them.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(from = "ConnectFields")]
 pub struct ConnectSummary {
     /// Connections the run has.
     pub planned: u64,
@@ -71,12 +89,47 @@ pub struct ConnectSummary {
     pub opened: u64,
     /// Opened again during the run.
     pub reopened: u64,
+    /// Opened in all: before the schedule and during the run.
+    pub opened_in_all: u64,
+    /// Closed on purpose (`reconnect_every`, a flow's own session).
+    pub recycled: u64,
     pub failed: u64,
     /// The first failure's reason.
-    #[serde(deserialize_with = "super::read::required")]
     pub error: Option<String>,
     /// How long an opening took.
     pub time: LatencySummary,
+}
+
+/// `ConnectSummary` as `summary.json` holds it: a file from a volley
+/// before `opened_in_all` and `recycled` has neither (it recycled none).
+#[derive(Deserialize)]
+struct ConnectFields {
+    planned: u64,
+    opened: u64,
+    reopened: u64,
+    #[serde(default)]
+    opened_in_all: Option<u64>,
+    #[serde(default)]
+    recycled: u64,
+    failed: u64,
+    #[serde(deserialize_with = "super::read::required")]
+    error: Option<String>,
+    time: LatencySummary,
+}
+
+impl From<ConnectFields> for ConnectSummary {
+    fn from(f: ConnectFields) -> Self {
+        ConnectSummary {
+            opened_in_all: f.opened_in_all.unwrap_or(f.opened.saturating_add(f.reopened)),
+            planned: f.planned,
+            opened: f.opened,
+            reopened: f.reopened,
+            recycled: f.recycled,
+            failed: f.failed,
+            error: f.error,
+            time: f.time,
+        }
+    }
 }
 
 impl ConnectSummary {
@@ -85,6 +138,8 @@ impl ConnectSummary {
             planned,
             opened: connects.opened,
             reopened: connects.reopened,
+            opened_in_all: connects.opened.saturating_add(connects.reopened),
+            recycled: connects.recycled,
             failed: connects.failed,
             error: connects.error.clone(),
             time: LatencySummary::from_micros(&connects.time),

@@ -25,7 +25,8 @@ pub use saved::{SavedFlow, SavedMethod, SavedRecorder};
 pub use snapshot::{latency_buckets, Snapshot};
 pub use summary::{
     over_one_percent, BatchSummary, ChildShutdown, ControlEvent, Gathered, LatencySummary, MethodSummary,
-    RunSummary, ScheduleSummary, SecondRow, SetupSummary, StageSummary, SubscriptionSummary, LATE_THRESHOLD,
+    RunSummary, ScheduleSummary, SecondRow, SetupCallTimes, SetupSummary, StageSummary, SubscriptionSummary,
+    LATE_THRESHOLD,
 };
 pub use usage::{ServerUsage, UsageSample, Watched};
 pub use verdict::{

@@ -54,6 +54,13 @@ pub struct SavedRecorder {
     pub connections_reopened: u64,
     pub connections_failed: u64,
     pub connect_error: Option<String>,
+    /// Absent from a shard of a volley before `reconnect_every`: none.
+    #[serde(default)]
+    pub connections_recycled: u64,
+    /// Each setup call's time; absent from a shard of a volley that did
+    /// not time them (then no figure, never zeros).
+    #[serde(default)]
+    pub setup_time: Option<String>,
     /// Each flow's counts; its rows are the last of `methods`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub flows: Vec<SavedFlow>,
@@ -116,6 +123,8 @@ impl SavedRecorder {
             connections_reopened: recorder.connects.reopened,
             connections_failed: recorder.connects.failed,
             connect_error: recorder.connects.error.clone(),
+            connections_recycled: recorder.connects.recycled,
+            setup_time: Some(encode(&recorder.connects.setup_time)),
             flows: recorder.flows.iter().map(SavedFlow::of).collect(),
         }
     }
@@ -149,6 +158,11 @@ impl SavedRecorder {
             reopened: self.connections_reopened,
             failed: self.connections_failed,
             error: self.connect_error.clone(),
+            recycled: self.connections_recycled,
+            setup_time: match &self.setup_time {
+                Some(encoded) => decode(encoded, "setup_time")?,
+                None => new_histogram(),
+            },
         };
         for (index, flow) in self.flows.iter().enumerate() {
             recorder
@@ -265,6 +279,8 @@ mod tests {
         recorder.connects.opened(ms * 2, true);
         recorder.connects.opened(ms, false);
         recorder.connects.failed("refused");
+        recorder.connects.recycled = 8;
+        recorder.connects.set_up(ms * 5);
         let text = serde_json::to_string(&SavedRecorder::of(&recorder)).unwrap();
         let back = serde_json::from_str::<SavedRecorder>(&text)
             .unwrap()
@@ -285,6 +301,7 @@ mod tests {
         assert_eq!((back.start_delay.len(), back.batch_sizes.max()), (1, 4));
         let c = &back.connects;
         assert_eq!((c.opened, c.reopened, c.failed, c.time.len()), (1, 1, 1, 2));
+        assert_eq!((c.recycled, c.setup_time.len()), (8, 1));
         assert_eq!(c.error.as_deref(), Some("refused"));
         assert_eq!(
             (back.child_exit.as_deref(), back.children_exited),

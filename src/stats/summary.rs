@@ -281,14 +281,31 @@ pub struct SetupSummary {
     pub connections_failed: u64,
     #[serde(deserialize_with = "read::required")]
     pub first_error: Option<String>,
+    /// The setup calls answered right and the time they took, apart from
+    /// the load's latency; `None` (null) when none was answered (absent
+    /// from a file of a volley that did not time them).
+    #[serde(default)]
+    pub calls: Option<SetupCallTimes>,
+}
+
+/// Setup calls answered right, and how long they took.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct SetupCallTimes {
+    pub answered: u64,
+    pub time: LatencySummary,
 }
 
 impl SetupSummary {
     pub fn of(total: &Recorder) -> Self {
+        let times = &total.connects.setup_time;
         SetupSummary {
             connections_ok: total.setup_ok,
             connections_failed: total.setup_failed,
             first_error: total.setup_error.clone(),
+            calls: (!times.is_empty()).then(|| SetupCallTimes {
+                answered: times.len(),
+                time: LatencySummary::from_micros(times),
+            }),
         }
     }
 }
@@ -323,7 +340,8 @@ impl SubscriptionSummary {
     }
 }
 
-/// How the stdio children ended once the run was over.
+/// How the stdio children ended once the run was over (or when let go
+/// during it: `reconnect_every`, a flow's own session).
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct ChildShutdown {
     /// Exited with status 0 after the protocol's shutdown.

@@ -238,7 +238,9 @@ pub fn none_succeeded(summary: &RunSummary) -> Option<NoneSucceeded> {
             let (status, n) = most(statuses.map(|(s, n)| (s.to_string(), *n)).collect())?;
             let hint = match status.as_str() {
                 "404" => "Is the target's path right? The server has nothing at it.",
-                "401" | "403" => "Does the endpoint need a header (-H 'Authorization: ...')?",
+                "401" | "403" => {
+                    "Does the endpoint need a header (-H 'Authorization: ...'), or a JWT (--jwt-secret FILE, as an Engine API)?"
+                }
                 "405" => "Does this URL take POST? It may not be the JSON-RPC endpoint.",
                 "429" => "The server is rate-limiting: lower the rate or ask for a higher limit.",
                 _ => "The server refused every request: see the examples above.",

@@ -14,7 +14,7 @@ use hyper::{Method, Request, Uri};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 
 use super::http::HttpTarget;
-use super::{Reply, TransportError};
+use super::{MadeHeader, Reply, TransportError};
 
 const MCP_SESSION_ID: HeaderName = HeaderName::from_static("mcp-session-id");
 
@@ -22,6 +22,10 @@ pub struct H2Connection {
     sender: SendRequest<Full<Bytes>>,
     uri: Uri,
     headers: RefCell<HeaderMap>,
+    /// Headers made for each request, by their names as HTTP/2 sends them.
+    made: Vec<(HeaderName, MadeHeader)>,
+    /// Where each made value is written before it becomes a header.
+    scratch: RefCell<Vec<u8>>,
     limit: usize,
     /// An answer came on this connection: the server speaks HTTP/2.
     answered: Cell<bool>,
@@ -39,7 +43,8 @@ impl H2Connection {
             let _ = driver.await;
         });
         let mut headers = HeaderMap::new();
-        let wanted = super::headers::request_headers(target.headers(), super::headers::Request::Post);
+        let wanted =
+            super::headers::request_headers(target.headers(), target.made(), super::headers::Request::Post);
         for (name, value) in wanted {
             if let (Ok(name), Ok(mut value)) = (
                 HeaderName::from_bytes(name.as_bytes()),
@@ -49,6 +54,10 @@ impl H2Connection {
                 headers.insert(name, value);
             }
         }
+        // Checked when the scenario was read; a bad name is skipped, never shown.
+        let made = (target.made().iter())
+            .filter_map(|m| Some((HeaderName::from_bytes(m.name.as_bytes()).ok()?, m.clone())))
+            .collect();
         let uri = target
             .url()
             .parse()
@@ -57,6 +66,8 @@ impl H2Connection {
             sender,
             uri,
             headers: RefCell::new(headers),
+            made,
+            scratch: RefCell::new(Vec::new()),
             limit: target.max_response(),
             answered: Cell::new(false),
         }))
@@ -90,6 +101,7 @@ impl H2Connection {
         *request.method_mut() = Method::POST;
         *request.uri_mut() = self.uri.clone();
         *request.headers_mut() = self.headers.borrow().clone();
+        self.add_made(request.headers_mut());
         let response = sender
             .send_request(request)
             .await
@@ -123,6 +135,22 @@ impl H2Connection {
             (body, 0)
         };
         Ok(Reply { status, body, others })
+    }
+}
+
+impl H2Connection {
+    /// This request's made headers, each value written afresh (hyper keeps
+    /// a header value in bytes of its own: one copy per header and request).
+    fn add_made(&self, headers: &mut HeaderMap) {
+        let mut scratch = self.scratch.borrow_mut();
+        for (name, header) in &self.made {
+            scratch.clear();
+            super::headers::write_value(&mut scratch, header);
+            if let Ok(mut value) = HeaderValue::from_bytes(&scratch) {
+                value.set_sensitive(true);
+                headers.insert(name.clone(), value);
+            }
+        }
     }
 }
 

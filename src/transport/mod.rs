@@ -11,7 +11,7 @@ pub mod sse;
 mod stream;
 pub mod tls;
 
-pub use headers::check_header;
+pub use headers::{bearer, check_header, MadeHeader, MakeValue};
 
 use std::io;
 use std::rc::Rc;
@@ -30,6 +30,9 @@ pub use stream::{hurry_shutdowns, ChildEnd, MuxConnection, StreamAddr, StreamTar
 pub struct Options {
     /// Header names and values sent with every HTTP request.
     pub headers: Vec<(String, String)>,
+    /// Headers whose values are made for each request (for each handshake,
+    /// on a WebSocket): generated values, a fresh JWT.
+    pub made_headers: Vec<MadeHeader>,
     /// Answers larger than this are cut off and counted as `io`.
     pub max_response: usize,
     /// HTTP/2: by ALPN to `https://`, with prior knowledge to `http://`.
@@ -94,11 +97,18 @@ pub enum TargetError {
     Resolve { url: String, reason: io::Error },
 }
 
-/// `check_header` for a target: a bad header is named, its value never shown.
-fn header_for_target(name: &str, value: &str) -> Result<(), TargetError> {
-    check_header(name, value).map_err(|_| TargetError::BadHeader {
-        name: name.to_string(),
-    })
+/// `check_header` for a target's headers: a bad one is named, its value
+/// never shown (a made one's name alone is checked: its values are made
+/// later, and cleaned as they are).
+fn headers_for_target(options: &Options) -> Result<(), TargetError> {
+    let fixed = options.headers.iter().map(|(n, v)| (n, v.as_str()));
+    let made = options.made_headers.iter().map(|m| (&m.name, ""));
+    for (name, value) in fixed.chain(made) {
+        check_header(name, value).map_err(|_| TargetError::BadHeader {
+            name: name.to_string(),
+        })?;
+    }
+    Ok(())
 }
 
 /// Every address `host` (anything `lookup_host` takes) resolves to,
@@ -430,6 +440,22 @@ impl Connection {
             Connection::Stream(c) => c.shut_down().await,
             _ => None,
         }
+    }
+
+    /// Whether this handle is the connection's last: no other caller holds
+    /// it, so ending it now cuts no call short.
+    pub fn is_last_handle(&self) -> bool {
+        match self {
+            Connection::Http(_) => true,
+            Connection::Http2(c) => Rc::strong_count(c) == 1,
+            Connection::Stream(c) => Rc::strong_count(c) == 1,
+        }
+    }
+
+    /// Whether the connection is a child process's stdio, which ends by its
+    /// protocol's shutdown (`shut_down`) rather than by a close.
+    pub fn has_child(&self) -> bool {
+        matches!(self, Connection::Stream(c) if c.has_child())
     }
 
     /// The multiplexed connection underneath, where subscriptions live.

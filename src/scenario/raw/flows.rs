@@ -28,6 +28,8 @@ pub(super) struct RawFlow {
     #[serde(default)]
     vars: BTreeMap<String, Spanned<Value>>,
     steps: Option<Spanned<Vec<RawStep>>>,
+    /// `"per_connection"` (the default) or `"per_flow"`.
+    session: Option<Spanned<String>>,
 }
 
 #[derive(Deserialize)]
@@ -199,7 +201,22 @@ impl RawFlow {
             slots,
             vars,
             steps,
+            own_connection: self.own_connection(at, &key("session"))?,
         })
+    }
+
+    /// `session = "per_flow"`: a connection of the flow's own; the default,
+    /// `"per_connection"`, the flows and calls of a connection share it.
+    fn own_connection(&self, at: &Locator, key: &str) -> Result<bool, ScenarioError> {
+        match self.session.as_ref().map(|s| (s.get_ref().as_str(), s.span())) {
+            None | Some(("per_connection", _)) => Ok(false),
+            Some(("per_flow", _)) => Ok(true),
+            Some((other, span)) => Err(at.error(
+                Some(span),
+                Some(key),
+                format!("`{other}` is not a session: \"per_flow\" (a connection for each flow) or \"per_connection\" (the default)"),
+            )),
+        }
     }
 }
 

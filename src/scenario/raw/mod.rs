@@ -52,6 +52,8 @@ struct RawScenario {
     seed: Option<u64>,
     #[serde(default)]
     headers: BTreeMap<String, Spanned<String>>,
+    /// A file of 32 bytes in hex: every request carries a fresh JWT.
+    jwt_secret: Option<Spanned<String>>,
     #[serde(default)]
     load: super::load::RawLoad,
     calls: Option<Spanned<Vec<calls::RawCall>>>,
@@ -170,7 +172,8 @@ impl RawScenario {
             None => self.target(at)?,
         };
         let timeout = self.timeout(at)?;
-        let headers = self.headers(at, env)?;
+        let headers = self.headers(at, env, base_dir)?;
+        let jwt_secret = self.jwt_secret(at, base_dir)?;
         let tls = match self.tls.take() {
             Some(raw) => raw.options(at, base_dir)?,
             None => TlsOptions::default(),
@@ -200,15 +203,18 @@ impl RawScenario {
         let abort_on_fail = self.abort_on_fail(at)?;
         let protocol_at = self.protocol.as_ref().map(Spanned::span);
         let thresholds_at = self.thresholds_at();
+        let jwt_at = self.jwt_secret_at();
 
-        let scenario = Scenario {
+        let mut scenario = Scenario {
             name: self.name.unwrap_or_else(|| default_name.to_string()),
             file: None,
             description: self.description,
             target,
             targets,
             equality,
-            headers,
+            headers: Vec::new(),
+            made_headers: Vec::new(),
+            jwt_secret,
             timeout,
             max_response_bytes: crate::transport::DEFAULT_MAX_RESPONSE_BYTES,
             http2: self.http2,
@@ -230,6 +236,12 @@ impl RawScenario {
             thresholds,
             abort_on_fail,
         };
+        for (name, value) in headers {
+            scenario.set_header(name, value);
+        }
+        scenario
+            .check_jwt()
+            .map_err(|m| at.error(jwt_at.clone(), Some("jwt_secret"), m))?;
         checked_whole(at, scenario, protocol_at, thresholds_at)
     }
 

@@ -10,7 +10,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use super::framing::{self, BodyLength, Chunk, Head};
 use super::HttpTarget;
 use crate::tls::NetStream;
-use crate::transport::{Reply, TransportError};
+use crate::transport::{MadeHeader, Reply, TransportError};
 
 const READ_CHUNK: usize = 16 * 1024;
 
@@ -34,12 +34,15 @@ pub struct HttpConnection<S = NetStream> {
     /// MCP's `Mcp-Session-Id`, as the server last gave it: sent back on
     /// every later request of this connection.
     session: Vec<u8>,
+    /// Headers made for each request (generated values, a fresh JWT).
+    made: std::sync::Arc<[MadeHeader]>,
 }
 
 impl HttpConnection<NetStream> {
     pub async fn open(target: &HttpTarget) -> Result<Self, TransportError> {
         let stream = target.connect().await?;
         let mut connection = HttpConnection::over(stream, target.head.clone(), target.max_response());
+        connection.made = target.made().clone();
         connection.target = Some(Box::new(target.clone()));
         Ok(connection)
     }
@@ -83,6 +86,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> HttpConnection<S> {
             heard: false,
             target: None,
             session: Vec::new(),
+            made: std::sync::Arc::new([]),
         }
     }
 
@@ -142,7 +146,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> HttpConnection<S> {
     }
 
     async fn write_request(&mut self, body: &[u8]) -> Result<(), TransportError> {
-        framing::frame_request(&mut self.out, &self.head, &self.session, body);
+        framing::frame_request(&mut self.out, &self.head, &self.made, &self.session, body);
         self.stream
             .write_all(&self.out)
             .await
@@ -536,6 +540,7 @@ mod tests {
         });
         let options = Options {
             headers: Vec::new(),
+            made_headers: Vec::new(),
             max_response: DEFAULT_MAX_RESPONSE_BYTES,
             http2: false,
             tls: Default::default(),

@@ -8,6 +8,7 @@ use std::ops::Range;
 use bytes::Bytes;
 
 use crate::rpc::wire;
+use crate::transport::headers::{write_value, MadeHeader};
 use crate::transport::TransportError;
 
 /// Headers read from an answer at most.
@@ -37,11 +38,23 @@ pub(super) fn request_head<'a>(
 }
 
 /// A whole request in `out` (emptied first), for one write: the target's
-/// `head`, MCP's `session` when the server gave one, the body's length and
-/// the body.
-pub(super) fn frame_request(out: &mut Vec<u8>, head: &[u8], session: &[u8], body: &[u8]) {
+/// `head`, the headers `made` for this request, MCP's `session` when the
+/// server gave one, the body's length and the body.
+pub(super) fn frame_request(
+    out: &mut Vec<u8>,
+    head: &[u8],
+    made: &[MadeHeader],
+    session: &[u8],
+    body: &[u8],
+) {
     out.clear();
     out.extend_from_slice(head);
+    for header in made {
+        out.extend_from_slice(header.name.as_bytes());
+        out.extend_from_slice(b": ");
+        write_value(out, header);
+        out.extend_from_slice(b"\r\n");
+    }
     if !session.is_empty() {
         out.extend_from_slice(b"Mcp-Session-Id: ");
         out.extend_from_slice(session);
@@ -389,9 +402,9 @@ mod tests {
             b"POST /rpc?x=1 HTTP/1.1\r\nHost: h:1\r\nAccept: a\r\nX-Key: k\r\n"
         );
         let mut out = b"left over".to_vec();
-        frame_request(&mut out, &head, b"", b"{}");
+        frame_request(&mut out, &head, &[], b"", b"{}");
         assert_eq!(out, [&head[..], b"Content-Length: 2\r\n\r\n{}"].concat());
-        frame_request(&mut out, b"H\r\n", b"s-1", b"");
+        frame_request(&mut out, b"H\r\n", &[], b"s-1", b"");
         assert_eq!(out, b"H\r\nMcp-Session-Id: s-1\r\nContent-Length: 0\r\n\r\n");
     }
 

@@ -7,7 +7,7 @@ use bytes::Bytes;
 
 use super::framing;
 use crate::tls::{NetStream, ALPN_H2, ALPN_HTTP1};
-use crate::transport::headers::{self, Request};
+use crate::transport::headers::{self, MadeHeader, Request};
 use crate::transport::tls::{self, ClientTls};
 use crate::transport::{Options, TargetError, TransportError};
 
@@ -21,6 +21,8 @@ pub struct HttpTarget {
     max_response: usize,
     /// Extra headers, for transports that build their own requests.
     headers: Vec<(String, String)>,
+    /// Headers made for each request, written after `head`.
+    made: std::sync::Arc<[MadeHeader]>,
     /// HTTP/2 instead of HTTP/1.1: by ALPN over TLS, else cleartext with
     /// prior knowledge.
     pub(in crate::transport) http2: bool,
@@ -65,10 +67,13 @@ impl HttpTarget {
         // RFC 9110 §7.2: the Host header is the host and port only, never
         // the credentials a URL may carry.
         let authority = host_port;
-        for (name, value) in extra {
-            crate::transport::header_for_target(name, value)?;
-        }
-        let head = framing::request_head(path, authority, headers::request_headers(extra, Request::Post));
+        crate::transport::headers_for_target(options)?;
+        let made = &options.made_headers;
+        let head = framing::request_head(
+            path,
+            authority,
+            headers::request_headers(extra, made, Request::Post),
+        );
         let alpn = if options.http2 { ALPN_H2 } else { ALPN_HTTP1 };
         let tls = secure
             .then(|| ClientTls::new(url, host, &options.tls, alpn))
@@ -79,6 +84,7 @@ impl HttpTarget {
             head,
             max_response: options.max_response,
             headers: extra.to_vec(),
+            made: made.clone().into(),
             http2: options.http2,
             tls,
         })
@@ -97,6 +103,10 @@ impl HttpTarget {
 
     pub(in crate::transport) fn headers(&self) -> &[(String, String)] {
         &self.headers
+    }
+
+    pub(in crate::transport) fn made(&self) -> &std::sync::Arc<[MadeHeader]> {
+        &self.made
     }
 
     pub(in crate::transport) fn max_response(&self) -> usize {
@@ -128,6 +138,7 @@ mod tests {
     async fn a_target_is_looked_up_once_its_credentials_and_brackets_are_off() {
         let options = Options {
             headers: Vec::new(),
+            made_headers: Vec::new(),
             max_response: 1024,
             http2: false,
             tls: Default::default(),

@@ -185,6 +185,11 @@ impl MuxConnection {
         self.closed.get()
     }
 
+    /// Whether the connection is a child process's stdio.
+    pub fn has_child(&self) -> bool {
+        self.child.borrow().is_some()
+    }
+
     /// Whether the connection's reader died of a panic: a bug in volley,
     /// which the engine may count as such. Its calls failed as `io`.
     pub fn reader_panicked(&self) -> bool {

@@ -11,7 +11,7 @@ use tokio_tungstenite::WebSocketStream;
 
 use crate::rpc::wire::Framing;
 use crate::tls::{NetStream, ALPN_HTTP1};
-use crate::transport::headers::{self, Request};
+use crate::transport::headers::{self, MadeHeader, Request};
 use crate::transport::tls::{self, ClientTls};
 use crate::transport::{Options, Scheme, ServerAnswers, TargetError, TransportError};
 
@@ -45,14 +45,16 @@ pub struct StreamTarget {
     pub(super) children: std::sync::Arc<std::sync::Mutex<Vec<u32>>>,
 }
 
-/// Header values may be secrets: `Debug` shows the names only.
+/// Header values may be secrets: `Debug` shows the names only. The made
+/// ones are made for each handshake.
 #[derive(Clone, Default)]
-struct HandshakeHeaders(Vec<(String, String)>);
+struct HandshakeHeaders(Vec<(String, String)>, Vec<MadeHeader>);
 
 impl std::fmt::Debug for HandshakeHeaders {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let made = self.1.iter().map(|m| &m.name);
         f.debug_list()
-            .entries(self.0.iter().map(|(name, _)| name))
+            .entries(self.0.iter().map(|(name, _)| name).chain(made))
             .finish()
     }
 }
@@ -76,9 +78,7 @@ impl StreamTarget {
                 let tls = secure
                     .then(|| ClientTls::new(url, host, &options.tls, ALPN_HTTP1))
                     .transpose()?;
-                for (name, value) in &options.headers {
-                    crate::transport::header_for_target(name, value)?;
-                }
+                crate::transport::headers_for_target(options)?;
                 StreamAddr::Ws {
                     url: url.to_string(),
                     addrs,
@@ -98,7 +98,7 @@ impl StreamTarget {
             addr,
             max_response,
             server_answers: std::sync::Arc::new(options.server_answers.clone()),
-            headers: HandshakeHeaders(options.headers.clone()),
+            headers: HandshakeHeaders(options.headers.clone(), options.made_headers.clone()),
             children: Default::default(),
         })
     }
@@ -167,13 +167,22 @@ impl StreamTarget {
             .as_str()
             .into_client_request()
             .map_err(|e| self.connect_error(std::io::Error::other(e)))?;
-        let wanted = headers::request_headers(&self.headers.0, Request::Upgrade);
-        for (name, value) in wanted {
+        let HandshakeHeaders(fixed, made) = &self.headers;
+        let wanted = headers::request_headers(fixed, made, Request::Upgrade);
+        let mut value = Vec::new();
+        let made = made.iter().map(|header| {
+            value.clear();
+            headers::write_value(&mut value, header);
+            (
+                header.name.as_str(),
+                hyper::header::HeaderValue::from_bytes(&value),
+            )
+        });
+        let fixed =
+            (wanted.into_iter()).map(|(name, value)| (name, hyper::header::HeaderValue::from_str(value)));
+        for (name, value) in fixed.collect::<Vec<_>>().into_iter().chain(made) {
             // Checked when the scenario was read; a bad one is skipped, never shown.
-            if let (Ok(name), Ok(value)) = (
-                hyper::header::HeaderName::from_bytes(name.as_bytes()),
-                hyper::header::HeaderValue::from_str(value),
-            ) {
+            if let (Ok(name), Ok(value)) = (hyper::header::HeaderName::from_bytes(name.as_bytes()), value) {
                 request.headers_mut().insert(name, value);
             }
         }
@@ -222,6 +231,7 @@ mod tests {
     fn options() -> Options {
         Options {
             headers: Vec::new(),
+            made_headers: Vec::new(),
             max_response: 1024,
             http2: false,
             tls: Default::default(),
