@@ -26,10 +26,15 @@ Flags and a scenario file:
 - A duration, as a flag or a key, is at most 365 days.
 - In the closed model every connection carries at least one call: more connections than calls in flight is refused, naming both.";
 
+/// `volley --version`: the package's version and the commit it was built
+/// from (`build.rs` says where that name comes from; "unknown" when it
+/// could not tell).
+pub const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (commit ", env!("VOLLEY_COMMIT"), ")");
+
 #[derive(Parser, Debug)]
 #[command(
     name = "volley",
-    version,
+    version = VERSION,
     about = "Load testing and benchmarking for JSON-RPC 2.0 endpoints"
 )]
 pub struct Cli {
