@@ -73,6 +73,35 @@ pub enum Command {
     /// Send one call and print its answer, pretty, with the JSON pointers of its result (what a
     /// capture or an expect points at); exit 2 when the answer is not a right one.
     Call(CallArgs),
+    /// Print a shell's completion script: bash, zsh, fish, powershell or elvish.
+    #[command(after_help = COMPLETIONS_HELP)]
+    Completions(CompletionsArgs),
+    /// Print volley's manual page (roff), or write a page per command into a directory.
+    Man(ManArgs),
+}
+
+/// Where each shell reads a completion script from.
+const COMPLETIONS_HELP: &str = "\
+Install:
+  bash        volley completions bash > ~/.local/share/bash-completion/completions/volley
+  zsh         volley completions zsh > ~/.zfunc/_volley   (fpath+=~/.zfunc before compinit)
+  fish        volley completions fish > ~/.config/fish/completions/volley.fish
+  powershell  volley completions powershell >> $PROFILE
+  elvish      volley completions elvish >> ~/.config/elvish/rc.elv";
+
+#[derive(Args, Debug, Clone)]
+pub struct CompletionsArgs {
+    /// The shell to write the script for.
+    #[arg(value_enum)]
+    pub shell: clap_complete::Shell,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct ManArgs {
+    /// Write volley.1 and a page per command (volley-run.1, ...) into DIR instead of printing
+    /// volley.1.
+    #[arg(long, value_name = "DIR")]
+    pub dir: Option<PathBuf>,
 }
 
 #[derive(Args, Debug, Clone)]
