@@ -307,7 +307,7 @@ fn run_writes_the_results_junit_and_summary_and_says_how_it_went() {
                 ("VOLLEY", env!("CARGO_BIN_EXE_volley")),
                 ("TARGET", "builtin"),
                 ("THRESHOLDS", thresholds),
-                ("ARGS", "--method 'eth_chainId' -n 40 --rate \"200\""),
+                ("ARGS", "--method 'eth_chainId' -n 40 --concurrency \"4\""),
                 ("OUT_DIR", out.to_str().unwrap()),
             ],
         )
@@ -364,6 +364,47 @@ fn run_writes_the_results_junit_and_summary_and_says_how_it_went() {
         text(&failed.stderr)
     );
     assert_eq!(runner.outputs()["exit-code"], "2");
+    std::fs::remove_dir_all(&runner.dir).unwrap();
+}
+
+/// The run step passes `--require-valid` once, whether `args` has it or not:
+/// a gate never passes figures that cannot be trusted.
+#[test]
+fn run_requires_a_valid_verdict_once() {
+    if let Some(tool) = tools_missing() {
+        println!("{tool} is not installed: the run script is not run here");
+        return;
+    }
+    let runner = Runner::new("action-require-valid");
+    let fake = runner.dir.join("fake-volley");
+    let said = runner.dir.join("said");
+    std::fs::write(
+        &fake,
+        format!("#!/bin/sh\nprintf '%s\\n' \"$@\" > '{}'\n", said.display()),
+    )
+    .unwrap();
+    let mut mode = std::fs::metadata(&fake).unwrap().permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut mode, 0o755);
+    std::fs::set_permissions(&fake, mode).unwrap();
+    for args in ["--method eth_chainId", "--require-valid --method eth_chainId"] {
+        let out = runner.dir.join("out");
+        let ran = runner.script(
+            "run.sh",
+            &[
+                ("VOLLEY", fake.to_str().unwrap()),
+                ("TARGET", "builtin"),
+                ("ARGS", args),
+                ("OUT_DIR", out.to_str().unwrap()),
+            ],
+        );
+        assert!(ran.status.success(), "{}", text(&ran.stderr));
+        let words = std::fs::read_to_string(&said).unwrap();
+        assert_eq!(
+            words.lines().filter(|w| *w == "--require-valid").count(),
+            1,
+            "{args}: {words}"
+        );
+    }
     std::fs::remove_dir_all(&runner.dir).unwrap();
 }
 

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The action's run: `volley run` with the scenario, target, thresholds and
-# args given, its results, JUnit and Markdown in OUT_DIR. The step itself
-# never fails: its outputs say how the run went, and the action's last step
-# fails the job, after the results are uploaded.
+# args given, and --require-valid; its results, JUnit and Markdown in
+# OUT_DIR. The step itself never fails: its outputs say how the run went,
+# and the action's last step fails the job, after the results are uploaded.
 #
 # Environment: VOLLEY (the binary), SCENARIO, TARGET, THRESHOLDS (one a
 # line), ARGS (shell words, quotes honoured, nothing expanded), OUT_DIR,
@@ -26,6 +26,12 @@ if [ -n "${ARGS:-}" ]; then
   args+=("${words[@]}")
 fi
 args+=(--out "$result" --junit "$out/junit.xml" --summary-md "$out/summary.md" --no-tui)
+# A gate never passes figures that cannot be trusted: an invalid verdict
+# exits 2 with or without thresholds (given once: clap refuses it twice).
+case " ${args[*]} " in
+  *" --require-valid "*) ;;
+  *) args+=(--require-valid) ;;
+esac
 
 code=0
 "${VOLLEY:?}" "${args[@]}" || code=$?
