@@ -9,7 +9,7 @@ use crate::serve::Latency;
 use clap::{Args, Parser, Subcommand};
 
 /// How flags meet a scenario file: shown under `volley run --help`, and
-/// word for word in README.md (a test holds the two together).
+/// word for word in docs/guide/scenarios.md (a test holds the two together).
 pub const FLAG_RULE: &str = "\
 Flags and a scenario file:
 - A flag replaces what it names in the file.
