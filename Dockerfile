@@ -10,9 +10,13 @@ RUN mkdir src benches && echo 'fn main() {}' > src/main.rs && touch src/lib.rs \
     && echo 'fn main() {}' > benches/hot_path.rs \
     && cargo build --release --locked \
     && rm -rf src benches
+COPY build.rs ./
 COPY src ./src
 COPY benches ./benches
-RUN touch src/main.rs src/lib.rs && cargo build --release --locked --bin volley \
+# The image has no .git (.dockerignore): the commit `volley --version`
+# names comes from here (`--build-arg VOLLEY_COMMIT=$(git rev-parse --short HEAD)`).
+ARG VOLLEY_COMMIT=unknown
+RUN touch src/main.rs src/lib.rs && VOLLEY_COMMIT="$VOLLEY_COMMIT" cargo build --release --locked --bin volley \
     && strip target/release/volley
 
 FROM debian:bookworm-slim

@@ -9,7 +9,7 @@ use crate::serve::Latency;
 use clap::{Args, Parser, Subcommand};
 
 /// How flags meet a scenario file: shown under `volley run --help`, and
-/// word for word in README.md (a test holds the two together).
+/// word for word in docs/guide/scenarios.md (a test holds the two together).
 pub const FLAG_RULE: &str = "\
 Flags and a scenario file:
 - A flag replaces what it names in the file.
@@ -26,10 +26,15 @@ Flags and a scenario file:
 - A duration, as a flag or a key, is at most 365 days.
 - In the closed model every connection carries at least one call: more connections than calls in flight is refused, naming both.";
 
+/// `volley --version`: the package's version and the commit it was built
+/// from (`build.rs` says where that name comes from; "unknown" when it
+/// could not tell).
+pub const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (commit ", env!("VOLLEY_COMMIT"), ")");
+
 #[derive(Parser, Debug)]
 #[command(
     name = "volley",
-    version,
+    version = VERSION,
     about = "Load testing and benchmarking for JSON-RPC 2.0 endpoints"
 )]
 pub struct Cli {
@@ -68,6 +73,35 @@ pub enum Command {
     /// Send one call and print its answer, pretty, with the JSON pointers of its result (what a
     /// capture or an expect points at); exit 2 when the answer is not a right one.
     Call(CallArgs),
+    /// Print a shell's completion script: bash, zsh, fish, powershell or elvish.
+    #[command(after_help = COMPLETIONS_HELP)]
+    Completions(CompletionsArgs),
+    /// Print volley's manual page (roff), or write a page per command into a directory.
+    Man(ManArgs),
+}
+
+/// Where each shell reads a completion script from.
+const COMPLETIONS_HELP: &str = "\
+Install:
+  bash        volley completions bash > ~/.local/share/bash-completion/completions/volley
+  zsh         volley completions zsh > ~/.zfunc/_volley   (fpath+=~/.zfunc before compinit)
+  fish        volley completions fish > ~/.config/fish/completions/volley.fish
+  powershell  volley completions powershell >> $PROFILE
+  elvish      volley completions elvish >> ~/.config/elvish/rc.elv";
+
+#[derive(Args, Debug, Clone)]
+pub struct CompletionsArgs {
+    /// The shell to write the script for.
+    #[arg(value_enum)]
+    pub shell: clap_complete::Shell,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct ManArgs {
+    /// Write volley.1 and a page per command (volley-run.1, ...) into DIR instead of printing
+    /// volley.1.
+    #[arg(long, value_name = "DIR")]
+    pub dir: Option<PathBuf>,
 }
 
 #[derive(Args, Debug, Clone)]

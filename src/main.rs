@@ -26,6 +26,8 @@ fn main() -> ExitCode {
         Command::Merge(args) => cmd::merge::command(args),
         Command::Record(args) => cmd::record::command(args),
         Command::Call(args) => cmd::call::command(args),
+        Command::Completions(args) => cmd::completions::command(args),
+        Command::Man(args) => cmd::man::command(args),
     };
     match result {
         Ok(code) => code,

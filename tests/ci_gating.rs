@@ -439,13 +439,13 @@ fn a_server_whose_every_call_timed_out_answered_nothing_and_fails_ci() {
     std::fs::remove_dir_all(&out).unwrap();
 }
 
-/// The baseline the CI workflow and the README compare with is read by
+/// The baseline the CI workflow and the CI guide compare with is read by
 /// this volley: a layout change that forgets to retake it fails here, not
 /// in every user's CI.
 #[test]
 fn the_committed_baseline_is_read_by_this_volley() {
     let run = volley::results::SavedRun::read(std::path::Path::new("results/baseline"))
-        .expect("results/baseline reads: retake it with this volley (README, Use in CI)");
+        .expect("results/baseline reads: retake it with this volley (docs/guide/ci.md, Baselines)");
     assert_eq!(run.report.meta.scenario, "ci");
     assert!(run.report.summary.verdict.valid);
     assert!(run.samples.as_ref().is_some_and(|s| !s.is_empty()));

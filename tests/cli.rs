@@ -651,13 +651,17 @@ fn serve_tls_makes_a_ca_that_run_trusts_with_cacert() {
 }
 
 /// The flag rule is written once (`cli::FLAG_RULE`): `volley run --help`
-/// shows it, and README.md holds each of its lines word for word.
+/// shows it, and the guide's scenarios page holds each of its lines word
+/// for word.
 #[test]
-fn the_flag_rule_in_help_and_in_the_readme_is_one_text() {
+fn the_flag_rule_in_help_and_in_the_guide_is_one_text() {
     let help = text(&volley().args(["run", "--help"]).output().unwrap().stdout);
     assert!(help.contains(volley::cli::FLAG_RULE), "{help}");
-    let readme = std::fs::read_to_string("README.md").unwrap();
+    let guide = std::fs::read_to_string("docs/guide/scenarios.md").unwrap();
     for line in volley::cli::FLAG_RULE.lines().skip(1) {
-        assert!(readme.contains(&format!("\n{line}\n")), "README.md lacks: {line}");
+        assert!(
+            guide.contains(&format!("\n{line}\n")),
+            "docs/guide/scenarios.md lacks: {line}"
+        );
     }
 }

@@ -399,33 +399,3 @@ fn validate_shows_the_secrets_file_not_the_secret_and_help_lists_the_flags() {
         "{help}"
     );
 }
-
-/// Each TOML example of docs/sessions.md is a scenario `validate` takes.
-#[test]
-fn the_session_docs_examples_are_valid_scenarios() {
-    let dir = temp_dir("docs");
-    secret_file(&dir);
-    let docs =
-        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/sessions.md")).unwrap();
-    let blocks: Vec<&str> = docs
-        .split("```toml\n")
-        .skip(1)
-        .map(|b| b.split("```").next().unwrap())
-        .collect();
-    assert!(blocks.len() >= 4, "{} examples", blocks.len());
-    for (i, block) in blocks.iter().enumerate() {
-        let file = dir.join(format!("example-{i}.toml"));
-        std::fs::write(&file, block).unwrap();
-        let output = volley()
-            .arg("validate")
-            .arg(&file)
-            .env("RPC_TOKEN", "t")
-            .output()
-            .unwrap();
-        assert!(
-            output.status.success(),
-            "example {i}:\n{block}\n{}",
-            text(&output.stderr)
-        );
-    }
-}

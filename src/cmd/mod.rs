@@ -5,8 +5,10 @@
 pub mod call;
 pub mod check;
 pub mod compare;
+pub mod completions;
 mod execute;
 pub mod init;
+pub mod man;
 pub mod merge;
 mod process;
 pub mod record;

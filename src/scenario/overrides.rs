@@ -1,6 +1,6 @@
 //! Command-line flags applied to a scenario file, by one rule (stated in
-//! `volley run --help` and the README): **a flag replaces what it names in
-//! the file; where a flag and the file's other settings cannot both hold,
+//! `volley run --help` and docs/guide/scenarios.md): **a flag replaces what
+//! it names in the file; where a flag and the file's other settings cannot both hold,
 //! the error names both.** `--rate` and `--concurrency` replace the load
 //! model with its stages; `--duration` and `--requests` replace the run's
 //! end; `--method` replaces the mix with one call; `--target` replaces
