@@ -10,8 +10,12 @@
 # `volley serve` pinned to CPU 0 (every client on CPU 1); on HTTP/1.1 oha
 # runs beside it at the same rate and connections (wrk has no rate mode).
 # Per run: calls/s, the client's CPU seconds per 100,000 calls (user +
-# system, from the process's own accounting), its peak resident memory
-# and that over the connections, and volley's verdict. CSV goes to
+# system, from the process's own accounting), the same less what opening
+# the connections cost (volley: a one-request run over the same
+# connections, measured apart; 10,000 connections cost about as much CPU
+# as 10,000 calls, which is not a call's cost; oha opens its connections
+# within its run, so its figure is whole), its peak resident memory and
+# that over the connections, and volley's verdict. CSV goes to
 # results/bench/, the plot (CPU per call and peak MB against connections,
 # log scale) to docs/scale.svg. Everything stays on 127.0.0.1.
 set -euo pipefail
@@ -40,17 +44,20 @@ taskset -c "$SERVER_CPU" "$VOLLEY" serve --listen "127.0.0.1:$PORT" --tcp "127.0
 SERVER_PID=$!
 for _ in $(seq 50); do grep -q "ws://" "$WORK/serve.log" 2>/dev/null && break; sleep 0.1; done
 
-echo "transport,tool,connections,calls_per_s,calls,cpu_s_per_100k,peak_mb,kb_per_connection,verdict" >"$CSV"
+echo "transport,tool,connections,calls_per_s,calls,cpu_s_per_100k,cpu_s_per_100k_after_connect,peak_mb,kb_per_connection,verdict" >"$CSV"
 
-# record TRANSPORT TOOL CONNECTIONS CALLS_PER_S CALLS VERDICT: one CSV row from $WORK/time.
+# record TRANSPORT TOOL CONNECTIONS CALLS_PER_S CALLS VERDICT CONNECT_CPU_S:
+# one CSV row from $WORK/time.
 record() {
   read -r user sys rss <"$WORK/time"
   python3 - "$@" "$user" "$sys" "$rss" >>"$CSV" <<'PY'
 import sys
-transport, tool, conns, rps, calls, verdict, user, sys_, rss = sys.argv[1:]
+transport, tool, conns, rps, calls, verdict, connect, user, sys_, rss = sys.argv[1:]
 calls = max(int(calls), 1)
-cpu = (float(user) + float(sys_)) / calls * 1e5
-print(f"{transport},{tool},{conns},{float(rps):.1f},{calls},{cpu:.3f},{int(rss)/1024:.1f},{int(rss)/int(conns):.1f},{verdict}")
+whole = float(user) + float(sys_)
+cpu = whole / calls * 1e5
+after = max(whole - float(connect), 0.0) / calls * 1e5
+print(f"{transport},{tool},{conns},{float(rps):.1f},{calls},{cpu:.3f},{after:.3f},{int(rss)/1024:.1f},{int(rss)/int(conns):.1f},{verdict}")
 PY
   tail -n 1 "$CSV"
 }
@@ -65,6 +72,11 @@ for conns in $CONNECTIONS; do
     /usr/bin/time -o "$WORK/time" -f "%U %S %M" taskset -c "$CLIENT_CPU" "$VOLLEY" run --target "$target" \
       --method eth_blockNumber --rate "$RATE" --connections "$conns" -d "${DURATION}s" --warmup 0s \
       --threads 1 --no-tui -q --out "$WORK/$transport-$conns" >/dev/null 2>&1 || true
+    # What opening the connections (and closing them) costs, apart.
+    /usr/bin/time -o "$WORK/connect" -f "%U %S" taskset -c "$CLIENT_CPU" "$VOLLEY" run --target "$target" \
+      --method eth_blockNumber --rate "$RATE" --connections "$conns" -n 1 --warmup 0s \
+      --threads 1 --no-tui -q --out "$WORK/$transport-$conns-connect" >/dev/null 2>&1 || true
+    connect=$(awk '{print $1 + $2}' "$WORK/connect")
     read -r rps calls verdict < <(python3 - "$WORK/$transport-$conns/summary.json" <<'PY'
 import json, sys
 s = json.load(open(sys.argv[1]))["summary"]
@@ -72,7 +84,7 @@ t = s["total"]
 print(t["calls_per_s"], t["calls"], "valid" if s["verdict"]["valid"] else "invalid")
 PY
 )
-    record "$transport" volley "$conns" "$rps" "$calls" "$verdict"
+    record "$transport" volley "$conns" "$rps" "$calls" "$verdict" "$connect"
   done
   /usr/bin/time -o "$WORK/time" -f "%U %S %M" taskset -c "$CLIENT_CPU" oha --no-tui -c "$conns" -q "$RATE" \
     -z "${DURATION}s" -m POST -H 'content-type: application/json' \
@@ -85,7 +97,7 @@ rps = float(found.group(1)) if found else 0.0
 print(rps, int(rps * float(sys.argv[2])))
 PY
 )
-  record http oha "$conns" "$rps" "$calls" "-"
+  record http oha "$conns" "$rps" "$calls" "-" 0
 done
 
 echo
@@ -93,18 +105,19 @@ echo "machine: $(nproc) CPUs; server on CPU $SERVER_CPU, clients on CPU $CLIENT_
 python3 - "$CSV" docs/scale.svg <<'PY'
 import csv, math, sys
 rows = list(csv.DictReader(open(sys.argv[1])))
-print(f"\n{'transport':<10}{'tool':<8}{'conns':>7}{'calls/s':>10}{'cpu s/100k':>12}{'peak MB':>9}{'KB/conn':>9}  verdict")
+print(f"\n{'transport':<10}{'tool':<8}{'conns':>7}{'calls/s':>10}{'cpu s/100k':>12}{'less connect':>14}{'peak MB':>9}{'KB/conn':>9}  verdict")
 for r in rows:
     print(f"{r['transport']:<10}{r['tool']:<8}{r['connections']:>7}{float(r['calls_per_s']):>10.0f}"
-          f"{float(r['cpu_s_per_100k']):>12.3f}{float(r['peak_mb']):>9.1f}{float(r['kb_per_connection']):>9.1f}  {r['verdict']}")
+          f"{float(r['cpu_s_per_100k']):>12.3f}{float(r['cpu_s_per_100k_after_connect']):>14.3f}"
+          f"{float(r['peak_mb']):>9.1f}{float(r['kb_per_connection']):>9.1f}  {r['verdict']}")
 series = {}
 for r in rows:
     series.setdefault(f"{r['transport']} {r['tool']}", []).append(
-        (int(r["connections"]), float(r["cpu_s_per_100k"]), float(r["peak_mb"])))
+        (int(r["connections"]), float(r["cpu_s_per_100k_after_connect"]), float(r["peak_mb"])))
 for name, points in series.items():
     by = dict((c, cpu) for c, cpu, _ in points)
     if 64 in by and 10000 in by and by[64] > 0:
-        print(f"{name}: CPU per call at 10,000 connections is {by[10000] / by[64]:.2f}x that at 64")
+        print(f"{name}: CPU per call (less connecting) at 10,000 connections is {by[10000] / by[64]:.2f}x that at 64")
 # The plot: two panels, connections on a log axis.
 W, H, PAD = 900, 360, 60
 colors = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e"]
@@ -113,7 +126,7 @@ lo, hi = math.log10(max(min(conns), 1)), math.log10(max(conns))
 def x(c, left):
     return left + PAD + (math.log10(max(c, 1)) - lo) / max(hi - lo, 1e-9) * (W / 2 - 2 * PAD)
 svg = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" font-family="sans-serif" font-size="11">']
-for panel, (title, index) in enumerate([("CPU s per 100,000 calls", 1), ("peak resident MB", 2)]):
+for panel, (title, index) in enumerate([("CPU s per 100,000 calls, less connecting", 1), ("peak resident MB", 2)]):
     left = panel * W / 2
     top = max(p[index] for pts in series.values() for p in pts) or 1
     y = lambda v: H - PAD - v / top * (H - 2 * PAD)

@@ -41,7 +41,7 @@ fn rooms(connections: usize, per_connection: usize) -> VecDeque<usize> {
 /// connections by 20, 100 KB a connection), while a connection that
 /// fails keeps backing off whichever caller comes to it next.
 struct Callers {
-    idle: Vec<Box<Caller>>,
+    idle: Vec<Caller>,
     backoff: Vec<(Duration, bool)>,
 }
 
@@ -60,19 +60,19 @@ impl Callers {
         local: &Rc<ThreadState>,
         slots: &[Rc<ConnectionSlot>],
         slot: usize,
-    ) -> Box<Caller> {
+    ) -> Caller {
         let mut caller = match self.idle.pop() {
             Some(mut caller) => {
                 caller.slot = slots[slot].clone();
                 caller
             }
-            None => Box::new(Caller::new(shared.clone(), local.clone(), slots[slot].clone())),
+            None => Caller::new(shared.clone(), local.clone(), slots[slot].clone()),
         };
         (caller.backoff, caller.reopen_after_failure) = self.backoff[slot];
         caller
     }
 
-    fn give_back(&mut self, slot: usize, caller: Box<Caller>) {
+    fn give_back(&mut self, slot: usize, caller: Caller) {
         self.backoff[slot] = (caller.backoff, caller.reopen_after_failure);
         self.idle.push(caller);
     }
@@ -144,7 +144,7 @@ fn call_ended(
     shared: &RunState,
     free: &mut VecDeque<usize>,
     callers: &mut Callers,
-    ended: std::thread::Result<(usize, Box<Caller>, bool)>,
+    ended: std::thread::Result<(usize, Caller, bool)>,
 ) {
     match ended {
         Ok((room, caller, more)) => {
@@ -165,9 +165,9 @@ fn call_ended(
 fn one_call(
     local: &Rc<ThreadState>,
     room: usize,
-    mut caller: Box<Caller>,
+    mut caller: Caller,
     claim: Claim,
-) -> impl Future<Output = (usize, Box<Caller>, bool)> + use<> {
+) -> impl Future<Output = (usize, Caller, bool)> + use<> {
     // Counted while the call or flow goes: a run stopped mid-way finds it
     // busy (why an open model fell behind).
     let busy = local.clone();
