@@ -5,7 +5,6 @@
 //! (polled values and a flow's variables aside), made per request.
 
 use std::cell::RefCell;
-use std::io::Write as _;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -13,7 +12,7 @@ use rand::rngs::SmallRng;
 use rand::RngExt;
 
 use super::expr::{self, Expr, Generated, Scope};
-use super::template::{split, Part};
+use super::template::{split, write_number, Part, Words};
 use super::{Polled, Vars};
 
 /// A header's value as the scenario gives it.
@@ -140,25 +139,10 @@ impl crate::transport::MakeValue for HeaderTemplate {
 /// A generated value as header text: numbers as written in params, a
 /// string without its quotes, other JSON as its text.
 fn write_text<R: RngExt>(out: &mut Vec<u8>, value: Generated, rng: &mut R) {
-    match value {
-        Generated::Int(n) => out.extend_from_slice(itoa::Buffer::new().format(n).as_bytes()),
-        Generated::Float(f) => {
-            let _ = write!(out, "{f}");
-        }
-        Generated::Quantity(q) => {
-            let _ = write!(out, "0x{q:x}");
-        }
-        Generated::Hex(bytes) => {
-            const DIGITS: &[u8; 16] = b"0123456789abcdef";
-            out.extend_from_slice(b"0x");
-            for _ in 0..bytes {
-                let byte: u8 = rng.random();
-                out.push(DIGITS[(byte >> 4) as usize]);
-                out.push(DIGITS[(byte & 15) as usize]);
-            }
-        }
-        Generated::Text(text) => out.extend_from_slice(text.as_bytes()),
-        Generated::Json(json) => match json.strip_prefix('"').and_then(|j| j.strip_suffix('"')) {
+    match write_number(out, value, rng) {
+        None => {}
+        Some(Words::Text(text)) => out.extend_from_slice(text.as_bytes()),
+        Some(Words::Json(json)) => match json.strip_prefix('"').and_then(|j| j.strip_suffix('"')) {
             Some(inner) if !inner.contains('\\') => out.extend_from_slice(inner.as_bytes()),
             Some(_) => match serde_json::from_str::<String>(json) {
                 Ok(text) => out.extend_from_slice(text.as_bytes()),

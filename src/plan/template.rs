@@ -230,13 +230,46 @@ fn write_value<R: RngExt>(out: &mut BytesMut, value: Generated, rng: &mut R) {
 }
 
 fn write_in_string<R: RngExt>(out: &mut BytesMut, value: Generated, rng: &mut R) {
+    match write_number(out, value, rng) {
+        None => {}
+        Some(Words::Text(text)) => escape_into_buf(out, text),
+        Some(Words::Json(json)) => match json.strip_prefix('"').and_then(|j| j.strip_suffix('"')) {
+            // Already escaped JSON string content.
+            Some(inner) => out.put_slice(inner.as_bytes()),
+            None => escape_into_buf(out, json),
+        },
+    }
+}
+
+/// A generated value that is words, not a number: each writer (a JSON
+/// string, a header) writes these its own way.
+pub(super) enum Words<'a> {
+    Json(&'a str),
+    Text(&'a str),
+}
+
+/// Writes a generated number, or hex string, as its text, the same in a
+/// param and in a header; hands back words.
+pub(super) fn write_number<'a, B: BufMut, R: RngExt>(
+    out: &mut B,
+    value: Generated<'a>,
+    rng: &mut R,
+) -> Option<Words<'a>> {
+    /// Formats straight into the buffer.
+    struct Into<'b, B>(&'b mut B);
+    impl<B: BufMut> std::fmt::Write for Into<'_, B> {
+        fn write_str(&mut self, s: &str) -> std::fmt::Result {
+            self.0.put_slice(s.as_bytes());
+            Ok(())
+        }
+    }
     match value {
         Generated::Int(n) => out.put_slice(itoa::Buffer::new().format(n).as_bytes()),
         Generated::Float(f) => {
-            let _ = write!(out, "{f}");
+            let _ = write!(Into(out), "{f}");
         }
         Generated::Quantity(q) => {
-            let _ = write!(out, "0x{q:x}");
+            let _ = write!(Into(out), "0x{q:x}");
         }
         Generated::Hex(bytes) => {
             const DIGITS: &[u8; 16] = b"0123456789abcdef";
@@ -247,13 +280,10 @@ fn write_in_string<R: RngExt>(out: &mut BytesMut, value: Generated, rng: &mut R)
                 out.put_u8(DIGITS[(byte & 15) as usize]);
             }
         }
-        Generated::Text(text) => escape_into_buf(out, text),
-        Generated::Json(json) => match json.strip_prefix('"').and_then(|j| j.strip_suffix('"')) {
-            // Already escaped JSON string content.
-            Some(inner) => out.put_slice(inner.as_bytes()),
-            None => escape_into_buf(out, json),
-        },
+        Generated::Text(text) => return Some(Words::Text(text)),
+        Generated::Json(json) => return Some(Words::Json(json)),
     }
+    None
 }
 
 fn escape_into(out: &mut Vec<u8>, text: &str) {
