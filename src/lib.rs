@@ -7,8 +7,10 @@ pub mod check;
 pub mod cli;
 pub mod cmd;
 pub mod compare;
+pub mod endpoint;
 pub mod engine;
 pub mod equality;
+pub mod feed;
 pub mod init;
 pub mod merge;
 pub mod metrics;
@@ -27,5 +29,6 @@ pub mod tls;
 pub mod transport;
 pub mod tui;
 pub mod validate;
+pub mod web;
 
 pub use cmd::{execute, RunError};
