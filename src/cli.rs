@@ -420,9 +420,21 @@ pub struct RunArgs {
     /// No live dashboard: one progress line a second on stderr instead.
     #[arg(long)]
     pub no_tui: bool,
-    /// Serve live metrics in the Prometheus text format at ADDR/metrics (e.g. 127.0.0.1:9464).
+    /// Serve live metrics in the Prometheus text format at ADDR/metrics (e.g. 127.0.0.1:9464),
+    /// each series labelled with its target.
     #[arg(long, value_name = "ADDR")]
     pub metrics_listen: Option<std::net::SocketAddr>,
+    /// Serve a live web page at ADDR (e.g. 127.0.0.1:9465): every target's figures and
+    /// thresholds, updated every second. Loopback only, unless --web-listen-public.
+    #[arg(long, value_name = "ADDR")]
+    pub web_listen: Option<std::net::SocketAddr>,
+    /// Let --web-listen take an address other than loopback (the page shows the targets' URLs).
+    #[arg(long, requires = "web_listen")]
+    pub web_listen_public: bool,
+    /// After the run, go on serving the final figures on --metrics-listen and --web-listen this
+    /// long (e.g. 30s), so a last scrape finds them; Ctrl-C ends it at once.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub linger: Option<Duration>,
     /// Run shard I of N (from 0): this machine takes every N-th request from the I-th, its share
     /// of the connections, rate and calls in flight, and ids no other shard uses. `volley merge`
     /// joins the shards' result directories.

@@ -7,6 +7,7 @@ pub mod check;
 pub mod compare;
 mod execute;
 pub mod init;
+mod live;
 pub mod merge;
 mod process;
 pub mod record;
