@@ -174,9 +174,10 @@ impl Live {
 
     /// The end, once the files are written: the final event to every open
     /// page (waiting a second at most for them to take it), then `linger`
-    /// of serving the final figures unless a signal came; then every server
-    /// stops, and connections still open are dropped with the runtime.
-    pub fn finish(mut self, linger: Option<Duration>) {
+    /// of serving the final figures unless a signal came (said unless
+    /// `quiet`); then every server stops, and connections still open are
+    /// dropped with the runtime.
+    pub fn finish(mut self, linger: Option<Duration>, quiet: bool) {
         self.end_runs();
         self.feed.close();
         let (web, servers, signalled) = (self.web.take(), self.servers.clone(), self.signalled.clone());
@@ -186,10 +187,12 @@ impl Live {
                 web.finish(FINAL_EVENT_WAIT).await;
             }
             if let Some(linger) = linger.filter(|_| serving && !signalled.is_cancelled()) {
-                crate::note!(
-                    "volley: serving the final figures for {} (--linger); Ctrl-C ends it",
-                    humantime::format_duration(linger)
-                );
+                if !quiet {
+                    crate::note!(
+                        "volley: serving the final figures for {} (--linger); Ctrl-C ends it",
+                        humantime::format_duration(linger)
+                    );
+                }
                 tokio::select! {
                     _ = tokio::time::sleep(linger) => {}
                     _ = signalled.cancelled() => {}
@@ -201,13 +204,15 @@ impl Live {
 }
 
 /// Binds `--metrics-listen` and `--web-listen` and serves them from `feed`,
-/// saying where: an address with port 0 gets one at random.
+/// saying where (unless `--quiet`): an address with port 0 gets one at random.
 async fn serve(args: &RunArgs, feed: &Arc<Feed>, stop: &CancellationToken) -> anyhow::Result<Option<Web>> {
     if let Some(addr) = args.metrics_listen {
         let listener = crate::endpoint::bind(addr)
             .await
             .with_context(|| format!("--metrics-listen {addr}: cannot listen"))?;
-        crate::note!("volley: metrics at http://{}/metrics", listener.local_addr()?);
+        if !args.quiet {
+            crate::note!("volley: metrics at http://{}/metrics", listener.local_addr()?);
+        }
         tokio::spawn(crate::metrics::serve(listener, feed.clone(), stop.clone()));
     }
     let Some(addr) = args.web_listen else {
@@ -216,7 +221,9 @@ async fn serve(args: &RunArgs, feed: &Arc<Feed>, stop: &CancellationToken) -> an
     let listener = crate::endpoint::bind(addr)
         .await
         .with_context(|| format!("--web-listen {addr}: cannot listen"))?;
-    crate::note!("volley: live page at http://{}/", listener.local_addr()?);
+    if !args.quiet {
+        crate::note!("volley: live page at http://{}/", listener.local_addr()?);
+    }
     let public = args.web_listen_public;
     Ok(Some(Web::start(listener, feed.clone(), public, stop.clone())))
 }

@@ -48,7 +48,7 @@ pub fn command(args: RunArgs) -> anyhow::Result<ExitCode> {
         }
     };
     let code = conclude(&args, &scenario, out, &report, signal);
-    live.finish(args.linger);
+    live.finish(args.linger, args.quiet);
     Ok(code)
 }
 

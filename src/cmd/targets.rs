@@ -89,7 +89,7 @@ pub fn command(args: &RunArgs, mut scenario: Scenario) -> anyhow::Result<ExitCod
         .any(|r| !r.thresholds_passed() || (require_valid && !r.summary.verdict.valid));
     let differ = args.fail_on_diff && equality.as_ref().is_some_and(|(e, _)| !e.passed());
     let failed = failed || differ;
-    live.finish(args.linger);
+    live.finish(args.linger, args.quiet);
     Ok(match (signal, failed) {
         (0, true) => ExitCode::from(EXIT_FAILED_CHECK),
         (signal, _) => ExitCode::from(signal),
