@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::watch;
 
 use crate::engine::Control;
-use crate::stats::{SecondRow, Snapshot};
+use crate::stats::{OutcomeKind, SecondRow, Snapshot};
 use crate::thresholds::{SoFar, Threshold, ThresholdResult};
 
 /// Seconds of history kept per target for the charts.
@@ -35,7 +35,8 @@ pub struct Point {
     /// Seconds since the measured run began, at the second's end.
     pub second: u32,
     pub calls_per_s: f64,
-    /// NaN for a second without calls (paused, say): no latency, not 0 ms.
+    /// NaN for a second without latencies (paused, or every call failed
+    /// to connect): no latency, not 0 ms.
     pub p50_ms: f64,
     pub p99_ms: f64,
     pub errors: u64,
@@ -98,6 +99,17 @@ struct Target {
     state: Mutex<State>,
 }
 
+/// Whether any of the second's calls has a latency: those that failed to
+/// connect have none.
+pub fn has_latency(row: &SecondRow) -> bool {
+    let unconnected = row
+        .error_outcomes
+        .get(OutcomeKind::Connect.name())
+        .copied()
+        .unwrap_or(0);
+    row.calls > unconnected
+}
+
 /// Every target's latest figures, shared by the runs and the views.
 pub struct Feed {
     pub scenario: String,
@@ -156,11 +168,12 @@ impl Feed {
         {
             let mut state = t.state.lock().unwrap_or_else(|p| p.into_inner());
             for row in &snapshot.new_rows {
+                let timed = has_latency(row);
                 state.history.push_back(Point {
                     second: row.second.saturating_add(1),
                     calls_per_s: row.rps,
-                    p50_ms: if row.calls > 0 { row.p50_ms } else { f64::NAN },
-                    p99_ms: if row.calls > 0 { row.p99_ms } else { f64::NAN },
+                    p50_ms: if timed { row.p50_ms } else { f64::NAN },
+                    p99_ms: if timed { row.p99_ms } else { f64::NAN },
                     errors: row.errors,
                 });
                 if state.history.len() > HISTORY {
@@ -282,7 +295,10 @@ mod tests {
         );
         assert_eq!(feed.now(0).phase(), Phase::Waiting);
         let before = feed.version();
-        let rows: Vec<SecondRow> = (0..HISTORY as u32 + 5).map(row).collect();
+        let mut rows: Vec<SecondRow> = (0..HISTORY as u32 + 5).map(row).collect();
+        // The last second's calls all failed to connect: no latency.
+        let last = rows.last_mut().unwrap();
+        last.error_outcomes.insert("connect", last.calls);
         let mut snapshot = Snapshot {
             new_rows: rows,
             ..Snapshot::default()
@@ -294,6 +310,8 @@ mod tests {
         assert_eq!(a.phase(), Phase::Running);
         assert_eq!(a.history.len(), HISTORY, "the oldest seconds go");
         assert_eq!(a.history.last().unwrap().second, HISTORY as u32 + 5);
+        assert!(a.history.last().unwrap().p99_ms.is_nan(), "no latency, not 0 ms");
+        assert_eq!(a.history[0].p99_ms, 2.0);
         assert_eq!(a.last_second.as_ref().unwrap().second, HISTORY as u32 + 4);
         assert_eq!(a.thresholds[0].standing, crate::thresholds::Standing::Pass);
         assert_eq!(feed.now(1).phase(), Phase::Waiting, "the other is untouched");

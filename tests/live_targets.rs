@@ -58,6 +58,19 @@ fn start(fast: &ServerHandle, slow: &ServerHandle, out: &std::path::Path, more: 
         .unwrap()
 }
 
+/// Kills the run when a test fails before it ended: a run left behind
+/// would go on against servers gone with the test.
+struct Guard(Option<Child>);
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        if let Some(child) = self.0.as_mut() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
 /// The addresses the run says it serves at: (metrics, page), read from its
 /// stderr, which a thread goes on draining.
 fn addresses(stderr: ChildStderr) -> (String, String) {
@@ -193,7 +206,8 @@ fn named_while_it_went(seen: &[Value], names: &[String; 2]) {
 fn two_targets_at_once_are_watched_live_and_counted_exactly() {
     let (fast, slow) = (server("0ms"), server("4ms"));
     let out = temp_dir("live-targets");
-    let mut child = start(&fast, &slow, &out, &["--linger", "60s"]);
+    let mut run = Guard(Some(start(&fast, &slow, &out, &["--linger", "60s"])));
+    let child = run.0.as_mut().unwrap();
     let (metrics, page) = addresses(child.stderr.take().unwrap());
     let names = [fast.addr.to_string(), slow.addr.to_string()];
 
@@ -202,13 +216,24 @@ fn two_targets_at_once_are_watched_live_and_counted_exactly() {
     assert!(html.starts_with("HTTP/1.1 200"), "{html}");
     assert!(html.contains("new EventSource(\"/events\")"), "{html}");
     let stream = open_events(&page);
-    let during = get(&metrics, "/metrics");
-    for name in &names {
-        assert!(
-            during.contains(&format!("target=\"{name}\"")),
-            "{name} in {during}"
-        );
-    }
+    // A target is in the metrics from its run's first snapshot, once its
+    // connections are open: asked again until both are.
+    let asked = std::time::Instant::now();
+    let during = loop {
+        let body = get(&metrics, "/metrics");
+        if names
+            .iter()
+            .all(|name| body.contains(&format!("target=\"{name}\"")))
+        {
+            break body;
+        }
+        assert!(asked.elapsed() < Duration::from_secs(60), "hang guard: {body}");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    // While the run goes: the slower target's 3,000 calls over 4
+    // connections, each held 4 ms, take 3 s at least.
+    let slow_running = format!("volley_finished{{target=\"{}\"}} 0", names[1]);
+    assert!(during.contains(&slow_running), "{during}");
 
     // The run ends, its files are written; the figures are still served.
     let mut stdout = BufReader::new(child.stdout.take().unwrap());
@@ -225,6 +250,7 @@ fn two_targets_at_once_are_watched_live_and_counted_exactly() {
     named_while_it_went(&events(stream), &names);
 
     // A signal ends the linger; the run's own exit code stands.
+    let child = run.0.take().unwrap();
     // SAFETY: kill(2) on the child this test started, by its id.
     unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
     let output = wait_or_kill(child, Duration::from_secs(60));
@@ -235,8 +261,8 @@ fn two_targets_at_once_are_watched_live_and_counted_exactly() {
 fn a_page_left_open_does_not_keep_the_run_from_ending() {
     let (fast, slow) = (server("0ms"), server("4ms"));
     let out = temp_dir("live-left-open");
-    let mut child = start(&fast, &slow, &out, &[]);
-    let (_, page) = addresses(child.stderr.take().unwrap());
+    let mut run = Guard(Some(start(&fast, &slow, &out, &[])));
+    let (_, page) = addresses(run.0.as_mut().unwrap().stderr.take().unwrap());
     // One client reads nothing at all; another reads to the end.
     let idle = open_events(&page);
     let reader = {
@@ -245,7 +271,7 @@ fn a_page_left_open_does_not_keep_the_run_from_ending() {
     };
     // A hang guard, not a timing assertion: a run that waits for its
     // clients never ends.
-    let output = wait_or_kill(child, Duration::from_secs(120));
+    let output = wait_or_kill(run.0.take().unwrap(), Duration::from_secs(120));
     assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
     let seen = reader.join().unwrap();
     assert_eq!(seen.last().map(|e| e["kind"].clone()), Some("final".into()));

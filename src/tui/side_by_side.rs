@@ -116,6 +116,11 @@ fn figures(dash: &Dashboard, target: usize) -> Option<&MethodSummary> {
     }
 }
 
+/// Whether any of the calls has a latency: those that failed to connect have none.
+fn timed(m: &MethodSummary) -> bool {
+    m.calls > m.outcome(OutcomeKind::Connect)
+}
+
 fn number(value: Option<f64>, decimals: usize) -> String {
     value.map_or("-".to_string(), |v| format!("{v:.decimals$}"))
 }
@@ -158,9 +163,9 @@ fn targets_table(frame: &mut Frame, area: Rect, dash: &Dashboard) {
                 dash.info(i).name.clone(),
                 state,
                 number(m.map(|m| m.rps), 1),
-                // A second without calls (paused, say) has no latency, not 0 ms.
-                number(m.filter(|m| m.calls > 0).map(|m| m.latency.p50_ms), 3),
-                number(m.filter(|m| m.calls > 0).map(|m| m.latency.p99_ms), 3),
+                // Without a call that connected (paused, say), no latency, not 0 ms.
+                number(m.filter(|m| timed(m)).map(|m| m.latency.p50_ms), 3),
+                number(m.filter(|m| timed(m)).map(|m| m.latency.p99_ms), 3),
                 m.map_or("-".to_string(), |m| m.errors.to_string()),
                 number(m.map(|m| m.error_rate * 100.0), 2),
                 s.in_flight.to_string(),

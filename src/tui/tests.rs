@@ -185,10 +185,14 @@ fn a_paused_run_says_so() {
         "x",
         Snapshot {
             paused: true,
+            interval: Some(method("last second", 0, 0, 0.0, 0.0)),
             ..snapshot()
         },
     );
-    assert!(screen(&dashboard).contains("PAUSED"));
+    let text = screen(&dashboard);
+    assert!(text.contains("PAUSED"));
+    // A second without calls has no latency, not 0 ms.
+    assert!(text.contains("no call that connected: no latency"), "{text}");
 }
 
 #[test]

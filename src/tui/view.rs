@@ -273,6 +273,10 @@ fn latency(frame: &mut Frame, area: Rect, dash: &Dashboard, current: usize) {
         .constraints([Constraint::Length(2), Constraint::Min(3)])
         .split(inner);
     let figures = match summary {
+        // Paused, or every call failed to connect: no latency, not 0 ms.
+        Some(m) if m.calls <= m.outcome(OutcomeKind::Connect) => {
+            "no call that connected: no latency".to_string()
+        }
         Some(m) => format!(
             "p50 {:.3} ms  p90 {:.3}  p99 {:.3}  p99.9 {:.3}  max {:.3}",
             m.latency.p50_ms, m.latency.p90_ms, m.latency.p99_ms, m.latency.p999_ms, m.latency.max_ms

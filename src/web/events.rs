@@ -7,9 +7,9 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use crate::feed::{Feed, Phase, TargetInfo, TargetNow};
+use crate::feed::{has_latency, Feed, Phase, TargetInfo, TargetNow};
 use crate::report::targets::Ratios;
-use crate::stats::{MethodSummary, Snapshot};
+use crate::stats::{MethodSummary, OutcomeKind, Snapshot};
 
 /// Seconds of each target's history an event carries, for the charts.
 pub const EVENT_HISTORY: usize = 120;
@@ -58,7 +58,8 @@ pub struct TargetEvent<'a> {
 pub struct Second {
     pub second: u32,
     pub calls_per_s: f64,
-    /// `null` for a second without calls (paused, say): no latency, not 0 ms.
+    /// `null` for a second without latencies (paused, or every call failed
+    /// to connect): no latency, not 0 ms.
     pub p50_ms: Option<f64>,
     pub p99_ms: Option<f64>,
     pub errors: u64,
@@ -73,22 +74,24 @@ pub struct Figures {
     pub errors: u64,
     pub error_rate: f64,
     pub calls_per_s: f64,
-    pub p50_ms: f64,
-    pub p99_ms: f64,
-    pub max_ms: f64,
+    /// `null` when no call connected: no latency, not 0 ms.
+    pub p50_ms: Option<f64>,
+    pub p99_ms: Option<f64>,
+    pub max_ms: Option<f64>,
 }
 
 impl Figures {
     fn of(m: &MethodSummary) -> Figures {
+        let timed = m.calls > m.outcome(OutcomeKind::Connect);
         Figures {
             method: m.method.clone(),
             calls: m.calls,
             errors: m.errors,
             error_rate: m.error_rate,
             calls_per_s: m.rps,
-            p50_ms: m.latency.p50_ms,
-            p99_ms: m.latency.p99_ms,
-            max_ms: m.latency.max_ms,
+            p50_ms: timed.then_some(m.latency.p50_ms),
+            p99_ms: timed.then_some(m.latency.p99_ms),
+            max_ms: timed.then_some(m.latency.max_ms),
         }
     }
 }
@@ -143,8 +146,8 @@ fn target_event<'a>(info: &'a TargetInfo, now: &TargetNow, first: Option<&Snapsh
         last_second: now.last_second.as_ref().map(|row| Second {
             second: row.second.saturating_add(1),
             calls_per_s: row.rps,
-            p50_ms: (row.calls > 0).then_some(row.p50_ms),
-            p99_ms: (row.calls > 0).then_some(row.p99_ms),
+            p50_ms: has_latency(row).then_some(row.p50_ms),
+            p99_ms: has_latency(row).then_some(row.p99_ms),
             errors: row.errors,
             errors_by_outcome: row.error_outcomes.clone(),
         }),
