@@ -4,6 +4,9 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+mod start_at;
+pub use start_at::parse_start_at;
+
 use crate::scenario::parse_duration;
 use crate::serve::Latency;
 use clap::{Args, Parser, Subcommand};
@@ -470,9 +473,21 @@ pub struct RunArgs {
     /// No live dashboard: one progress line a second on stderr instead.
     #[arg(long)]
     pub no_tui: bool,
-    /// Serve live metrics in the Prometheus text format at ADDR/metrics (e.g. 127.0.0.1:9464).
+    /// Serve live metrics in the Prometheus text format at ADDR/metrics (e.g. 127.0.0.1:9464),
+    /// each series labelled with its target.
     #[arg(long, value_name = "ADDR")]
     pub metrics_listen: Option<std::net::SocketAddr>,
+    /// Serve a live web page at ADDR (e.g. 127.0.0.1:9465): every target's figures and
+    /// thresholds, updated every second. Loopback only, unless --web-listen-public.
+    #[arg(long, value_name = "ADDR")]
+    pub web_listen: Option<std::net::SocketAddr>,
+    /// Let --web-listen take an address other than loopback (the page shows the targets' URLs).
+    #[arg(long, requires = "web_listen")]
+    pub web_listen_public: bool,
+    /// After the run, go on serving the final figures on --metrics-listen and --web-listen this
+    /// long (e.g. 30s), so a last scrape finds them; Ctrl-C ends it at once.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub linger: Option<Duration>,
     /// Run shard I of N (from 0): this machine takes every N-th request from the I-th, its share
     /// of the connections, rate and calls in flight, and ids no other shard uses. `volley merge`
     /// joins the shards' result directories.
@@ -490,62 +505,6 @@ pub struct RunArgs {
     /// always watched).
     #[arg(long, value_name = "PID")]
     pub observe_pid: Vec<u32>,
-}
-
-/// `--start-at`: RFC 3339 (`Z` or an offset), or seconds since the Unix
-/// epoch; within a day before now and a week after, so that a typo is an
-/// error, not a run that starts at once or never.
-pub fn parse_start_at(text: &str) -> Result<std::time::SystemTime, String> {
-    let text = text.trim();
-    let at = match text.parse::<f64>() {
-        Ok(seconds) if (0.0..1e11).contains(&seconds) => {
-            std::time::UNIX_EPOCH + Duration::from_secs_f64(seconds)
-        }
-        Ok(_) => return Err(format!("'{text}' is not a time: unix seconds from 0 to 10^11")),
-        Err(_) => rfc3339(text)?,
-    };
-    let now = std::time::SystemTime::now();
-    if now
-        .duration_since(at)
-        .is_ok_and(|ago| ago > Duration::from_secs(86_400))
-    {
-        return Err(format!(
-            "'{text}' is more than a day ago: give the time the shards start together"
-        ));
-    }
-    if at
-        .duration_since(now)
-        .is_ok_and(|ahead| ahead > Duration::from_secs(7 * 86_400))
-    {
-        return Err(format!("'{text}' is more than a week ahead"));
-    }
-    Ok(at)
-}
-
-/// RFC 3339 with `Z` or a `+HH:MM`/`-HH:MM` offset (humantime reads UTC only).
-fn rfc3339(text: &str) -> Result<std::time::SystemTime, String> {
-    let bad = |e: &dyn std::fmt::Display| {
-        format!("'{text}' is not a time ({e}): give RFC 3339 (2026-12-01T12:00:00Z, or with +01:00) or unix seconds")
-    };
-    let offset = text.len().checked_sub(6).filter(|&at| {
-        let tail = text.as_bytes();
-        tail.len() > 19
-            && matches!(tail[at], b'+' | b'-')
-            && tail[at + 3] == b':'
-            && text[at + 1..].bytes().filter(u8::is_ascii_digit).count() == 4
-    });
-    let Some(at) = offset else {
-        return humantime::parse_rfc3339_weak(text).map_err(|e| bad(&e));
-    };
-    let local = humantime::parse_rfc3339_weak(&text[..at]).map_err(|e| bad(&e))?;
-    let minutes = |s: &str| s.parse::<u64>().map_err(|e| bad(&e));
-    let shift = Duration::from_secs(60 * (60 * minutes(&text[at + 1..at + 3])? + minutes(&text[at + 4..])?));
-    // 12:00+01:00 is 11:00 UTC.
-    Ok(if text.as_bytes()[at] == b'+' {
-        local - shift
-    } else {
-        local + shift
-    })
 }
 
 #[derive(Args, Debug, Clone)]
@@ -661,40 +620,5 @@ fn parse_share(text: &str) -> Result<f64, String> {
     match share > 0.0 && share < 1.0 {
         true => Ok(share),
         false => Err(format!("`{text}` is not a share between 0 and 100%")),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::parse_start_at;
-    use std::time::{Duration, SystemTime};
-
-    #[test]
-    fn a_start_time_is_rfc3339_with_any_offset_or_unix_seconds() {
-        let now = SystemTime::now()
-            .duration_since(SystemTime::UNIX_EPOCH)
-            .unwrap()
-            .as_secs();
-        let at =
-            humantime::format_rfc3339_seconds(SystemTime::UNIX_EPOCH + Duration::from_secs(now)).to_string();
-        let utc = parse_start_at(&at).unwrap();
-        assert_eq!(parse_start_at(&now.to_string()).unwrap(), utc);
-        // The same instant an hour ahead, written with its offset.
-        let ahead =
-            humantime::format_rfc3339_seconds(SystemTime::UNIX_EPOCH + Duration::from_secs(now + 3600));
-        let shifted = format!("{}+01:00", ahead.to_string().trim_end_matches('Z'));
-        assert_eq!(parse_start_at(&shifted).unwrap(), utc, "{shifted}");
-        let behind =
-            humantime::format_rfc3339_seconds(SystemTime::UNIX_EPOCH + Duration::from_secs(now - 1800));
-        let shifted = format!("{}-00:30", behind.to_string().trim_end_matches('Z'));
-        assert_eq!(parse_start_at(&shifted).unwrap(), utc, "{shifted}");
-        for bad in [
-            "0",
-            "garbage",
-            "2026-13-01T00:00:00Z",
-            &(now + 30 * 86_400).to_string(),
-        ] {
-            assert!(parse_start_at(bad).is_err(), "{bad}");
-        }
     }
 }

@@ -7,8 +7,10 @@ pub mod check;
 pub mod cli;
 pub mod cmd;
 pub mod compare;
+pub mod endpoint;
 pub mod engine;
 pub mod equality;
+pub mod feed;
 pub mod init;
 pub mod jwt;
 pub mod merge;
@@ -28,5 +30,6 @@ pub mod tls;
 pub mod transport;
 pub mod tui;
 pub mod validate;
+pub mod web;
 
 pub use cmd::{execute, RunError};

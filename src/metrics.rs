@@ -1,81 +1,34 @@
 //! Live metrics in the Prometheus text format, served while a run goes
-//! (`--metrics-listen 127.0.0.1:9464`), for a Grafana board to watch.
+//! (`--metrics-listen 127.0.0.1:9464`), for a Grafana board to watch: every
+//! series labelled with its `target` (and `shard`), read from the live feed.
 
-use std::convert::Infallible;
 use std::fmt::Write;
-use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
-use bytes::Bytes;
-use http_body_util::Full;
-use hyper::header::{HeaderValue, CONTENT_TYPE};
-use hyper::{Response, StatusCode};
-use hyper_util::rt::TokioIo;
+use hyper::StatusCode;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
-use crate::stats::OutcomeKind;
-use crate::stats::{MethodSummary, Snapshot};
+use crate::endpoint;
+use crate::feed::{Feed, TargetInfo};
+use crate::stats::{BucketCounts, OutcomeKind, Snapshot, BUCKET_BOUNDS_US};
 
-/// The latest snapshot, shared by the run (writer) and the endpoint.
-#[derive(Default)]
-pub struct Metrics {
-    latest: Mutex<Option<Arc<Snapshot>>>,
-}
-
-impl Metrics {
-    pub fn publish(&self, snapshot: &Snapshot) {
-        *self.latest.lock().unwrap_or_else(|p| p.into_inner()) = Some(Arc::new(snapshot.clone()));
-    }
-
-    pub fn render(&self) -> String {
-        let latest = self.latest.lock().unwrap_or_else(|p| p.into_inner()).clone();
-        latest.map(|s| render(&s)).unwrap_or_default()
-    }
-}
-
-/// Serves `GET /metrics` on `listener` until `stop`.
-pub async fn serve(listener: TcpListener, metrics: Arc<Metrics>, stop: CancellationToken) {
-    loop {
-        let stream = tokio::select! {
-            accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => stream,
-                Err(_) => continue,
-            },
-            _ = stop.cancelled() => return,
-        };
-        let metrics = metrics.clone();
-        tokio::spawn(async move {
-            let service =
-                hyper::service::service_fn(move |request: hyper::Request<hyper::body::Incoming>| {
-                    let metrics = metrics.clone();
-                    async move {
-                        let response = if request.uri().path() == "/metrics" {
-                            let mut response = Response::new(Full::new(Bytes::from(metrics.render())));
-                            response.headers_mut().insert(
-                                CONTENT_TYPE,
-                                HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
-                            );
-                            response
-                        } else {
-                            let mut response =
-                                Response::new(Full::new(Bytes::from_static(b"see /metrics\n")));
-                            *response.status_mut() = StatusCode::NOT_FOUND;
-                            response
-                        };
-                        Ok::<_, Infallible>(response)
-                    }
-                });
-            let _ = hyper::server::conn::http1::Builder::new()
-                .serve_connection(TokioIo::new(stream), service)
-                .await;
-        });
-    }
-}
-
-/// Binds the metrics address; loopback is the default and the advice.
-pub async fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
-    TcpListener::bind(addr).await
+/// Serves `GET /metrics` on `listener` from `feed` until `stop`.
+pub async fn serve(listener: TcpListener, feed: Arc<Feed>, stop: CancellationToken) {
+    let handler = move |request: hyper::Request<hyper::body::Incoming>| {
+        let feed = feed.clone();
+        async move {
+            match request.uri().path() {
+                "/metrics" => endpoint::respond(
+                    StatusCode::OK,
+                    "text/plain; version=0.0.4; charset=utf-8",
+                    render(&feed),
+                ),
+                _ => endpoint::respond(StatusCode::NOT_FOUND, "text/plain", "see /metrics\n"),
+            }
+        }
+    };
+    endpoint::serve(listener, handler, stop).await;
 }
 
 fn label(value: &str) -> String {
@@ -85,11 +38,31 @@ fn label(value: &str) -> String {
         .replace('\n', "\\n")
 }
 
-/// The snapshot in the Prometheus text exposition format.
-pub fn render(s: &Snapshot) -> String {
+/// One target's series: its labels (`target`, and `shard` for a shard) and
+/// its latest snapshot.
+struct Series<'a> {
+    labels: String,
+    snapshot: &'a Snapshot,
+}
+
+/// Every target's latest figures in the Prometheus text exposition format,
+/// each metric's samples together under its `# HELP` and `# TYPE`.
+pub fn render(feed: &Feed) -> String {
+    let snapshots = feed.snapshots();
+    let series: Vec<Series> = snapshots
+        .iter()
+        .map(|(info, snapshot): &(&TargetInfo, Arc<Snapshot>)| Series {
+            labels: match feed.shard {
+                Some(shard) => format!("target=\"{}\",shard=\"{shard}\"", label(&info.name)),
+                None => format!("target=\"{}\"", label(&info.name)),
+            },
+            snapshot,
+        })
+        .collect();
     let mut text = String::new();
-    method_metrics(&mut text, &s.methods);
-    run_metrics(&mut text, s);
+    method_metrics(&mut text, &series);
+    latency_metrics(&mut text, &series);
+    run_metrics(&mut text, &series);
     text
 }
 
@@ -98,23 +71,25 @@ fn head(text: &mut String, name: &str, kind: &str, help: &str) {
     let _ = writeln!(text, "# HELP {name} {help}\n# TYPE {name} {kind}");
 }
 
-/// The metrics labelled by method: calls, errors and latency.
-fn method_metrics(text: &mut String, methods: &[MethodSummary]) {
+/// The counters labelled by method: calls, errors.
+fn method_metrics(text: &mut String, series: &[Series]) {
     head(
         text,
         "volley_calls_total",
         "counter",
         "Calls judged, by method and outcome.",
     );
-    for m in methods {
-        for kind in OutcomeKind::ALL {
-            let _ = writeln!(
-                text,
-                "volley_calls_total{{method=\"{}\",outcome=\"{}\"}} {}",
-                label(&m.method),
-                kind.name(),
-                m.outcome(kind)
-            );
+    for Series { labels, snapshot } in series {
+        for m in &snapshot.methods {
+            for kind in OutcomeKind::ALL {
+                let _ = writeln!(
+                    text,
+                    "volley_calls_total{{{labels},method=\"{}\",outcome=\"{}\"}} {}",
+                    label(&m.method),
+                    kind.name(),
+                    m.outcome(kind)
+                );
+            }
         }
     }
     head(
@@ -123,13 +98,15 @@ fn method_metrics(text: &mut String, methods: &[MethodSummary]) {
         "counter",
         "JSON-RPC error answers, by method and code.",
     );
-    for m in methods {
-        for (code, n) in &m.rpc_error_codes {
-            let _ = writeln!(
-                text,
-                "volley_rpc_errors_total{{method=\"{}\",code=\"{code}\"}} {n}",
-                label(&m.method)
-            );
+    for Series { labels, snapshot } in series {
+        for m in &snapshot.methods {
+            for (code, n) in &m.rpc_error_codes {
+                let method = label(&m.method);
+                let _ = writeln!(
+                    text,
+                    "volley_rpc_errors_total{{{labels},method=\"{method}\",code=\"{code}\"}} {n}"
+                );
+            }
         }
     }
     head(
@@ -138,108 +115,149 @@ fn method_metrics(text: &mut String, methods: &[MethodSummary]) {
         "counter",
         "Calls failed by a non-2xx HTTP status, by status.",
     );
-    for m in methods {
-        for (status, n) in &m.http_statuses {
-            let _ = writeln!(
+    for Series { labels, snapshot } in series {
+        for m in &snapshot.methods {
+            for (status, n) in &m.http_statuses {
+                let method = label(&m.method);
+                let _ = writeln!(
+                    text,
+                    "volley_http_status_errors_total{{{labels},method=\"{method}\",status=\"{status}\"}} {n}"
+                );
+            }
+        }
+    }
+}
+
+/// Latency: the histogram in fixed buckets (which add up across targets,
+/// shards and instances) and the whole run's percentiles as the
+/// HdrHistogram reads them (exact to 3 digits, but not to be added up).
+fn latency_metrics(text: &mut String, series: &[Series]) {
+    head(
+        text,
+        "volley_latency_seconds",
+        "histogram",
+        "Latency from the intended send time, whole run so far.",
+    );
+    for Series { labels, snapshot } in series {
+        for (m, buckets) in snapshot.methods.iter().zip(&snapshot.method_buckets) {
+            histogram(
                 text,
-                "volley_http_status_errors_total{{method=\"{}\",status=\"{status}\"}} {n}",
-                label(&m.method)
+                &format!("{labels},method=\"{}\"", label(&m.method)),
+                buckets,
             );
         }
     }
     head(
         text,
-        "volley_latency_seconds",
-        "summary",
-        "Latency from the intended send time, whole run.",
+        "volley_latency_quantile_seconds",
+        "gauge",
+        "Latency percentile from the intended send time, whole run so far (not to be added up).",
     );
-    for m in methods {
-        latency(text, m);
+    for Series { labels, snapshot } in series {
+        for m in &snapshot.methods {
+            let l = &m.latency;
+            for (q, ms) in [
+                ("0.5", l.p50_ms),
+                ("0.9", l.p90_ms),
+                ("0.99", l.p99_ms),
+                ("0.999", l.p999_ms),
+            ] {
+                let _ = writeln!(
+                    text,
+                    "volley_latency_quantile_seconds{{{labels},method=\"{}\",quantile=\"{q}\"}} {}",
+                    label(&m.method),
+                    number(ms / 1000.0)
+                );
+            }
+        }
     }
 }
 
-/// The metrics of the run as a whole.
-fn run_metrics(text: &mut String, s: &Snapshot) {
-    let gauges = [
-        ("volley_in_flight", "Calls in flight now.", s.in_flight as f64),
+/// One histogram's `_bucket` (cumulative, then `+Inf`), `_sum` and `_count`.
+fn histogram(text: &mut String, labels: &str, buckets: &BucketCounts) {
+    for (bound, n) in BUCKET_BOUNDS_US.iter().zip(&buckets.at_or_below) {
+        let _ = writeln!(
+            text,
+            "volley_latency_seconds_bucket{{{labels},le=\"{}\"}} {n}",
+            seconds(*bound)
+        );
+    }
+    let count = buckets.count;
+    let _ = writeln!(
+        text,
+        "volley_latency_seconds_bucket{{{labels},le=\"+Inf\"}} {count}"
+    );
+    let _ = writeln!(
+        text,
+        "volley_latency_seconds_sum{{{labels}}} {}",
+        number(buckets.sum_s)
+    );
+    let _ = writeln!(text, "volley_latency_seconds_count{{{labels}}} {count}");
+}
+
+/// Microseconds as seconds in plain decimals, exactly: `0.00005`, `1.3`, `60`.
+fn seconds(us: u64) -> String {
+    let text = format!("{}.{:06}", us / 1_000_000, us % 1_000_000);
+    text.trim_end_matches('0').trim_end_matches('.').to_string()
+}
+
+/// The metrics of each target's run as a whole.
+fn run_metrics(text: &mut String, series: &[Series]) {
+    type Gauge = fn(&Snapshot) -> f64;
+    let gauges: [(&str, &str, Gauge); 7] = [
+        ("volley_in_flight", "Calls in flight now.", |s| s.in_flight as f64),
         (
             "volley_target",
             "Target now: requests/s (open model) or calls in flight (closed).",
-            s.target,
+            |s| s.target,
         ),
         (
             "volley_achieved_calls_per_second",
             "Calls judged in the last complete second.",
-            s.interval.as_ref().map_or(0.0, |i| i.rps),
+            |s| s.interval.as_ref().map_or(0.0, |i| i.rps),
         ),
         (
             "volley_elapsed_seconds",
             "Time since the run started, warmup included.",
-            s.elapsed.as_secs_f64(),
+            |s| s.elapsed.as_secs_f64(),
         ),
         (
             "volley_behind_schedule",
             "1 when the generator is behind its schedule.",
-            f64::from(u8::from(s.behind)),
+            |s| f64::from(u8::from(s.behind)),
         ),
-        (
-            "volley_paused",
-            "1 while the load is paused.",
-            f64::from(u8::from(s.paused)),
-        ),
-        (
-            "volley_finished",
-            "1 once the run has ended.",
-            f64::from(u8::from(s.finished)),
-        ),
+        ("volley_paused", "1 while the load is paused.", |s| {
+            f64::from(u8::from(s.paused))
+        }),
+        ("volley_finished", "1 once the run has ended.", |s| {
+            f64::from(u8::from(s.finished))
+        }),
     ];
     for (name, help, value) in gauges {
         head(text, name, "gauge", help);
-        let _ = writeln!(text, "{name} {}", number(value));
+        for Series { labels, snapshot } in series {
+            let _ = writeln!(text, "{name}{{{labels}}} {}", number(value(snapshot)));
+        }
     }
-    let counters = [
+    type Counter = fn(&Snapshot) -> u64;
+    let counters: [(&str, &str, Counter); 2] = [
         (
             "volley_subscription_notifications_total",
             "Notifications of the subscriptions the run opened.",
-            s.notifications,
+            |s| s.notifications,
         ),
         (
             "volley_unsolicited_messages_total",
             "Messages from the server that answered no call.",
-            s.unsolicited,
+            |s| s.unsolicited,
         ),
     ];
     for (name, help, value) in counters {
         head(text, name, "counter", help);
-        let _ = writeln!(text, "{name} {value}");
+        for Series { labels, snapshot } in series {
+            let _ = writeln!(text, "{name}{{{labels}}} {}", value(snapshot));
+        }
     }
-}
-
-fn latency(text: &mut String, m: &MethodSummary) {
-    let method = label(&m.method);
-    let l = &m.latency;
-    for (q, ms) in [
-        ("0.5", l.p50_ms),
-        ("0.9", l.p90_ms),
-        ("0.99", l.p99_ms),
-        ("0.999", l.p999_ms),
-    ] {
-        let _ = writeln!(
-            text,
-            "volley_latency_seconds{{method=\"{method}\",quantile=\"{q}\"}} {}",
-            number(ms / 1000.0)
-        );
-    }
-    let _ = writeln!(
-        text,
-        "volley_latency_seconds_sum{{method=\"{method}\"}} {}",
-        number(l.mean_ms / 1000.0 * m.calls as f64)
-    );
-    let _ = writeln!(
-        text,
-        "volley_latency_seconds_count{{method=\"{method}\"}} {}",
-        m.calls
-    );
 }
 
 /// Significant digits a sample value keeps: the figures are no finer
@@ -271,7 +289,19 @@ fn number(value: f64) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::number;
+    use super::{number, seconds};
+
+    #[test]
+    fn bucket_bounds_read_as_plain_exact_seconds() {
+        assert_eq!(seconds(50), "0.00005");
+        assert_eq!(seconds(71), "0.000071");
+        assert_eq!(seconds(1_200), "0.0012");
+        assert_eq!(seconds(1_300_000), "1.3");
+        assert_eq!(seconds(60_000_000), "60");
+        for bound in crate::stats::BUCKET_BOUNDS_US {
+            assert_eq!(seconds(bound).parse::<f64>(), Ok(bound as f64 / 1e6));
+        }
+    }
 
     #[test]
     fn floats_keep_nine_significant_digits_at_most_in_the_shortest_text() {

@@ -300,9 +300,16 @@ fn targets_are_named_once_and_not_beside_a_target() {
         "http://h:1/a".into(),
         "http://h:1/b".into(),
         "builtin".into(),
+        // A password or a token in the URL names nothing: names go into
+        // directories and the metrics' `target` label.
+        "https://alice:s3cret@node.example/rpc".into(),
+        "https://t0ken@node.example?key=1".into(),
     ]);
     let names: Vec<&str> = named.iter().map(|t| t.name.as_str()).collect();
-    assert_eq!(names, ["h:1", "h:1-2", "builtin"]);
+    assert_eq!(
+        names,
+        ["h:1", "h:1-2", "builtin", "node.example", "node.example-2"]
+    );
 }
 
 #[test]

@@ -8,6 +8,7 @@ pub mod compare;
 pub mod completions;
 mod execute;
 pub mod init;
+mod live;
 pub mod man;
 pub mod merge;
 mod process;

@@ -1,19 +1,16 @@
 //! `volley run` over several targets: the scenario with one seed, so each
 //! target receives the identical sequence of requests, against each in
-//! turn (its dashboard or progress lines as for one target), or against
-//! all at once with `--parallel-targets`; each target's own files in a
-//! directory named after it, then the side-by-side files and table.
+//! turn, or against all at once with `--parallel-targets`; the live views
+//! (the dashboard, `/metrics`, the web page) show every target; each
+//! target's own files in a directory named after it, then the side-by-side
+//! files and table.
 
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicU8, Ordering};
-use std::sync::Arc;
 
-use tokio_util::sync::CancellationToken;
-
-use super::execute::{execute, RunError};
-use super::process::{dir_stamp, ensure_descriptors, runtime_with_signals, EXIT_BUG, EXIT_FAILED_CHECK};
+use super::execute::{is_insecure, RunError};
+use super::live::{target_info, Live};
+use super::process::{dir_stamp, ensure_descriptors, EXIT_BUG, EXIT_FAILED_CHECK};
 use crate::cli::RunArgs;
-use crate::engine::Control;
 use crate::equality::TargetAnswers;
 use crate::output::OutputDir;
 use crate::report::targets::TargetRun;
@@ -44,13 +41,15 @@ pub fn command(args: &RunArgs, mut scenario: Scenario) -> anyhow::Result<ExitCod
         false => connections,
     };
     ensure_descriptors(total, super::process::descriptors_each(&scenario.target))?;
-    let out = OutputDir::claim(args.out.as_deref(), &dir_stamp(), &scenario.name)?;
     let names: Vec<&str> = scenario.targets.iter().map(|t| t.name.as_str()).collect();
+    let mut live = start_live(args, &scenario, &runs, &names)?;
+    let out = OutputDir::claim(args.out.as_deref(), &dir_stamp(), &scenario.name)?;
     let done = match args.parallel_targets {
-        true => all_at_once(args, &runs, &names),
-        false => in_turn(args, &runs, &names),
+        true => all_at_once(&live, args, &runs, &names),
+        false => in_turn(&live, args, &runs, &names),
     };
-    let (reports, signal) = match done {
+    let signal = live.end_runs();
+    let reports = match done {
         Ok(done) => done,
         Err(error) => {
             out.release();
@@ -90,6 +89,7 @@ pub fn command(args: &RunArgs, mut scenario: Scenario) -> anyhow::Result<ExitCod
         .any(|r| !r.thresholds_passed() || (require_valid && !r.summary.verdict.valid));
     let differ = args.fail_on_diff && equality.as_ref().is_some_and(|(e, _)| !e.passed());
     let failed = failed || differ;
+    live.finish(args.linger, args.quiet);
     Ok(match (signal, failed) {
         (0, true) => ExitCode::from(EXIT_FAILED_CHECK),
         (signal, _) => ExitCode::from(signal),
@@ -113,57 +113,60 @@ fn compare_answers(
     crate::equality::compare(&answers, &equality.rules)
 }
 
-/// Each target in turn, as a run of one; a stop ends the sequence there,
-/// with the targets run so far.
-fn in_turn(args: &RunArgs, runs: &[Scenario], names: &[&str]) -> anyhow::Result<(Vec<RunReport>, u8)> {
-    let mut reports = Vec::new();
-    for (i, (run, name)) in runs.iter().zip(names).enumerate() {
-        crate::note!("target {}/{}: {name} ({})", i + 1, runs.len(), run.target);
-        let (report, signal) = super::run::run_to_report(args, run)?;
-        reports.push(report);
-        if signal != 0 {
-            return Ok((reports, signal));
+/// The live views over every target, said insecure first where they are.
+fn start_live(
+    args: &RunArgs,
+    scenario: &Scenario,
+    runs: &[Scenario],
+    names: &[&str],
+) -> anyhow::Result<Live> {
+    for (run, name) in runs.iter().zip(names) {
+        if is_insecure(run) {
+            crate::note!("volley: {name}: {}", crate::stats::INSECURE);
         }
     }
-    Ok((reports, 0))
+    let infos = runs
+        .iter()
+        .zip(names)
+        .map(|(run, name)| target_info(run, Some(name)));
+    Live::start(args, scenario, infos.collect())
 }
 
-/// Every target at once, each with the full load, on one runtime; progress
-/// lines name their target (one dashboard cannot show them all).
-fn all_at_once(args: &RunArgs, runs: &[Scenario], names: &[&str]) -> anyhow::Result<(Vec<RunReport>, u8)> {
-    let (runtime, mut signals) = runtime_with_signals()?;
-    let cancel = CancellationToken::new();
-    let stopped_by = Arc::new(AtomicU8::new(0));
-    let (stop, stopped) = (cancel.clone(), stopped_by.clone());
-    runtime.spawn(async move {
-        stopped.store(signals.recv().await, Ordering::Relaxed);
-        crate::transport::hurry_shutdowns();
-        crate::note!("stopping: what was measured is written, marked partial");
-        stop.cancel();
-    });
-    let quiet = args.quiet;
-    let each = runs.iter().zip(names).map(|(run, name)| {
-        execute(
-            run,
-            args.scenario.as_deref(),
-            cancel.child_token(),
-            Arc::new(Control::new()),
-            move |snapshot| {
-                if !quiet {
-                    for row in &snapshot.new_rows {
-                        crate::note!("[{name}] {}", report::progress_line(row));
-                    }
-                }
-            },
-        )
-    });
-    let results = runtime.block_on(futures_util::future::join_all(each));
-    let reports = results
+/// Each target in turn, as a run of one; a stop (a signal, `q`) ends the
+/// sequence there, with the targets run so far.
+fn in_turn(live: &Live, args: &RunArgs, runs: &[Scenario], names: &[&str]) -> anyhow::Result<Vec<RunReport>> {
+    let mut reports = Vec::new();
+    for (i, (run, name)) in runs.iter().zip(names).enumerate() {
+        if live.cancel.is_cancelled() {
+            break;
+        }
+        // The dashboard's header names the target; a line would only scribble over it.
+        if !live.has_dashboard() {
+            crate::note!("target {}/{}: {name} ({})", i + 1, runs.len(), run.target);
+        }
+        match live.block_on(live.run(i, args, run)) {
+            Ok(report) => reports.push(report),
+            Err(RunError::StoppedBeforeStart(_)) if !reports.is_empty() => break,
+            Err(error) => return Err(anyhow::anyhow!("target {name}: {error}")),
+        }
+    }
+    Ok(reports)
+}
+
+/// Every target at once, each with the full load, on one runtime.
+fn all_at_once(
+    live: &Live,
+    args: &RunArgs,
+    runs: &[Scenario],
+    names: &[&str],
+) -> anyhow::Result<Vec<RunReport>> {
+    let each = (runs.iter().enumerate()).map(|(i, run)| live.run(i, args, run));
+    let results = live.block_on(futures_util::future::join_all(each));
+    results
         .into_iter()
         .zip(names)
         .map(|(result, name)| result.map_err(|e: RunError| anyhow::anyhow!("target {name}: {e}")))
-        .collect::<anyhow::Result<Vec<_>>>()?;
-    Ok((reports, stopped_by.load(Ordering::Relaxed)))
+        .collect()
 }
 
 /// Reads the head block from the first target once and sends it wherever

@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use super::worker::{Chunk, TICKS_PER_SECOND};
 use crate::stats::{
-    latency_buckets, LatencyLog, MethodSummary, Quarter, Recorder, Sample, ScheduleSummary, SecondRow,
-    Snapshot, TOTAL_TAG,
+    latency_buckets, BucketCounts, LatencyLog, MethodSummary, Quarter, Recorder, Sample, ScheduleSummary,
+    SecondRow, Snapshot, TOTAL_TAG,
 };
 
 /// Buckets in the latency histogram of a snapshot.
@@ -232,6 +232,10 @@ impl Gatherer {
             .iter()
             .zip(&self.total.methods)
             .map(|(name, stats)| MethodSummary::new(name, stats, seconds))
+            .collect();
+        snapshot.method_buckets = (self.total.methods.iter())
+            .take(self.methods.len())
+            .map(|stats| BucketCounts::of(&stats.latency))
             .collect();
         snapshot.total = MethodSummary::new("TOTAL", &total, seconds);
         snapshot.histogram = latency_buckets(&total.latency, HISTOGRAM_BUCKETS);

@@ -42,7 +42,8 @@ impl Latencies {
     }
 }
 
-const COLORS: [&str; 8] = [
+/// The plots' line colours, in order (the live web page's too).
+pub const COLORS: [&str; 8] = [
     "#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf",
 ];
 
@@ -82,7 +83,8 @@ pub fn render(report: &RunReport, latencies: &Latencies) -> String {
     out
 }
 
-const STYLE: &str = "body{font:14px/1.4 system-ui,sans-serif;margin:24px;color:#222;max-width:1200px}\
+/// The page's look, shared with the live web page.
+pub const STYLE: &str = "body{font:14px/1.4 system-ui,sans-serif;margin:24px;color:#222;max-width:1200px}\
 h1{font-size:20px;margin:0 0 4px}.meta{color:#555;margin:0 0 12px}\
 table{border-collapse:collapse;margin:8px 0 16px}th,td{padding:3px 10px;text-align:right;border-bottom:1px solid #ddd}\
 th:first-child,td:first-child{text-align:left}tr.total td{font-weight:600}\

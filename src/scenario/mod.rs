@@ -142,7 +142,10 @@ impl NamedTarget {
         let mut named: Vec<NamedTarget> = Vec::new();
         for url in urls {
             let rest = url.split_once("://").map_or(url.as_str(), |(_, rest)| rest);
-            let short = rest.split('/').next().unwrap_or(rest).replace(',', "_");
+            let authority = rest.split(['/', '?', '#']).next().unwrap_or(rest);
+            // User information (a password, a token) names nothing: it stays out of names.
+            let host = authority.rsplit_once('@').map_or(authority, |(_, host)| host);
+            let short = host.replace(',', "_");
             let mut name = short.clone();
             let mut n = 1;
             while named.iter().any(|t| t.name == name) {

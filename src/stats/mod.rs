@@ -1,6 +1,7 @@
 //! Recording what happened: per-thread recorders handed over once a second,
 //! merged into run totals and per-second rows.
 
+mod buckets;
 mod connects;
 mod examples;
 mod flows;
@@ -15,6 +16,7 @@ mod usage;
 mod verdict;
 mod warnings;
 
+pub use buckets::{BucketCounts, BUCKET_BOUNDS_US};
 pub use connects::{ConnectSummary, Connects};
 pub use examples::{excerpt, Cause, ErrorExample, EXAMPLES_PER_OUTCOME, EXCERPT_BYTES};
 pub use flows::{FailedStep, FlowCounts, FlowSummary};

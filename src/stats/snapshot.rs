@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use hdrhistogram::Histogram;
 
-use super::{MethodSummary, SecondRow};
+use super::{BucketCounts, MethodSummary, SecondRow};
 
 #[derive(Clone, Debug, Default)]
 pub struct Snapshot {
@@ -28,6 +28,9 @@ pub struct Snapshot {
     /// Whole run so far, per method and in total.
     pub methods: Vec<MethodSummary>,
     pub total: MethodSummary,
+    /// Each of `methods`' latencies in the fixed buckets, whole run so far,
+    /// in the same order.
+    pub method_buckets: Vec<BucketCounts>,
     /// The last complete second.
     pub interval: Option<MethodSummary>,
     /// Seconds completed since the previous snapshot.

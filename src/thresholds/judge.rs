@@ -5,7 +5,7 @@
 use std::cmp::Ordering;
 use std::fmt;
 
-use super::{Limit, Metric, Op, Scope, Stat, Threshold, ThresholdResult};
+use super::{Limit, Metric, Op, Scope, SoFar, Standing, Stat, Threshold, ThresholdResult};
 use crate::stats::{LatencySummary, MethodSummary, OutcomeKind, RunSummary};
 
 impl Stat {
@@ -80,6 +80,39 @@ impl Threshold {
                 shown: "not measured".into(),
                 note: Some(note),
             },
+        }
+    }
+
+    /// Where the threshold stands on a run still going, for the live
+    /// views: its value so far, passing or failing, or pending where
+    /// `evaluate_so_far` judges nothing.
+    pub fn so_far(&self, methods: &[MethodSummary], total: &MethodSummary) -> SoFar {
+        let pending = |shown: String| SoFar {
+            expression: self.text.clone(),
+            shown,
+            standing: Standing::Pending,
+        };
+        if let Some(result) = self.evaluate_so_far(methods, total) {
+            let standing = if result.passed {
+                Standing::Pass
+            } else {
+                Standing::Fail
+            };
+            return SoFar {
+                expression: result.expression,
+                shown: result.shown,
+                standing,
+            };
+        }
+        let figures = match &self.scope {
+            Scope::Total => Some(total),
+            Scope::Method(name) => methods.iter().find(|m| &m.method == name),
+            Scope::Stage(_) => return pending("judged at the end".into()),
+        };
+        match figures.map(|m| self.measure(m)) {
+            Some(Ok(measured)) => pending(format!("{} so far, may yet pass", self.show(measured))),
+            Some(Err(why)) => pending(why),
+            None => pending(format!("{} made no calls yet", self.scope_name())),
         }
     }
 
@@ -444,6 +477,25 @@ mod tests {
         assert_eq!(so_far("error_rate < 0.1%").map(|r| r.passed), Some(false));
         assert_eq!(so_far("calls > 10").map(|r| r.passed), Some(true));
         assert_eq!(so_far("stage[1].p99 < 1ms"), None);
+    }
+
+    #[test]
+    fn the_live_views_see_every_threshold_passing_failing_or_pending() {
+        let s = summary();
+        let live = |text: &str| {
+            let so_far = parse(text).unwrap().so_far(&s.methods, &s.total);
+            (so_far.standing, so_far.shown)
+        };
+        assert_eq!(live("calls > 10"), (Standing::Pass, "1110 calls".into()));
+        assert_eq!(live("errors < 5"), (Standing::Fail, "20 calls".into()));
+        let pending = |shown: &str| (Standing::Pending, shown.to_string());
+        assert_eq!(live("calls > 5000"), pending("1110 calls so far, may yet pass"));
+        assert_eq!(live("stage[1].p99 < 1ms"), pending("judged at the end"));
+        assert_eq!(
+            live("eth_getLogs.p99 < 1s"),
+            pending("`eth_getLogs` made no calls")
+        );
+        assert_eq!(live("nope.p99 < 1s"), pending("`nope` made no calls yet"));
     }
 
     #[test]

@@ -111,6 +111,51 @@ pub struct ThresholdResult {
     pub note: Option<String>,
 }
 
+/// Where a threshold stands while the run goes: judged on the figures so
+/// far, or waiting for what only more of the run can tell.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Standing {
+    Pass,
+    Fail,
+    /// Not judged yet: a stage's (judged at the end), a figure with no
+    /// calls yet, or a count that may still pass.
+    Pending,
+}
+
+impl Standing {
+    pub fn name(self) -> &'static str {
+        match self {
+            Standing::Pass => "pass",
+            Standing::Fail => "fail",
+            Standing::Pending => "pending",
+        }
+    }
+}
+
+/// A threshold on the figures so far, for the live views.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SoFar {
+    pub expression: String,
+    /// The value so far as people read it (`212.4 ms`), or why there is none.
+    pub shown: String,
+    pub standing: Standing,
+}
+
+impl SoFar {
+    /// A finished run's judgement, as the live views show it at the end.
+    pub fn of(result: &ThresholdResult) -> SoFar {
+        SoFar {
+            expression: result.expression.clone(),
+            shown: result.shown.clone(),
+            standing: if result.passed {
+                Standing::Pass
+            } else {
+                Standing::Fail
+            },
+        }
+    }
+}
+
 /// A unit read back, as [`Limit::unit`] names it.
 fn unit_named<'de, D: serde::Deserializer<'de>>(from: D) -> Result<&'static str, D::Error> {
     let units = [

@@ -1,6 +1,9 @@
-//! Keys and what they do.
+//! Keys and what they do. The keys that steer a run steer every target
+//! running, together.
 
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
+
+use crate::feed::{Feed, Phase};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Action {
@@ -14,6 +17,8 @@ pub enum Action {
     Lower,
     /// Switch the latency figures between the last second and the whole run.
     ToggleView,
+    /// Show or hide the per-method table (several targets at once).
+    ToggleMethods,
 }
 
 pub fn action(key: KeyEvent) -> Option<Action> {
@@ -27,7 +32,36 @@ pub fn action(key: KeyEvent) -> Option<Action> {
         KeyCode::Char('+') | KeyCode::Char('=') | KeyCode::Up => Some(Action::Raise),
         KeyCode::Char('-') | KeyCode::Down => Some(Action::Lower),
         KeyCode::Char('v') | KeyCode::Tab => Some(Action::ToggleView),
+        KeyCode::Char('m') => Some(Action::ToggleMethods),
         _ => None,
+    }
+}
+
+/// Steers every target running now: a pause pauses them all (or, when
+/// the first running is paused, resumes them all), so they stay in step;
+/// `+` and `-` move each one's target by its own 10%. Other actions steer
+/// nothing.
+pub fn steer(feed: &Feed, action: Action) {
+    let running: Vec<usize> = (0..feed.len())
+        .filter(|i| feed.now(*i).phase() == Phase::Running)
+        .collect();
+    let control = |i: usize| &feed.info(i).control;
+    match action {
+        Action::TogglePause => {
+            let Some(first) = running.first() else { return };
+            let pause = !control(*first).is_paused();
+            for i in running {
+                if control(i).is_paused() != pause {
+                    control(i).toggle_pause();
+                }
+            }
+        }
+        Action::Raise | Action::Lower => {
+            for i in running {
+                control(i).step(action == Action::Raise);
+            }
+        }
+        _ => {}
     }
 }
 
@@ -48,5 +82,6 @@ mod tests {
         assert_eq!(action(key(KeyCode::Char('-'))), Some(Action::Lower));
         assert_eq!(action(key(KeyCode::Char('p'))), Some(Action::TogglePause));
         assert_eq!(action(key(KeyCode::Char('v'))), Some(Action::ToggleView));
+        assert_eq!(action(key(KeyCode::Char('m'))), Some(Action::ToggleMethods));
     }
 }

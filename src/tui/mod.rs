@@ -1,11 +1,13 @@
-//! The live dashboard. It reads the engine's snapshots and steers the run
-//! through its `Control`; the engine never waits for the screen.
+//! The live dashboard. A thread of its own reads the live feed, draws it
+//! and turns keys into `Control` calls on every target running; the engine
+//! never waits for the screen.
 
 mod input;
+mod side_by_side;
 mod state;
 mod view;
 
-pub use input::{action, Action};
+pub use input::{action, steer, Action};
 pub use state::Dashboard;
 pub use view::draw;
 
@@ -22,23 +24,23 @@ use ratatui::crossterm::{cursor, execute};
 use ratatui::Terminal;
 use tokio_util::sync::CancellationToken;
 
-use crate::engine::Control;
-use crate::stats::Snapshot;
+/// How long the thread waits for a key before it looks at the feed again:
+/// the feed changes four times a second.
+const LOOK_EVERY: Duration = Duration::from_millis(50);
 
-/// The dashboard on the terminal, with a thread reading keys. Dropping it
-/// (on the way out, on an error or in a panic) gives the terminal back.
+/// The dashboard on the terminal, drawn and steered by a thread of its
+/// own. Dropping it (on the way out, on an error or in a panic) gives the
+/// terminal back.
 pub struct Tui {
-    terminal: Terminal<CrosstermBackend<Stdout>>,
-    dashboard: Dashboard,
-    cumulative: Arc<AtomicBool>,
     done: Arc<AtomicBool>,
     /// Ctrl-C was pressed (not `q`).
     interrupted: Arc<AtomicBool>,
-    keys: Option<JoinHandle<()>>,
+    thread: Option<JoinHandle<()>>,
 }
 
 impl Tui {
-    pub fn start(dashboard: Dashboard, control: Arc<Control>, cancel: CancellationToken) -> io::Result<Tui> {
+    /// Takes the terminal; `cancel` is what `q` and Ctrl-C stop.
+    pub fn start(dashboard: Dashboard, cancel: CancellationToken) -> io::Result<Tui> {
         install_panic_restore();
         terminal::enable_raw_mode()?;
         let mut stdout = io::stdout();
@@ -46,47 +48,36 @@ impl Tui {
             restore();
             return Err(e);
         }
-        let terminal = Terminal::new(CrosstermBackend::new(stdout))?;
-        let cumulative = Arc::new(AtomicBool::new(false));
+        let terminal = match Terminal::new(CrosstermBackend::new(stdout)) {
+            Ok(terminal) => terminal,
+            Err(e) => {
+                restore();
+                return Err(e);
+            }
+        };
         let done = Arc::new(AtomicBool::new(false));
         let interrupted = Arc::new(AtomicBool::new(false));
-        let keys = {
-            let (cumulative, done, interrupted) = (cumulative.clone(), done.clone(), interrupted.clone());
-            std::thread::Builder::new()
-                .name("volley-keys".into())
-                .spawn(move || {
-                    while !done.load(Ordering::Relaxed) {
-                        if !event::poll(Duration::from_millis(100)).unwrap_or(false) {
-                            continue;
-                        }
-                        let Ok(Event::Key(key)) = event::read() else {
-                            continue;
-                        };
-                        match action(key) {
-                            Some(Action::Quit) => cancel.cancel(),
-                            Some(Action::Interrupt) => {
-                                interrupted.store(true, Ordering::Relaxed);
-                                cancel.cancel();
-                            }
-                            Some(Action::TogglePause) => control.toggle_pause(),
-                            Some(Action::Raise) => control.step(true),
-                            Some(Action::Lower) => control.step(false),
-                            Some(Action::ToggleView) => {
-                                cumulative.fetch_xor(true, Ordering::Relaxed);
-                            }
-                            None => {}
-                        }
-                    }
-                })?
-        };
-        Ok(Tui {
+        let screen = Screen {
             terminal,
             dashboard,
-            cumulative,
-            done,
-            interrupted,
-            keys: Some(keys),
-        })
+            cancel,
+            done: done.clone(),
+            interrupted: interrupted.clone(),
+        };
+        let thread = std::thread::Builder::new()
+            .name("volley-dashboard".into())
+            .spawn(move || screen.run());
+        match thread {
+            Ok(thread) => Ok(Tui {
+                done,
+                interrupted,
+                thread: Some(thread),
+            }),
+            Err(e) => {
+                restore();
+                Err(e)
+            }
+        }
     }
 
     /// Whether the run was stopped with Ctrl-C, which exits 130 as the
@@ -94,21 +85,65 @@ impl Tui {
     pub fn interrupted(&self) -> bool {
         self.interrupted.load(Ordering::Relaxed)
     }
+}
 
-    /// Takes a snapshot and redraws.
-    pub fn show(&mut self, snapshot: &Snapshot) {
-        self.dashboard.update(snapshot);
-        self.dashboard.cumulative = self.cumulative.load(Ordering::Relaxed);
-        let dashboard = &self.dashboard;
-        let _ = self.terminal.draw(|frame| draw(frame, dashboard));
+/// What the dashboard's thread owns.
+struct Screen {
+    terminal: Terminal<CrosstermBackend<Stdout>>,
+    dashboard: Dashboard,
+    cancel: CancellationToken,
+    done: Arc<AtomicBool>,
+    interrupted: Arc<AtomicBool>,
+}
+
+impl Screen {
+    /// Draws whenever the feed changed or a key changed the view, until done.
+    fn run(mut self) {
+        let mut drawn = None;
+        while !self.done.load(Ordering::Relaxed) {
+            let mut redraw = false;
+            if event::poll(LOOK_EVERY).unwrap_or(false) {
+                if let Ok(Event::Key(key)) = event::read() {
+                    redraw = action(key).is_some_and(|a| self.act(a));
+                }
+            }
+            let version = self.dashboard.feed.version();
+            if redraw || drawn != Some(version) {
+                drawn = Some(version);
+                self.dashboard.refresh();
+                let dashboard = &self.dashboard;
+                let _ = self.terminal.draw(|frame| draw(frame, dashboard));
+            }
+        }
+    }
+
+    /// Does what a key asks; returns whether the view changed.
+    fn act(&mut self, action: Action) -> bool {
+        match action {
+            Action::Quit => self.cancel.cancel(),
+            Action::Interrupt => {
+                self.interrupted.store(true, Ordering::Relaxed);
+                self.cancel.cancel();
+            }
+            Action::ToggleView => {
+                self.dashboard.cumulative = !self.dashboard.cumulative;
+                return true;
+            }
+            Action::ToggleMethods => {
+                self.dashboard.per_method = !self.dashboard.per_method;
+                return true;
+            }
+            Action::TogglePause | Action::Raise | Action::Lower => steer(&self.dashboard.feed, action),
+        }
+        false
     }
 }
 
 impl Drop for Tui {
     fn drop(&mut self) {
         self.done.store(true, Ordering::Relaxed);
-        if let Some(keys) = self.keys.take() {
-            let _ = keys.join();
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
         }
         restore();
     }

@@ -1,62 +1,71 @@
-//! What the dashboard shows, built from the engine's snapshots.
+//! What the dashboard shows, read from the live feed.
 
+use std::sync::Arc;
+
+use crate::feed::{Feed, Phase, TargetInfo, TargetNow};
 use crate::stats::Snapshot;
 
-/// Seconds of history kept for the charts.
-const HISTORY: usize = 600;
-
 pub struct Dashboard {
-    pub scenario: String,
-    pub target: String,
-    pub transport: String,
-    pub snapshot: Snapshot,
-    /// (second, calls/s), (second, p50 ms), (second, p99 ms).
-    pub rate: Vec<(f64, f64)>,
-    pub p50: Vec<(f64, f64)>,
-    pub p99: Vec<(f64, f64)>,
+    pub feed: Arc<Feed>,
+    /// Every target as of the last refresh.
+    pub targets: Vec<TargetNow>,
     /// Whole-run percentiles instead of the last second's.
     pub cumulative: bool,
+    /// With several targets at once: the per-method table shown.
+    pub per_method: bool,
 }
 
 impl Dashboard {
-    pub fn new(scenario: &str, target: &str, transport: &str) -> Self {
+    pub fn new(feed: Arc<Feed>) -> Self {
+        let targets = feed.all_now();
         Dashboard {
-            scenario: scenario.to_string(),
-            target: target.to_string(),
-            transport: transport.to_string(),
-            snapshot: Snapshot::default(),
-            rate: Vec::new(),
-            p50: Vec::new(),
-            p99: Vec::new(),
+            feed,
+            targets,
             cumulative: false,
+            per_method: false,
         }
     }
 
-    pub fn update(&mut self, snapshot: &Snapshot) {
-        for row in &snapshot.new_rows {
-            let x = row.second as f64 + 1.0;
-            for (series, y) in [
-                (&mut self.rate, row.rps),
-                (&mut self.p50, row.p50_ms),
-                (&mut self.p99, row.p99_ms),
-            ] {
-                series.push((x, y));
-                if series.len() > HISTORY {
-                    series.remove(0);
-                }
-            }
+    /// Reads the feed again.
+    pub fn refresh(&mut self) {
+        self.targets = self.feed.all_now();
+    }
+
+    /// Whether the targets are shown side by side: several, run at once.
+    pub fn side_by_side(&self) -> bool {
+        self.feed.parallel && self.targets.len() > 1
+    }
+
+    /// The target a one-target view shows: the one running, else the last
+    /// that ran, else the first.
+    pub fn current(&self) -> usize {
+        let running = self.targets.iter().position(|t| t.phase() == Phase::Running);
+        let last_begun = self.targets.iter().rposition(|t| t.phase() != Phase::Waiting);
+        running.or(last_begun).unwrap_or(0)
+    }
+
+    pub fn info(&self, target: usize) -> &TargetInfo {
+        self.feed.info(target)
+    }
+
+    /// Target `target`'s latest snapshot, or an empty one before its first.
+    pub fn snapshot(&self, target: usize) -> &Snapshot {
+        static EMPTY: std::sync::OnceLock<Snapshot> = std::sync::OnceLock::new();
+        match self.targets.get(target).and_then(|t| t.snapshot.as_deref()) {
+            Some(snapshot) => snapshot,
+            None => EMPTY.get_or_init(Snapshot::default),
         }
-        self.snapshot = snapshot.clone();
     }
 
-    /// Achieved calls/s: the last complete second's.
-    pub fn achieved(&self) -> f64 {
-        self.snapshot.interval.as_ref().map_or(0.0, |i| i.rps)
+    /// Achieved calls/s of `target`: the last complete second's.
+    pub fn achieved(&self, target: usize) -> Option<f64> {
+        self.snapshot(target).interval.as_ref().map(|i| i.rps)
     }
 
-    /// Fraction of the planned time elapsed, if the run is timed.
-    pub fn progress(&self) -> Option<f64> {
-        let planned = self.snapshot.planned?;
-        Some((self.snapshot.elapsed.as_secs_f64() / planned.as_secs_f64().max(1e-9)).clamp(0.0, 1.0))
+    /// Fraction of `target`'s planned time elapsed, if its run is timed.
+    pub fn progress(&self, target: usize) -> Option<f64> {
+        let s = self.snapshot(target);
+        let planned = s.planned?;
+        Some((s.elapsed.as_secs_f64() / planned.as_secs_f64().max(1e-9)).clamp(0.0, 1.0))
     }
 }

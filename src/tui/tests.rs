@@ -1,10 +1,13 @@
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use ratatui::backend::TestBackend;
 use ratatui::Terminal;
 
 use super::*;
+use crate::engine::Control;
+use crate::feed::{Feed, TargetInfo};
 use crate::stats::{LatencySummary, MethodSummary, SecondRow, Snapshot};
 
 fn method(name: &str, calls: u64, errors: u64, p50: f64, p99: f64) -> MethodSummary {
@@ -76,6 +79,41 @@ fn snapshot() -> Snapshot {
     }
 }
 
+/// A dashboard over a feed of `targets` (name, URL, thresholds), each
+/// given its snapshot.
+fn dashboard_of(parallel: bool, targets: &[(&str, &str, &[&str])], snapshots: &[Snapshot]) -> Dashboard {
+    let infos = targets
+        .iter()
+        .map(|(name, url, thresholds)| TargetInfo {
+            name: name.to_string(),
+            url: url.to_string(),
+            transport: "http/1.1".into(),
+            thresholds: thresholds
+                .iter()
+                .map(|t| crate::thresholds::parse(t).unwrap())
+                .collect(),
+            control: Arc::new(Control::new()),
+        })
+        .collect();
+    let feed = Arc::new(Feed::new("demo", None, parallel, infos));
+    for (i, snapshot) in snapshots.iter().enumerate() {
+        feed.publish(i, snapshot);
+    }
+    Dashboard::new(feed)
+}
+
+fn one(url: &str, snapshot: Snapshot) -> Dashboard {
+    dashboard_of(false, &[("a", url, &[])], &[snapshot])
+}
+
+/// Each run of spaces as one, so a row reads as its words.
+fn squeeze(text: &str) -> String {
+    text.split(' ')
+        .filter(|w| !w.is_empty())
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
 fn screen(dashboard: &Dashboard) -> String {
     let mut terminal = Terminal::new(TestBackend::new(140, 44)).unwrap();
     terminal.draw(|frame| draw(frame, dashboard)).unwrap();
@@ -92,8 +130,7 @@ fn screen(dashboard: &Dashboard) -> String {
 
 #[test]
 fn the_screen_shows_methods_percentiles_errors_and_the_warning() {
-    let mut dashboard = Dashboard::new("demo", "http://127.0.0.1:8545", "http/1.1");
-    dashboard.update(&snapshot());
+    let dashboard = one("http://127.0.0.1:8545", snapshot());
     let text = screen(&dashboard);
     for expected in [
         "volley · demo → http://127.0.0.1:8545 · http/1.1 · open model",
@@ -113,19 +150,21 @@ fn the_screen_shows_methods_percentiles_errors_and_the_warning() {
     ] {
         assert!(text.contains(expected), "missing {expected:?} in:\n{text}");
     }
-    assert_eq!(dashboard.rate.len(), 10);
+    assert_eq!(dashboard.targets[0].history.len(), 10);
 }
 
 #[test]
 fn subscriptions_and_stray_messages_are_shown() {
-    let mut dashboard = Dashboard::new("ws", "ws://127.0.0.1:8546", "websocket");
-    dashboard.update(&Snapshot {
-        subscriptions: 4,
-        notifications: 38,
-        unsolicited: 2,
-        behind: false,
-        ..snapshot()
-    });
+    let dashboard = one(
+        "ws://127.0.0.1:8546",
+        Snapshot {
+            subscriptions: 4,
+            notifications: 38,
+            unsolicited: 2,
+            behind: false,
+            ..snapshot()
+        },
+    );
     let text = screen(&dashboard);
     assert!(text.contains("4 subscriptions · 38 notifications"), "{text}");
     assert!(text.contains("2 messages answered no call"), "{text}");
@@ -133,8 +172,7 @@ fn subscriptions_and_stray_messages_are_shown() {
 
 #[test]
 fn the_latency_view_switches_to_the_whole_run() {
-    let mut dashboard = Dashboard::new("demo", "x", "http/1.1");
-    dashboard.update(&snapshot());
+    let mut dashboard = one("x", snapshot());
     dashboard.cumulative = true;
     let text = screen(&dashboard);
     assert!(text.contains("latency · whole run"), "{text}");
@@ -143,10 +181,116 @@ fn the_latency_view_switches_to_the_whole_run() {
 
 #[test]
 fn a_paused_run_says_so() {
-    let mut dashboard = Dashboard::new("demo", "x", "http/1.1");
-    dashboard.update(&Snapshot {
-        paused: true,
+    let dashboard = one(
+        "x",
+        Snapshot {
+            paused: true,
+            interval: Some(method("last second", 0, 0, 0.0, 0.0)),
+            ..snapshot()
+        },
+    );
+    let text = screen(&dashboard);
+    assert!(text.contains("PAUSED"));
+    // A second without calls has no latency, not 0 ms.
+    assert!(text.contains("no call that connected: no latency"), "{text}");
+}
+
+#[test]
+fn each_threshold_shows_its_value_so_far_and_where_it_stands() {
+    let thresholds: &[&str] = &["p99 < 2ms", "errors < 10", "calls > 9000", "stage[1].p99 < 1s"];
+    let dashboard = dashboard_of(false, &[("a", "x", thresholds)], &[snapshot()]);
+    let text = screen(&dashboard);
+    for expected in [
+        "thresholds so far",
+        "FAIL     p99 < 2ms  (2.125 ms)",
+        "FAIL     errors < 10  (37 calls)",
+        "pending  calls > 9000  (5000 calls so far, may yet pass)",
+        "pending  stage[1].p99 < 1s  (judged at the end)",
+    ] {
+        assert!(text.contains(expected), "missing {expected:?} in:\n{text}");
+    }
+    let passing = dashboard_of(false, &[("a", "x", &["p99 < 3ms"])], &[snapshot()]);
+    assert!(screen(&passing).contains("pass     p99 < 3ms  (2.125 ms)"));
+}
+
+/// The second target: twice as slow, half the calls.
+fn slower() -> Snapshot {
+    Snapshot {
+        interval: Some(method("last second", 249, 0, 0.794, 3.0)),
+        total: method("TOTAL", 2500, 0, 0.862, 4.25),
+        methods: vec![method("eth_chainId", 2500, 0, 0.824, 3.75)],
+        in_flight: 9,
+        behind: false,
+        last_error: None,
         ..snapshot()
-    });
-    assert!(screen(&dashboard).contains("PAUSED"));
+    }
+}
+
+#[test]
+fn targets_at_once_are_shown_side_by_side_with_their_ratios_to_the_first() {
+    let targets: &[(&str, &str, &[&str])] = &[
+        ("fast", "http://127.0.0.1:8545", &["p99 < 2ms"]),
+        ("slow", "http://127.0.0.1:8546", &["p99 < 2ms"]),
+    ];
+    let mut dashboard = dashboard_of(true, targets, &[snapshot(), slower()]);
+    assert!(dashboard.side_by_side());
+    // Columns as words, whatever their widths.
+    let text = squeeze(&screen(&dashboard));
+    for expected in [
+        "volley · demo · 2 targets at once · open model",
+        "targets · last second · ratios to fast",
+        "target state calls/s p50 ms p99 ms errors error % in flight calls calls/s × p50 × p99 × url",
+        // calls/s, p50 and p99 of the last second, errors, error %, in
+        // flight, calls, then the ratios to the first: half the calls/s,
+        // twice the latency.
+        "fast running 49.8 0.397 1.500 3 0.60 17 5000 - - - http://127.0.0.1",
+        "slow running 24.9 0.794 3.000 0 0.00 9 2500 0.50x 2.00x 2.00x http://127.0.0.1",
+        "BEHIND SCHEDULE: fast",
+        "fast: rpc_error 37",
+        "slow: no errors",
+        "fast: FAIL p99 < 2ms (2.125 ms)",
+        "slow: FAIL p99 < 2ms (4.25 ms)",
+        "p pause/resume all",
+    ] {
+        assert!(text.contains(expected), "missing {expected:?} in:\n{text}");
+    }
+    assert!(!text.contains("methods · whole run"), "methods on demand only");
+    dashboard.per_method = true;
+    let text = squeeze(&screen(&dashboard));
+    assert!(text.contains("methods · whole run"), "{text}");
+    assert!(
+        text.contains("eth_chainId slow 2500 0.00 250.0 0.824 3.750 7.500 2.00x"),
+        "{text}"
+    );
+    assert!(text.contains("eth_getBalance fast 1000 3.70"), "{text}");
+    dashboard.cumulative = true;
+    let text = squeeze(&screen(&dashboard));
+    assert!(text.contains("targets · whole run"), "{text}");
+    // Whole run: 2,500 calls/s of 5,000, p50 0.862 of 0.431, p99 4.25 of 2.125.
+    assert!(
+        text.contains("slow running 250.0 0.862 4.250 0 0.00 9 2500 0.50x 2.00x 2.00x"),
+        "{text}"
+    );
+}
+
+#[test]
+fn targets_in_turn_show_the_one_running() {
+    let waiting = dashboard_of(false, &[("a", "http://a", &[]), ("b", "http://b", &[])], &[]);
+    assert!(!waiting.side_by_side());
+    assert_eq!(waiting.current(), 0);
+    let finished = Snapshot {
+        finished: true,
+        ..snapshot()
+    };
+    let second = dashboard_of(
+        false,
+        &[("a", "http://a", &[]), ("b", "http://b", &[])],
+        &[finished, slower()],
+    );
+    assert_eq!(second.current(), 1);
+    let text = screen(&second);
+    assert!(
+        text.contains("volley · demo · target 2/2: b → http://b"),
+        "{text}"
+    );
 }

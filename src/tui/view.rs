@@ -10,44 +10,96 @@ use ratatui::widgets::{
 use ratatui::Frame;
 
 use super::state::Dashboard;
+use crate::feed::Point;
 use crate::stats::{MethodSummary, OutcomeKind, Snapshot};
+use crate::thresholds::{SoFar, Standing};
 
 pub fn draw(frame: &mut Frame, dash: &Dashboard) {
+    if dash.side_by_side() {
+        return super::side_by_side::draw(frame, dash);
+    }
+    let current = dash.current();
     let area = frame.area();
-    let methods = dash.snapshot.methods.len() as u16;
+    let methods = dash.snapshot(current).methods.len() as u16;
+    let thresholds = dash.targets.get(current).map_or(0, |t| t.thresholds.len()) as u16;
     let rows = Layout::default()
         .direction(Direction::Vertical)
         .constraints([
             Constraint::Length(5),
             Constraint::Min(10),
             Constraint::Length(methods + 4),
-            Constraint::Length(6),
+            Constraint::Length(6.max(thresholds + 2)),
             Constraint::Length(1),
         ])
         .split(area);
-    header(frame, rows[0], dash);
+    header(frame, rows[0], dash, current);
     let middle = Layout::default()
         .direction(Direction::Horizontal)
         .constraints([Constraint::Percentage(60), Constraint::Percentage(40)])
         .split(rows[1]);
-    charts(frame, middle[0], dash);
-    latency(frame, middle[1], dash);
-    methods_table(frame, rows[2], dash);
-    errors(frame, rows[3], dash);
+    charts(frame, middle[0], dash, current);
+    latency(frame, middle[1], dash, current);
+    methods_table(frame, rows[2], dash.snapshot(current));
+    match dash.targets.get(current).filter(|t| !t.thresholds.is_empty()) {
+        Some(target) => {
+            let bottom = Layout::default()
+                .direction(Direction::Horizontal)
+                .constraints([Constraint::Percentage(55), Constraint::Percentage(45)])
+                .split(rows[3]);
+            errors(frame, bottom[0], dash.snapshot(current));
+            thresholds_list(frame, bottom[1], &target.thresholds, " thresholds so far ");
+        }
+        None => errors(frame, rows[3], dash.snapshot(current)),
+    }
+    keys(frame, rows[4], false);
+}
+
+/// The keys, on the last line.
+pub(super) fn keys(frame: &mut Frame, area: Rect, several: bool) {
+    let text = match several {
+        false => " q quit (results are written) · p pause/resume · + / - target · v latency: last second / whole run",
+        true => " q quit (results are written) · p pause/resume all · + / - every target · v last second / whole run · m methods",
+    };
     frame.render_widget(
-        Paragraph::new(" q quit (results are written) · p pause/resume · + / - target · v latency: last second / whole run")
-            .style(Style::default().add_modifier(Modifier::DIM)),
-        rows[4],
+        Paragraph::new(text).style(Style::default().add_modifier(Modifier::DIM)),
+        area,
     );
 }
 
-fn header(frame: &mut Frame, area: Rect, dash: &Dashboard) {
-    let s = &dash.snapshot;
+/// Each threshold's value so far and where it stands.
+pub(super) fn thresholds_list(frame: &mut Frame, area: Rect, thresholds: &[SoFar], title: &str) {
+    let lines: Vec<Line> = thresholds.iter().map(threshold_line).collect();
+    frame.render_widget(
+        Paragraph::new(lines).block(Block::default().borders(Borders::ALL).title(title.to_string())),
+        area,
+    );
+}
+
+/// `pass  p99 < 200ms  (12.3 ms)`, coloured by where it stands.
+pub(super) fn threshold_line(t: &SoFar) -> Line<'static> {
+    let (word, color) = match t.standing {
+        Standing::Pass => ("pass   ", Color::Green),
+        Standing::Fail => ("FAIL   ", Color::Red),
+        Standing::Pending => ("pending", Color::Yellow),
+    };
+    Line::from(vec![
+        Span::styled(word, Style::default().fg(color).add_modifier(Modifier::BOLD)),
+        Span::raw(format!("  {}  ({})", t.expression, t.shown)),
+    ])
+}
+
+fn header(frame: &mut Frame, area: Rect, dash: &Dashboard, current: usize) {
+    let s = dash.snapshot(current);
+    let info = dash.info(current);
     let model = if s.open { "open model" } else { "closed model" };
     let unit = if s.open { "requests/s" } else { "in flight" };
+    let which = match dash.targets.len() {
+        1 => String::new(),
+        n => format!("· target {}/{n}: {} ", current + 1, info.name),
+    };
     let block = Block::default().borders(Borders::ALL).title(format!(
-        " volley · {} → {} · {} · {model} ",
-        dash.scenario, dash.target, dash.transport
+        " volley · {} {which}→ {} · {} · {model} ",
+        dash.feed.scenario, info.url, info.transport
     ));
     let inner = block.inner(area);
     frame.render_widget(block, area);
@@ -59,40 +111,42 @@ fn header(frame: &mut Frame, area: Rect, dash: &Dashboard) {
             Constraint::Length(1),
         ])
         .split(inner);
-    let elapsed = s.elapsed.as_secs_f64();
-    let label = match s.planned {
-        Some(planned) => format!("{elapsed:.1}s / {:.1}s", planned.as_secs_f64()),
-        None => format!("{elapsed:.1}s"),
-    };
-    let warming = if s.elapsed < s.warmup { " (warmup)" } else { "" };
-    frame.render_widget(
-        Gauge::default()
-            .gauge_style(Style::default().fg(Color::Cyan))
-            .ratio(dash.progress().unwrap_or(0.0))
-            .label(format!("{label}{warming}")),
-        lines[0],
-    );
+    frame.render_widget(progress(dash, current), lines[0]);
     let stage = match s.stage {
         Some(stage) => format!("stage {}/{} · ", stage + 1, s.stages),
         None => String::new(),
     };
+    let achieved = dash
+        .achieved(current)
+        .map_or("-".to_string(), |a| format!("{a:.1}"));
     frame.render_widget(
         Paragraph::new(format!(
-            "{stage}target {:.0} {unit} · achieved {:.1} calls/s · in flight {} · calls {} · errors {}",
-            s.target,
-            dash.achieved(),
-            s.in_flight,
-            s.total.calls,
-            s.total.errors
+            "{stage}target {:.0} {unit} · achieved {achieved} calls/s · in flight {} · calls {} · errors {}",
+            s.target, s.in_flight, s.total.calls, s.total.errors
         )),
         lines[1],
     );
     frame.render_widget(Paragraph::new(Line::from(flags(s))), lines[2]);
 }
 
+/// The gauge of a target's time: elapsed of planned, and the warmup.
+pub(super) fn progress(dash: &Dashboard, target: usize) -> Gauge<'static> {
+    let s = dash.snapshot(target);
+    let elapsed = s.elapsed.as_secs_f64();
+    let label = match s.planned {
+        Some(planned) => format!("{elapsed:.1}s / {:.1}s", planned.as_secs_f64()),
+        None => format!("{elapsed:.1}s"),
+    };
+    let warming = if s.elapsed < s.warmup { " (warmup)" } else { "" };
+    Gauge::default()
+        .gauge_style(Style::default().fg(Color::Cyan))
+        .ratio(dash.progress(target).unwrap_or(0.0))
+        .label(format!("{label}{warming}"))
+}
+
 /// The run's states worth a glance: paused, behind, subscriptions,
 /// unsolicited messages, finished.
-fn flags(s: &Snapshot) -> Vec<Span<'static>> {
+pub(super) fn flags(s: &Snapshot) -> Vec<Span<'static>> {
     let mut flags = Vec::new();
     if s.paused {
         flags.push(Span::styled(
@@ -136,20 +190,32 @@ fn flags(s: &Snapshot) -> Vec<Span<'static>> {
     flags
 }
 
-fn charts(frame: &mut Frame, area: Rect, dash: &Dashboard) {
+fn charts(frame: &mut Frame, area: Rect, dash: &Dashboard, current: usize) {
     let halves = Layout::default()
         .direction(Direction::Vertical)
         .constraints([Constraint::Percentage(50), Constraint::Percentage(50)])
         .split(area);
-    let x_max = dash.rate.last().map_or(1.0, |p| p.0).max(1.0);
-    let x_min = dash.rate.first().map_or(0.0, |p| p.0 - 1.0);
-    let rate_max = dash.rate.iter().map(|p| p.1).fold(1.0, f64::max) * 1.1;
-    let rate = Chart::new(vec![Dataset::default()
+    let history = dash.targets.get(current).map_or(&[][..], |t| &t.history[..]);
+    let series = |pick: fn(&Point) -> f64| -> Vec<(f64, f64)> {
+        (history.iter())
+            .map(|p| (f64::from(p.second), pick(p)))
+            .filter(|p| p.1.is_finite())
+            .collect()
+    };
+    let (rate, p50, p99) = (
+        series(|p| p.calls_per_s),
+        series(|p| p.p50_ms),
+        series(|p| p.p99_ms),
+    );
+    let x_max = rate.last().map_or(1.0, |p| p.0).max(1.0);
+    let x_min = rate.first().map_or(0.0, |p| p.0 - 1.0);
+    let rate_max = rate.iter().map(|p| p.1).fold(1.0, f64::max) * 1.1;
+    let rate_chart = Chart::new(vec![Dataset::default()
         .name("calls/s")
         .marker(symbols::Marker::Braille)
         .graph_type(GraphType::Line)
         .style(Style::default().fg(Color::Cyan))
-        .data(&dash.rate)])
+        .data(&rate)])
     .legend_position(None)
     .block(Block::default().borders(Borders::ALL).title(" calls/s "))
     .x_axis(Axis::default().bounds([x_min, x_max]))
@@ -158,21 +224,21 @@ fn charts(frame: &mut Frame, area: Rect, dash: &Dashboard) {
             .bounds([0.0, rate_max])
             .labels(vec![Span::raw("0"), Span::raw(format!("{rate_max:.0}"))]),
     );
-    frame.render_widget(rate, halves[0]);
-    let latency_max = dash.p99.iter().map(|p| p.1).fold(0.001, f64::max) * 1.1;
+    frame.render_widget(rate_chart, halves[0]);
+    let latency_max = p99.iter().map(|p| p.1).fold(0.001, f64::max) * 1.1;
     let latency = Chart::new(vec![
         Dataset::default()
             .name("p50")
             .marker(symbols::Marker::Braille)
             .graph_type(GraphType::Line)
             .style(Style::default().fg(Color::Green))
-            .data(&dash.p50),
+            .data(&p50),
         Dataset::default()
             .name("p99")
             .marker(symbols::Marker::Braille)
             .graph_type(GraphType::Line)
             .style(Style::default().fg(Color::Magenta))
-            .data(&dash.p99),
+            .data(&p99),
     ])
     .block(
         Block::default()
@@ -188,8 +254,8 @@ fn charts(frame: &mut Frame, area: Rect, dash: &Dashboard) {
     frame.render_widget(latency, halves[1]);
 }
 
-fn latency(frame: &mut Frame, area: Rect, dash: &Dashboard) {
-    let s = &dash.snapshot;
+fn latency(frame: &mut Frame, area: Rect, dash: &Dashboard, current: usize) {
+    let s = dash.snapshot(current);
     let (title, summary, buckets) = if dash.cumulative {
         (" latency · whole run ", Some(&s.total), &s.histogram)
     } else {
@@ -207,6 +273,10 @@ fn latency(frame: &mut Frame, area: Rect, dash: &Dashboard) {
         .constraints([Constraint::Length(2), Constraint::Min(3)])
         .split(inner);
     let figures = match summary {
+        // Paused, or every call failed to connect: no latency, not 0 ms.
+        Some(m) if m.calls <= m.outcome(OutcomeKind::Connect) => {
+            "no call that connected: no latency".to_string()
+        }
         Some(m) => format!(
             "p50 {:.3} ms  p90 {:.3}  p99 {:.3}  p99.9 {:.3}  max {:.3}",
             m.latency.p50_ms, m.latency.p90_ms, m.latency.p99_ms, m.latency.p999_ms, m.latency.max_ms
@@ -234,7 +304,7 @@ fn latency(frame: &mut Frame, area: Rect, dash: &Dashboard) {
     );
 }
 
-fn methods_table(frame: &mut Frame, area: Rect, dash: &Dashboard) {
+fn methods_table(frame: &mut Frame, area: Rect, snapshot: &Snapshot) {
     let header = Row::new([
         "method", "calls", "ok", "error %", "calls/s", "p50 ms", "p99 ms", "max ms",
     ])
@@ -251,8 +321,8 @@ fn methods_table(frame: &mut Frame, area: Rect, dash: &Dashboard) {
             format!("{:.3}", m.latency.max_ms),
         ])
     };
-    let mut rows: Vec<Row> = dash.snapshot.methods.iter().map(row).collect();
-    rows.push(row(&dash.snapshot.total).bold());
+    let mut rows: Vec<Row> = snapshot.methods.iter().map(row).collect();
+    rows.push(row(&snapshot.total).bold());
     let widths = [
         Constraint::Length(28),
         Constraint::Length(10),
@@ -273,8 +343,8 @@ fn methods_table(frame: &mut Frame, area: Rect, dash: &Dashboard) {
     );
 }
 
-fn errors(frame: &mut Frame, area: Rect, dash: &Dashboard) {
-    let total = &dash.snapshot.total;
+fn errors(frame: &mut Frame, area: Rect, snapshot: &Snapshot) {
+    let total = &snapshot.total;
     let mut lines = Vec::new();
     let outcomes: Vec<String> = OutcomeKind::ALL
         .iter()
@@ -304,7 +374,7 @@ fn errors(frame: &mut Frame, area: Rect, dash: &Dashboard) {
     if !detail.is_empty() {
         lines.push(Line::from(detail.join(" · ")));
     }
-    if let Some(latest) = &dash.snapshot.last_error {
+    if let Some(latest) = &snapshot.last_error {
         lines.push(Line::from(format!("latest: {latest}")).style(Style::default().fg(Color::Red)));
     }
     frame.render_widget(

@@ -1,0 +1,368 @@
+//! The dashboard of several targets run at once: a row per target (calls/s,
+//! p50, p99, errors, in flight, the ratios to the first), their calls/s and
+//! p99 on shared charts, each one's methods on demand, errors and
+//! thresholds per target.
+
+use ratatui::layout::{Constraint, Direction, Layout, Rect};
+use ratatui::style::{Color, Modifier, Style, Stylize};
+use ratatui::symbols;
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Axis, Block, Borders, Chart, Dataset, GraphType, Paragraph, Row, Table};
+use ratatui::Frame;
+
+use super::state::Dashboard;
+use super::view::{keys, progress, threshold_line};
+use crate::feed::Phase;
+use crate::report::targets::Ratios;
+use crate::stats::{MethodSummary, OutcomeKind};
+
+/// Each target's colour on the charts, in order.
+const COLORS: [Color; 6] = [
+    Color::Cyan,
+    Color::Magenta,
+    Color::Green,
+    Color::Yellow,
+    Color::Blue,
+    Color::Red,
+];
+
+pub fn draw(frame: &mut Frame, dash: &Dashboard) {
+    let n = dash.targets.len() as u16;
+    let methods: u16 = (0..dash.targets.len())
+        .map(|i| dash.snapshot(i).methods.len() as u16)
+        .sum();
+    let thresholds: u16 = dash.targets.iter().map(|t| t.thresholds.len() as u16).sum();
+    let per_method = if dash.per_method { methods + 3 } else { 0 };
+    let rows = Layout::default()
+        .direction(Direction::Vertical)
+        .constraints([
+            Constraint::Length(4),
+            Constraint::Length(n + 3),
+            Constraint::Min(8),
+            Constraint::Length(per_method),
+            Constraint::Length((n + 2).max(thresholds + 2)),
+            Constraint::Length(1),
+        ])
+        .split(frame.area());
+    header(frame, rows[0], dash);
+    targets_table(frame, rows[1], dash);
+    charts(frame, rows[2], dash);
+    if dash.per_method {
+        methods_table(frame, rows[3], dash);
+    }
+    let bottom = Layout::default()
+        .direction(Direction::Horizontal)
+        .constraints([Constraint::Percentage(55), Constraint::Percentage(45)])
+        .split(rows[4]);
+    errors(frame, bottom[0], dash);
+    thresholds_list(frame, bottom[1], dash);
+    keys(frame, rows[5], true);
+}
+
+fn header(frame: &mut Frame, area: Rect, dash: &Dashboard) {
+    let first = dash.snapshot(0);
+    let model = if first.open { "open model" } else { "closed model" };
+    let block = Block::default().borders(Borders::ALL).title(format!(
+        " volley · {} · {} targets at once · {model} ",
+        dash.feed.scenario,
+        dash.targets.len()
+    ));
+    let inner = block.inner(area);
+    frame.render_widget(block, area);
+    let lines = Layout::default()
+        .direction(Direction::Vertical)
+        .constraints([Constraint::Length(1), Constraint::Length(1)])
+        .split(inner);
+    frame.render_widget(progress(dash, 0), lines[0]);
+    let mut flags = Vec::new();
+    let each = |pick: fn(&crate::stats::Snapshot) -> bool| -> Vec<&str> {
+        (0..dash.targets.len())
+            .filter(|i| pick(dash.snapshot(*i)))
+            .map(|i| dash.info(i).name.as_str())
+            .collect()
+    };
+    let paused = each(|s| s.paused);
+    if !paused.is_empty() {
+        flags.push(Span::styled(
+            format!(" PAUSED: {} ", paused.join(", ")),
+            Style::default().bg(Color::Yellow).fg(Color::Black),
+        ));
+    }
+    let behind = each(|s| s.behind);
+    if !behind.is_empty() {
+        flags.push(Span::styled(
+            format!(" ⚠ BEHIND SCHEDULE: {} ", behind.join(", ")),
+            Style::default()
+                .bg(Color::Red)
+                .fg(Color::White)
+                .add_modifier(Modifier::BOLD),
+        ));
+    }
+    if dash.targets.iter().all(|t| t.phase() == Phase::Finished) {
+        flags.push(Span::styled(
+            " finished ",
+            Style::default().bg(Color::Green).fg(Color::Black),
+        ));
+    }
+    frame.render_widget(Paragraph::new(Line::from(flags)), lines[1]);
+}
+
+/// The figures a row shows: the last second's, or the whole run's.
+fn figures(dash: &Dashboard, target: usize) -> Option<&MethodSummary> {
+    let s = dash.snapshot(target);
+    match dash.cumulative {
+        true => Some(&s.total).filter(|t| t.calls > 0),
+        false => s.interval.as_ref(),
+    }
+}
+
+/// Whether any of the calls has a latency: those that failed to connect have none.
+fn timed(m: &MethodSummary) -> bool {
+    m.calls > m.outcome(OutcomeKind::Connect)
+}
+
+fn number(value: Option<f64>, decimals: usize) -> String {
+    value.map_or("-".to_string(), |v| format!("{v:.decimals$}"))
+}
+
+fn times(ratio: Option<f64>) -> String {
+    ratio.map_or("-".to_string(), |r| format!("{r:.2}x"))
+}
+
+fn targets_table(frame: &mut Frame, area: Rect, dash: &Dashboard) {
+    let header = Row::new([
+        "target",
+        "state",
+        "calls/s",
+        "p50 ms",
+        "p99 ms",
+        "errors",
+        "error %",
+        "in flight",
+        "calls",
+        "calls/s ×",
+        "p50 ×",
+        "p99 ×",
+        "url",
+    ])
+    .bold();
+    let first = figures(dash, 0);
+    let rows: Vec<Row> = (0..dash.targets.len())
+        .map(|i| {
+            let s = dash.snapshot(i);
+            let m = figures(dash, i);
+            let ratios = match (m, first) {
+                (Some(m), Some(first)) if i > 0 => Some(Ratios::of(m, first)),
+                _ => None,
+            };
+            let mut state = dash.targets[i].phase().name().to_string();
+            if s.paused {
+                state.push_str(" (paused)");
+            }
+            Row::new(vec![
+                dash.info(i).name.clone(),
+                state,
+                number(m.map(|m| m.rps), 1),
+                // Without a call that connected (paused, say), no latency, not 0 ms.
+                number(m.filter(|m| timed(m)).map(|m| m.latency.p50_ms), 3),
+                number(m.filter(|m| timed(m)).map(|m| m.latency.p99_ms), 3),
+                m.map_or("-".to_string(), |m| m.errors.to_string()),
+                number(m.map(|m| m.error_rate * 100.0), 2),
+                s.in_flight.to_string(),
+                s.total.calls.to_string(),
+                times(ratios.and_then(|r| r.calls_per_s)),
+                times(ratios.and_then(|r| r.p50)),
+                times(ratios.and_then(|r| r.p99)),
+                dash.info(i).url.clone(),
+            ])
+            .style(Style::default().fg(COLORS[i % COLORS.len()]))
+        })
+        .collect();
+    let widths = [
+        Constraint::Length(16),
+        Constraint::Length(16),
+        Constraint::Length(9),
+        Constraint::Length(8),
+        Constraint::Length(8),
+        Constraint::Length(7),
+        Constraint::Length(7),
+        Constraint::Length(9),
+        Constraint::Length(9),
+        Constraint::Length(9),
+        Constraint::Length(6),
+        Constraint::Length(6),
+        Constraint::Min(10),
+    ];
+    let view = if dash.cumulative {
+        "whole run"
+    } else {
+        "last second"
+    };
+    let title = format!(" targets · {view} · ratios to {} ", dash.info(0).name);
+    frame.render_widget(
+        Table::new(rows, widths)
+            .header(header)
+            .block(Block::default().borders(Borders::ALL).title(title)),
+        area,
+    );
+}
+
+fn charts(frame: &mut Frame, area: Rect, dash: &Dashboard) {
+    let halves = Layout::default()
+        .direction(Direction::Horizontal)
+        .constraints([Constraint::Percentage(50), Constraint::Percentage(50)])
+        .split(area);
+    let series = |pick: fn(&crate::feed::Point) -> f64| -> Vec<Vec<(f64, f64)>> {
+        (dash.targets.iter())
+            .map(|t| {
+                (t.history.iter())
+                    .map(|p| (f64::from(p.second), pick(p)))
+                    .filter(|p| p.1.is_finite())
+                    .collect()
+            })
+            .collect()
+    };
+    chart(frame, halves[0], dash, " calls/s ", &series(|p| p.calls_per_s));
+    chart(frame, halves[1], dash, " p99 ms ", &series(|p| p.p99_ms));
+}
+
+/// One line per target over the seconds so far.
+fn chart(frame: &mut Frame, area: Rect, dash: &Dashboard, title: &str, lines: &[Vec<(f64, f64)>]) {
+    let all = || lines.iter().flatten();
+    let x_max = all().map(|p| p.0).fold(1.0, f64::max);
+    let x_min = all().map(|p| p.0 - 1.0).fold(x_max - 1.0, f64::min).max(0.0);
+    let y_max = all().map(|p| p.1).fold(0.001, f64::max) * 1.1;
+    let datasets = (lines.iter().enumerate())
+        .map(|(i, points)| {
+            Dataset::default()
+                .name(dash.info(i).name.clone())
+                .marker(symbols::Marker::Braille)
+                .graph_type(GraphType::Line)
+                .style(Style::default().fg(COLORS[i % COLORS.len()]))
+                .data(points)
+        })
+        .collect();
+    let label = if y_max >= 100.0 {
+        format!("{y_max:.0}")
+    } else {
+        format!("{y_max:.2}")
+    };
+    frame.render_widget(
+        Chart::new(datasets)
+            .block(Block::default().borders(Borders::ALL).title(title.to_string()))
+            .x_axis(Axis::default().bounds([x_min, x_max]))
+            .y_axis(
+                Axis::default()
+                    .bounds([0.0, y_max])
+                    .labels(vec![Span::raw("0"), Span::raw(label)]),
+            ),
+        area,
+    );
+}
+
+fn methods_table(frame: &mut Frame, area: Rect, dash: &Dashboard) {
+    let header = Row::new([
+        "method", "target", "calls", "error %", "calls/s", "p50 ms", "p99 ms", "max ms", "p99 ×",
+    ])
+    .bold();
+    let mut rows = Vec::new();
+    let first = dash.snapshot(0);
+    for (i, target) in (0..dash.targets.len()).map(|i| (i, dash.snapshot(i))) {
+        for m in &target.methods {
+            let base = first.methods.iter().find(|b| b.method == m.method);
+            let ratio = base.filter(|_| i > 0).map(|b| Ratios::of(m, b));
+            rows.push(
+                Row::new(vec![
+                    m.method.clone(),
+                    dash.info(i).name.clone(),
+                    m.calls.to_string(),
+                    format!("{:.2}", m.error_rate * 100.0),
+                    format!("{:.1}", m.rps),
+                    format!("{:.3}", m.latency.p50_ms),
+                    format!("{:.3}", m.latency.p99_ms),
+                    format!("{:.3}", m.latency.max_ms),
+                    times(ratio.and_then(|r| r.p99)),
+                ])
+                .style(Style::default().fg(COLORS[i % COLORS.len()])),
+            );
+        }
+    }
+    let widths = [
+        Constraint::Length(28),
+        Constraint::Length(18),
+        Constraint::Length(10),
+        Constraint::Length(8),
+        Constraint::Length(10),
+        Constraint::Length(9),
+        Constraint::Length(9),
+        Constraint::Length(9),
+        Constraint::Length(7),
+    ];
+    frame.render_widget(
+        Table::new(rows, widths).header(header).block(
+            Block::default()
+                .borders(Borders::ALL)
+                .title(" methods · whole run (m hides) "),
+        ),
+        area,
+    );
+}
+
+/// Per target: its errors by outcome so far, and its latest failed answer.
+fn errors(frame: &mut Frame, area: Rect, dash: &Dashboard) {
+    let lines: Vec<Line> = (0..dash.targets.len())
+        .map(|i| {
+            let s = dash.snapshot(i);
+            let outcomes: Vec<String> = (OutcomeKind::ALL.iter().skip(1))
+                .filter(|k| s.total.outcome(**k) > 0)
+                .map(|k| format!("{} {}", k.name(), s.total.outcome(*k)))
+                .collect();
+            let mut text = match outcomes.is_empty() {
+                true => "no errors".to_string(),
+                false => outcomes.join(" · "),
+            };
+            if let Some(latest) = &s.last_error {
+                text.push_str(&format!(" · latest: {latest}"));
+            }
+            Line::from(vec![
+                Span::styled(
+                    format!("{}: ", dash.info(i).name),
+                    Style::default().fg(COLORS[i % COLORS.len()]).bold(),
+                ),
+                Span::raw(text),
+            ])
+        })
+        .collect();
+    frame.render_widget(
+        Paragraph::new(lines).block(Block::default().borders(Borders::ALL).title(" errors ")),
+        area,
+    );
+}
+
+fn thresholds_list(frame: &mut Frame, area: Rect, dash: &Dashboard) {
+    let mut lines = Vec::new();
+    for (i, target) in dash.targets.iter().enumerate() {
+        for t in &target.thresholds {
+            let mut line = threshold_line(t);
+            line.spans.insert(
+                0,
+                Span::styled(
+                    format!("{}: ", dash.info(i).name),
+                    Style::default().fg(COLORS[i % COLORS.len()]),
+                ),
+            );
+            lines.push(line);
+        }
+    }
+    if lines.is_empty() {
+        lines.push(Line::from("no thresholds"));
+    }
+    frame.render_widget(
+        Paragraph::new(lines).block(
+            Block::default()
+                .borders(Borders::ALL)
+                .title(" thresholds so far "),
+        ),
+        area,
+    );
+}

@@ -1,0 +1,177 @@
+//! The web page's events: the live feed as one JSON document, every second
+//! while the runs go and once more, marked final, when they are over. A
+//! figure not known yet (no second complete, a target still waiting) is
+//! `null`, never 0.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use crate::feed::{has_latency, Feed, Phase, TargetInfo, TargetNow};
+use crate::report::targets::Ratios;
+use crate::stats::{MethodSummary, OutcomeKind, Snapshot};
+
+/// Seconds of each target's history an event carries, for the charts.
+pub const EVENT_HISTORY: usize = 120;
+
+#[derive(Serialize)]
+pub struct Event<'a> {
+    /// `tick` while the runs go; `final` once they are over and judged.
+    pub kind: &'static str,
+    pub scenario: &'a str,
+    pub shard: Option<u32>,
+    /// The targets run all at once (else one after another).
+    pub parallel: bool,
+    pub targets: Vec<TargetEvent<'a>>,
+}
+
+#[derive(Serialize)]
+pub struct TargetEvent<'a> {
+    pub name: &'a str,
+    pub url: &'a str,
+    pub transport: &'a str,
+    /// `waiting`, `running` or `finished`.
+    pub phase: &'static str,
+    pub elapsed_s: Option<f64>,
+    pub planned_s: Option<f64>,
+    /// Open model (the target in requests/s) or closed (calls in flight).
+    pub open: Option<bool>,
+    pub target: Option<f64>,
+    pub paused: Option<bool>,
+    pub behind: Option<bool>,
+    pub in_flight: Option<u64>,
+    /// The last complete second.
+    pub last_second: Option<Second>,
+    /// The whole run so far.
+    pub whole: Option<Figures>,
+    /// The whole run's calls/s, p50 and p99 against the first target's:
+    /// `null` for the first target and where either has no such figure.
+    pub ratio: Option<Ratios>,
+    pub methods: Vec<Figures>,
+    pub thresholds: Vec<ThresholdEvent>,
+    /// `[second, calls/s, p50 ms, p99 ms, errors]`, the last
+    /// [`EVENT_HISTORY`] seconds.
+    pub history: Vec<[f64; 5]>,
+}
+
+#[derive(Serialize)]
+pub struct Second {
+    pub second: u32,
+    pub calls_per_s: f64,
+    /// `null` for a second without latencies (paused, or every call failed
+    /// to connect): no latency, not 0 ms.
+    pub p50_ms: Option<f64>,
+    pub p99_ms: Option<f64>,
+    pub errors: u64,
+    /// The second's errors by outcome (those that happened).
+    pub errors_by_outcome: BTreeMap<&'static str, u64>,
+}
+
+#[derive(Serialize)]
+pub struct Figures {
+    pub method: String,
+    pub calls: u64,
+    pub errors: u64,
+    pub error_rate: f64,
+    pub calls_per_s: f64,
+    /// `null` when no call connected: no latency, not 0 ms.
+    pub p50_ms: Option<f64>,
+    pub p99_ms: Option<f64>,
+    pub max_ms: Option<f64>,
+}
+
+impl Figures {
+    fn of(m: &MethodSummary) -> Figures {
+        let timed = m.calls > m.outcome(OutcomeKind::Connect);
+        Figures {
+            method: m.method.clone(),
+            calls: m.calls,
+            errors: m.errors,
+            error_rate: m.error_rate,
+            calls_per_s: m.rps,
+            p50_ms: timed.then_some(m.latency.p50_ms),
+            p99_ms: timed.then_some(m.latency.p99_ms),
+            max_ms: timed.then_some(m.latency.max_ms),
+        }
+    }
+}
+
+#[derive(Serialize)]
+pub struct ThresholdEvent {
+    pub expression: String,
+    /// The value so far as people read it, or why there is none.
+    pub value: String,
+    /// `pass`, `fail` or `pending`.
+    pub state: &'static str,
+}
+
+/// The feed now as one event.
+pub fn event(feed: &Feed, last: bool) -> Event<'_> {
+    let now = feed.all_now();
+    let first = now.first().and_then(|t| t.snapshot.clone());
+    let targets = (feed.infos().zip(&now).enumerate())
+        .map(|(i, (info, target))| target_event(info, target, first.as_deref().filter(|_| i > 0)))
+        .collect();
+    Event {
+        kind: if last { "final" } else { "tick" },
+        scenario: &feed.scenario,
+        shard: feed.shard,
+        parallel: feed.parallel,
+        targets,
+    }
+}
+
+/// One target's figures; `first` is the first target's snapshot, for the
+/// ratios (none for the first itself).
+fn target_event<'a>(info: &'a TargetInfo, now: &TargetNow, first: Option<&Snapshot>) -> TargetEvent<'a> {
+    let s = now.snapshot.as_deref();
+    let whole = s.filter(|s| s.total.calls > 0);
+    let ratio = match (whole, first.filter(|f| f.total.calls > 0)) {
+        (Some(s), Some(first)) => Some(Ratios::of(&s.total, &first.total)),
+        _ => None,
+    };
+    let from = now.history.len().saturating_sub(EVENT_HISTORY);
+    TargetEvent {
+        name: &info.name,
+        url: &info.url,
+        transport: &info.transport,
+        phase: now.phase().name(),
+        elapsed_s: s.map(|s| s.elapsed.as_secs_f64()),
+        planned_s: s.and_then(|s| s.planned).map(|p| p.as_secs_f64()),
+        open: s.map(|s| s.open),
+        target: s.filter(|_| now.phase() == Phase::Running).map(|s| s.target),
+        paused: s.map(|s| s.paused),
+        behind: s.map(|s| s.behind),
+        in_flight: s.map(|s| s.in_flight),
+        last_second: now.last_second.as_ref().map(|row| Second {
+            second: row.second.saturating_add(1),
+            calls_per_s: row.rps,
+            p50_ms: has_latency(row).then_some(row.p50_ms),
+            p99_ms: has_latency(row).then_some(row.p99_ms),
+            errors: row.errors,
+            errors_by_outcome: row.error_outcomes.clone(),
+        }),
+        whole: whole.map(|s| Figures::of(&s.total)),
+        ratio,
+        methods: s.map_or_else(Vec::new, |s| s.methods.iter().map(Figures::of).collect()),
+        thresholds: (now.thresholds.iter())
+            .map(|t| ThresholdEvent {
+                expression: t.expression.clone(),
+                value: t.shown.clone(),
+                state: t.standing.name(),
+            })
+            .collect(),
+        history: now.history[from..]
+            .iter()
+            .map(|p| {
+                [
+                    f64::from(p.second),
+                    p.calls_per_s,
+                    p.p50_ms,
+                    p.p99_ms,
+                    p.errors as f64,
+                ]
+            })
+            .collect(),
+    }
+}
