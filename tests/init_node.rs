@@ -10,6 +10,7 @@ mod common;
 
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
+use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Command, Stdio};
 
@@ -130,14 +131,19 @@ fn a_harvest_of_anvil_runs_clean_against_it() {
         eprintln!("anvil is not installed (npm install -g @foundry-rs/anvil): this check is skipped");
         return;
     }
-    let mut anvil = Command::new("anvil")
-        .args(["--host", "127.0.0.1", "--port", "0"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    // Its own process group: npm's `anvil` is a wrapper whose child is
+    // the node, and killing the wrapper alone left the node running.
+    let mut anvil = Group(
+        Command::new("anvil")
+            .args(["--host", "127.0.0.1", "--port", "0"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .process_group(0)
+            .spawn()
+            .unwrap(),
+    );
     let mut port = None;
-    for line in BufReader::new(anvil.stdout.take().unwrap()).lines() {
+    for line in BufReader::new(anvil.0.stdout.take().unwrap()).lines() {
         let line = line.unwrap();
         if let Some(at) = line.strip_prefix("Listening on ") {
             port = Some(at.trim().to_string());
@@ -184,8 +190,18 @@ fn a_harvest_of_anvil_runs_clean_against_it() {
         "{:?}",
         report.summary.total.outcomes
     );
-    anvil.kill().unwrap();
-    let _ = anvil.wait();
+}
+
+/// A child and the processes it started, killed together when dropped,
+/// a failed assertion included.
+struct Group(std::process::Child);
+
+impl Drop for Group {
+    fn drop(&mut self) {
+        // SAFETY: kill(2) with a negative pid signals the child's own group.
+        unsafe { libc::kill(-(self.0.id() as i32), libc::SIGKILL) };
+        let _ = self.0.wait();
+    }
 }
 
 /// Blocks without transactions give nothing to harvest: said, and no file
