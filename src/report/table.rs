@@ -208,11 +208,22 @@ fn one_line(text: &str) -> String {
 /// Requests sent, HTTP statuses, and how the schedule was kept.
 /// How the connections opened: before the schedule, then during the run.
 fn connections_line(c: &crate::stats::ConnectSummary) -> String {
-    let mut line = format!(
-        "connections: {} of {} opened before the schedule began (connect time p50 {:.3} ms, p99 {:.3} ms, max {:.3} ms)",
-        c.opened, c.planned, c.time.p50_ms, c.time.p99_ms, c.time.max_ms
+    let time = format!(
+        "(connect time p50 {:.3} ms, p99 {:.3} ms, max {:.3} ms)",
+        c.time.p50_ms, c.time.p99_ms, c.time.max_ms
     );
-    if c.reopened > 0 {
+    let mut line = match c.planned {
+        // Flows with sessions of their own: nothing opens before the run.
+        0 => format!(
+            "connections: none before the schedule began · {} opened during the run {time}",
+            c.opened_in_all
+        ),
+        planned => format!(
+            "connections: {} of {planned} opened before the schedule began {time}",
+            c.opened
+        ),
+    };
+    if c.reopened > 0 && c.planned > 0 {
         let _ = write!(
             line,
             " · {} reopened during the run, {} opened in all",
@@ -222,7 +233,7 @@ fn connections_line(c: &crate::stats::ConnectSummary) -> String {
     if c.recycled > 0 {
         let _ = write!(
             line,
-            " · {} closed on purpose (reconnect_every, per_flow)",
+            " · {} closed on purpose (reconnect_every or a flow's own session)",
             c.recycled
         );
     }
@@ -479,6 +490,44 @@ mod tests {
         );
         usage.exited = true;
         assert!(server_usage_line(&usage).ends_with("44.0 MB at the last reading: it ended during the run"));
+    }
+
+    /// Flows on sessions of their own open nothing before the run: the
+    /// line says so, not "0 of 0" and "30 reopened".
+    #[test]
+    fn a_run_of_flows_with_their_own_sessions_tells_its_connections_plainly() {
+        let mut c = crate::stats::ConnectSummary {
+            planned: 0,
+            opened: 0,
+            reopened: 30,
+            opened_in_all: 30,
+            recycled: 30,
+            failed: 0,
+            error: None,
+            time: Default::default(),
+        };
+        let line = super::connections_line(&c);
+        assert!(
+            line.starts_with(
+                "connections: none before the schedule began · 30 opened during the run (connect time"
+            ),
+            "{line}"
+        );
+        assert!(!line.contains("reopened"), "{line}");
+        assert!(
+            line.ends_with("30 closed on purpose (reconnect_every or a flow's own session)"),
+            "{line}"
+        );
+        (c.planned, c.opened, c.reopened, c.opened_in_all) = (2, 2, 18, 20);
+        let line = super::connections_line(&c);
+        assert!(
+            line.starts_with("connections: 2 of 2 opened before the schedule began"),
+            "{line}"
+        );
+        assert!(
+            line.contains(" · 18 reopened during the run, 20 opened in all · "),
+            "{line}"
+        );
     }
 
     #[test]
