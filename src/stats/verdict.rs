@@ -95,8 +95,12 @@ fn schedule_reasons(schedule: &ScheduleSummary, evidence: &Evidence, reasons: &m
             }
             _ => String::new(),
         };
+        let (requests, were) = match schedule.unsent {
+            1 => ("request", "was"),
+            _ => ("requests", "were"),
+        };
         reasons.push(format!(
-            "{} requests due were never sent{achieved}",
+            "{} {requests} due {were} never sent{achieved}",
             schedule.unsent
         ));
     }
@@ -340,6 +344,12 @@ mod tests {
         let reasons = Verdict::of(&evidence(Some(&unsent), &idle)).reasons;
         assert!(
             reasons[0].contains("50 requests due were never sent (about 5.0 requests/s short"),
+            "{reasons:?}"
+        );
+        let one = schedule(0, 1);
+        let reasons = Verdict::of(&evidence(Some(&one), &idle)).reasons;
+        assert!(
+            reasons[0].starts_with("1 request due was never sent"),
             "{reasons:?}"
         );
         let busy = ClientCpu {
