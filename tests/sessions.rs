@@ -185,10 +185,15 @@ const INITIALIZE: &str = r#"
 [[setup]]
 method = "initialize"
 params = { protocolVersion = "2025-06-18", capabilities = {}, clientInfo = { name = "volley", version = "0" } }
+
+[[setup]]
+method = "notifications/initialized"
+notification = true
 "#;
 
-/// 200 calls on one connection, a new one every 10 with its one setup
-/// call: the server sees 20 connections and 20 MCP sessions opened, over
+/// 200 calls on one connection, a new one every 10 with its setup (one
+/// call, one notification, which has no answer to time): the server sees
+/// 20 connections and 20 MCP sessions opened, over
 /// HTTP/1.1 and over HTTP/2 (4 calls at once on each connection).
 #[test]
 fn reconnect_every_opens_a_new_connection_and_session_every_n_calls() {

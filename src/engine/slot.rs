@@ -269,7 +269,10 @@ pub(super) async fn open_and_set_up(
         .await
         {
             Ok(reply) => {
-                local.recorder.borrow_mut().connects.set_up(sent.elapsed());
+                // A notification has no answer to time (over HTTP, a 202).
+                if id.is_some() {
+                    local.recorder.borrow_mut().connects.set_up(sent.elapsed());
+                }
                 match setup.subscribe {
                     true => subscribe(shared, local, &connection, &reply.body).err(),
                     false => None,
