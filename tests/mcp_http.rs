@@ -18,18 +18,7 @@ fn mcp_server() -> ServerHandle {
 }
 
 fn scenario(url: &str, extra: &str, setup: bool) -> String {
-    let setup = if setup {
-        r#"
-[[setup]]
-method = "initialize"
-params = { protocolVersion = "2025-06-18", capabilities = {}, clientInfo = { name = "volley", version = "0" } }
-[[setup]]
-method = "notifications/initialized"
-notification = true
-"#
-    } else {
-        ""
-    };
+    let setup = if setup { common::MCP_SETUP } else { "" };
     format!(
         r#"
 target = "{url}/mcp"

@@ -13,6 +13,7 @@ use std::process::Output;
 use std::sync::Arc;
 
 use common::bin::{run_guarded, summary_json, temp_dir, text, volley};
+use common::MCP_SETUP as INITIALIZE;
 use volley::jwt::{unix_now, JwtSecret};
 use volley::serve::{self, ServeConfig, ServerHandle, ServerStats};
 
@@ -180,16 +181,6 @@ fn mcp_server() -> ServerHandle {
         ..ServeConfig::default()
     })
 }
-
-const INITIALIZE: &str = r#"
-[[setup]]
-method = "initialize"
-params = { protocolVersion = "2025-06-18", capabilities = {}, clientInfo = { name = "volley", version = "0" } }
-
-[[setup]]
-method = "notifications/initialized"
-notification = true
-"#;
 
 /// 200 calls on one connection, a new one every 10 with its setup (one
 /// call, one notification, which has no answer to time): the server sees

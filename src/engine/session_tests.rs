@@ -34,51 +34,48 @@ fn by_connection(seen: &[Seen]) -> Vec<BTreeMap<String, u64>> {
 }
 
 /// 200 requests over one connection carrying 4 calls at once, a new
-/// connection every 10: 20 connections, each set up once and carrying
-/// exactly 10 of the load's calls.
+/// connection every 10, in the closed model and in the open one (where the
+/// pacer hands the requests out, at 100/s): 20 connections, each set up
+/// once and carrying exactly 10 of the load's calls.
 #[tokio::test(start_paused = true)]
 async fn a_connection_is_opened_anew_with_its_setup_after_every_n_requests() {
-    let peer = Peer::logging(Duration::from_millis(5));
-    let mut plan = plan(Pacing::Closed, 1, 4);
-    plan.requests = Some(200);
-    plan.reconnect_every = Some(10);
-    let summary = run_set_up(plan, one_method(), initialize(), &peer, no_steering)
-        .await
-        .expect("the run ended");
-    assert_eq!(summary.total.ok, 200, "{:?}", summary.total.outcomes);
-    assert_eq!(peer.counts().connections.load(Ordering::Relaxed), 20);
-    let each = by_connection(&peer.counts().seen());
-    assert_eq!(each.len(), 20);
-    for (i, calls) in each.iter().enumerate() {
-        assert_eq!(calls.get("initialize"), Some(&1), "connection {i}: {calls:?}");
-        assert_eq!(calls.get("eth_chainId"), Some(&10), "connection {i}: {calls:?}");
-    }
-    let c = &summary.connections;
-    assert_eq!(
-        (c.opened, c.reopened, c.opened_in_all, c.recycled),
-        (1, 19, 20, 20)
-    );
-    let setup = summary.setup.expect("a setup summary");
-    assert_eq!(setup.connections_ok, 20);
-    assert_eq!(setup.calls.expect("setup calls timed").answered, 20);
-}
-
-/// The same in the open model, where the pacer hands the requests out:
-/// 200 requests at 100/s, a new connection every 10.
-#[tokio::test(start_paused = true)]
-async fn the_open_model_opens_a_connection_anew_after_every_n_requests() {
-    let peer = Peer::logging(Duration::from_millis(5));
-    let mut plan = plan(Pacing::Open { rate: 100.0 }, 1, 4);
-    plan.requests = Some(200);
-    plan.reconnect_every = Some(10);
-    let summary = run_set_up(plan, one_method(), initialize(), &peer, no_steering)
-        .await
-        .expect("the run ended");
-    assert_eq!(summary.total.ok, 200, "{:?}", summary.total.outcomes);
-    assert_eq!(peer.counts().connections.load(Ordering::Relaxed), 20);
-    for (i, calls) in by_connection(&peer.counts().seen()).iter().enumerate() {
-        assert_eq!(calls.get("initialize"), Some(&1), "connection {i}: {calls:?}");
-        assert_eq!(calls.get("eth_chainId"), Some(&10), "connection {i}: {calls:?}");
+    for pacing in [Pacing::Closed, Pacing::Open { rate: 100.0 }] {
+        let peer = Peer::logging(Duration::from_millis(5));
+        let mut plan = plan(pacing, 1, 4);
+        plan.requests = Some(200);
+        plan.reconnect_every = Some(10);
+        let summary = run_set_up(plan, one_method(), initialize(), &peer, no_steering)
+            .await
+            .expect("the run ended");
+        assert_eq!(summary.total.ok, 200, "{pacing:?}: {:?}", summary.total.outcomes);
+        assert_eq!(
+            peer.counts().connections.load(Ordering::Relaxed),
+            20,
+            "{pacing:?}"
+        );
+        let each = by_connection(&peer.counts().seen());
+        assert_eq!(each.len(), 20, "{pacing:?}");
+        for (i, calls) in each.iter().enumerate() {
+            assert_eq!(
+                calls.get("initialize"),
+                Some(&1),
+                "{pacing:?} connection {i}: {calls:?}"
+            );
+            assert_eq!(
+                calls.get("eth_chainId"),
+                Some(&10),
+                "{pacing:?} connection {i}: {calls:?}"
+            );
+        }
+        let c = &summary.connections;
+        assert_eq!(
+            (c.opened, c.reopened, c.opened_in_all, c.recycled),
+            (1, 19, 20, 20),
+            "{pacing:?}"
+        );
+        let setup = summary.setup.expect("a setup summary");
+        assert_eq!(setup.connections_ok, 20, "{pacing:?}");
+        assert_eq!(setup.calls.expect("setup calls timed").answered, 20, "{pacing:?}");
     }
 }
 

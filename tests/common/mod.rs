@@ -161,3 +161,14 @@ pub fn run_steered(text: &str, steer: impl FnOnce(&Control) + Send + 'static) ->
     let snapshots = std::mem::take(&mut *snapshots.lock().unwrap());
     (report, snapshots)
 }
+
+/// MCP's handshake as a scenario's `[[setup]]`: `initialize`, then the
+/// `notifications/initialized` notification.
+pub const MCP_SETUP: &str = r#"
+[[setup]]
+method = "initialize"
+params = { protocolVersion = "2025-06-18", capabilities = {}, clientInfo = { name = "volley", version = "0" } }
+[[setup]]
+method = "notifications/initialized"
+notification = true
+"#;
