@@ -204,14 +204,16 @@ fn answer(kept: &Captured, k: usize) -> Option<Value> {
 /// the request and the URL otherwise. Header values are never shown.
 fn reproduce(request: &str, target: &TargetAnswers) -> String {
     let quoted = request.replace('\'', "'\\''");
-    if !(target.url.starts_with("http://") || target.url.starts_with("https://")) {
-        return format!("send '{quoted}' to {}", target.url);
+    // The URL as every output shows it: a key in it stays out of the report.
+    let url = crate::redact::url(target.url);
+    if !(url.starts_with("http://") || url.starts_with("https://")) {
+        return format!("send '{quoted}' to {url}");
     }
     let mut line = String::from("curl -sS -X POST -H 'Content-Type: application/json'");
     for name in target.header_names {
         line.push_str(&format!(" -H '{name}: <value not shown>'"));
     }
-    line.push_str(&format!(" --data '{quoted}' {}", target.url));
+    line.push_str(&format!(" --data '{quoted}' {url}"));
     line
 }
 

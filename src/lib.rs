@@ -18,6 +18,7 @@ pub mod metrics;
 pub mod output;
 pub mod plan;
 pub mod proxy;
+pub mod redact;
 pub mod report;
 pub mod results;
 pub mod rpc;

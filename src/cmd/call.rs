@@ -86,7 +86,7 @@ async fn call(scenario: &Scenario, args: &CallArgs, params: Option<&Value>) -> a
     let server = builtin_server(scenario)?;
     let url = match (&scenario.target, &server) {
         (TargetSpec::Builtin, Some(server)) => server.url(),
-        (target, _) => target.to_string(),
+        (target, _) => target.as_given(),
     };
     let (target, _) = prepare(scenario, &url, &[], args.timeout)
         .await

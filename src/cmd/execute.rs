@@ -82,7 +82,7 @@ pub async fn execute(
         scenario_file: scenario_file.map(|p| p.display().to_string()),
         target: match server {
             Some(_) => format!("builtin ({url})"),
-            None => url.clone(),
+            None => crate::redact::url(&url),
         },
         transport: target.transport_name().to_string(),
         tls,

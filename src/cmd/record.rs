@@ -32,7 +32,7 @@ pub fn command(args: RecordArgs) -> anyhow::Result<ExitCode> {
         proxy::record(config, cancel, |addr| {
             crate::output::print(&format!(
                 "volley record: listening on {scheme}://{addr}, passing on to {}, writing {}\n",
-                args.upstream,
+                crate::redact::url(&args.upstream),
                 args.out.display()
             ));
         })

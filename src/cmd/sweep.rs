@@ -63,7 +63,7 @@ pub fn command(mut args: SweepArgs) -> anyhow::Result<ExitCode> {
         true => step_scenario(&args, &slo, args.from, None)?.targets,
         false => crate::scenario::NamedTarget::from_urls(&args.target),
     };
-    let urls: Vec<String> = file_targets.iter().map(|t| t.spec.to_string()).collect();
+    let urls: Vec<String> = file_targets.iter().map(|t| t.spec.as_given()).collect();
     let targets: Vec<Option<&str>> = match urls.is_empty() {
         true => vec![None],
         false => urls.iter().map(|t| Some(t.as_str())).collect(),

@@ -72,6 +72,20 @@ pub fn command(args: &RunArgs, mut scenario: Scenario) -> anyhow::Result<ExitCod
         .as_ref()
         .map(|(report, sample)| (report, *sample, pinned.as_deref()));
     report::targets::write_files(&out.path, &side_by_side, args.parallel_targets, compared)?;
+    // The CI files hold every target: its Markdown summary, its JUnit suite.
+    let named: Vec<(&str, &RunReport)> = names.iter().copied().zip(&reports).collect();
+    crate::output::write_ci_files(
+        args.summary_md.as_deref(),
+        args.junit.as_deref(),
+        || {
+            named
+                .iter()
+                .map(|(_, report)| report::markdown(report))
+                .collect::<Vec<_>>()
+                .join("\n")
+        },
+        || report::junit_of(&named),
+    )?;
     crate::output::print(&report::targets::table(&side_by_side, args.parallel_targets));
     if let Some((report, sample, pinned)) = compared {
         crate::output::print(&report::targets::equality_table(report, sample, pinned));
@@ -175,7 +189,7 @@ fn all_at_once(
 fn pin_block(scenario: &mut Scenario) -> anyhow::Result<String> {
     use crate::transport::{Connection, Target};
     let first = &scenario.targets[0];
-    let url = first.spec.to_string();
+    let url = first.spec.as_given();
     let options = super::execute::transport_options(scenario);
     let timeout = scenario.timeout;
     let runtime = tokio::runtime::Builder::new_current_thread()

@@ -55,12 +55,13 @@ impl Upstream {
             (true, rest)
         } else {
             return Err(format!(
-                "'{url}': the upstream must be http://HOST:PORT[/PATH] or ws://HOST:PORT[/PATH] (TLS upstreams are not proxied yet)"
+                "'{}': the upstream must be http://HOST:PORT[/PATH] or ws://HOST:PORT[/PATH] (TLS upstreams are not proxied yet)",
+                crate::redact::url(url)
             ));
         };
         let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
         if authority.is_empty() {
-            return Err(format!("'{url}': no host"));
+            return Err(format!("'{}': no host", crate::redact::url(url)));
         }
         let (host, port) =
             crate::transport::host_and_port(url, authority, Some(80)).map_err(|e| e.to_string())?;

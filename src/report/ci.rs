@@ -75,6 +75,61 @@ pub(crate) fn cell(text: &str) -> String {
 /// JUnit XML: the verdict and each threshold a test case, so every CI shows
 /// them as tests. Suites as the common schema (Jenkins, GitLab) has them.
 pub fn junit(report: &RunReport) -> String {
+    junit_of(&[(report.meta.scenario.as_str(), report)])
+}
+
+/// JUnit XML of several runs (the targets of a comparison): a suite each,
+/// under its name.
+pub fn junit_of(runs: &[(&str, &RunReport)]) -> String {
+    let suites: Vec<(&str, &RunReport, Vec<Case>)> = (runs.iter())
+        .map(|(name, report)| (*name, *report, cases(report)))
+        .collect();
+    let count = |cases: &[Case]| (cases.len(), cases.iter().filter(|c| c.failure.is_some()).count());
+    let (tests, failures) = (suites.iter()).fold((0, 0), |(t, f), (_, _, cases)| {
+        let (tests, failures) = count(cases);
+        (t + tests, f + failures)
+    });
+    let time: f64 = runs.iter().map(|(_, r)| r.summary.measured_seconds).sum();
+    let mut out = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
+    let _ = writeln!(
+        out,
+        "<testsuites name=\"volley\" tests=\"{tests}\" failures=\"{failures}\" errors=\"0\" time=\"{time:.3}\">"
+    );
+    for (name, report, cases) in &suites {
+        let seconds = report.summary.measured_seconds;
+        let (tests, failures) = count(cases);
+        let _ = writeln!(
+            out,
+            "  <testsuite name=\"{}\" tests=\"{tests}\" failures=\"{failures}\" errors=\"0\" skipped=\"0\" time=\"{seconds:.3}\" timestamp=\"{}\">",
+            xml(name),
+            xml(&report.meta.started_at)
+        );
+        for case in cases {
+            let _ = write!(
+                out,
+                "    <testcase name=\"{}\" classname=\"{}\" time=\"{seconds:.3}\"",
+                xml(&case.name),
+                case.classname,
+            );
+            match &case.failure {
+                None => out.push_str("/>\n"),
+                Some(message) => {
+                    let _ = writeln!(
+                        out,
+                        ">\n      <failure message=\"{0}\" type=\"volley\">{0}</failure>\n    </testcase>",
+                        xml(message)
+                    );
+                }
+            }
+        }
+        out.push_str("  </testsuite>\n");
+    }
+    out.push_str("</testsuites>\n");
+    out
+}
+
+/// The verdict and each threshold, as test cases.
+fn cases(report: &RunReport) -> Vec<Case> {
     let summary = &report.summary;
     let mut cases = vec![Case {
         name: "verdict: the figures measure the server".into(),
@@ -89,43 +144,7 @@ pub fn junit(report: &RunReport) -> String {
             None => format!("measured {}", t.shown),
         }),
     }));
-    let failures = cases.iter().filter(|c| c.failure.is_some()).count();
-    let name = xml(&report.meta.scenario);
-    let mut out = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
-    let _ = writeln!(
-        out,
-        "<testsuites name=\"volley\" tests=\"{}\" failures=\"{failures}\" errors=\"0\" time=\"{:.3}\">",
-        cases.len(),
-        summary.measured_seconds
-    );
-    let _ = writeln!(
-        out,
-        "  <testsuite name=\"{name}\" tests=\"{}\" failures=\"{failures}\" errors=\"0\" skipped=\"0\" time=\"{:.3}\" timestamp=\"{}\">",
-        cases.len(),
-        summary.measured_seconds,
-        xml(&report.meta.started_at)
-    );
-    for case in &cases {
-        let _ = write!(
-            out,
-            "    <testcase name=\"{}\" classname=\"{}\" time=\"{:.3}\"",
-            xml(&case.name),
-            case.classname,
-            summary.measured_seconds
-        );
-        match &case.failure {
-            None => out.push_str("/>\n"),
-            Some(message) => {
-                let _ = writeln!(
-                    out,
-                    ">\n      <failure message=\"{0}\" type=\"volley\">{0}</failure>\n    </testcase>",
-                    xml(message)
-                );
-            }
-        }
-    }
-    out.push_str("  </testsuite>\n</testsuites>\n");
-    out
+    cases
 }
 
 struct Case {

@@ -11,7 +11,7 @@ pub mod targets;
 
 pub use crate::stats::count;
 pub(crate) use ci::{cell, xml};
-pub use ci::{junit, markdown};
+pub use ci::{junit, junit_of, markdown};
 pub use table::{progress_line, render_table};
 
 use std::path::{Path, PathBuf};

@@ -116,7 +116,7 @@ impl JwtFile {
 /// seconds' figures are few and noisy.
 pub const DEFAULT_ABORT_GRACE: Duration = Duration::from_secs(10);
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq)]
 pub enum TargetSpec {
     /// Start the built-in server in-process on a free loopback port.
     Builtin,
@@ -141,11 +141,7 @@ impl NamedTarget {
     pub fn from_urls(urls: &[String]) -> Vec<NamedTarget> {
         let mut named: Vec<NamedTarget> = Vec::new();
         for url in urls {
-            let rest = url.split_once("://").map_or(url.as_str(), |(_, rest)| rest);
-            let authority = rest.split(['/', '?', '#']).next().unwrap_or(rest);
-            // User information (a password, a token) names nothing: it stays out of names.
-            let host = authority.rsplit_once('@').map_or(authority, |(_, host)| host);
-            let short = host.replace(',', "_");
+            let short = crate::redact::host(url).replace(',', "_");
             let mut name = short.clone();
             let mut n = 1;
             while named.iter().any(|t| t.name == name) {
@@ -161,11 +157,33 @@ impl NamedTarget {
     }
 }
 
+impl TargetSpec {
+    /// The target whole, as given: where requests go, and what a flag that
+    /// takes a target (`--target`) takes back. Never for output: the
+    /// `Display` form hides a URL's keys.
+    pub fn as_given(&self) -> String {
+        match self {
+            TargetSpec::Url(url) => url.clone(),
+            _ => self.to_string(),
+        }
+    }
+}
+
+/// A URL's keys never show, even in a debug print.
+impl std::fmt::Debug for TargetSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            TargetSpec::Url(_) => write!(f, "Url({self})"),
+            _ => write!(f, "{self}"),
+        }
+    }
+}
+
 impl std::fmt::Display for TargetSpec {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             TargetSpec::Builtin => f.write_str("builtin"),
-            TargetSpec::Url(url) => f.write_str(url),
+            TargetSpec::Url(url) => f.write_str(&crate::redact::url(url)),
             TargetSpec::Command { argv, .. } => write!(f, "stdio: {}", argv.join(" ")),
         }
     }

@@ -488,7 +488,8 @@ impl TargetSpec {
                 "scheme `{scheme}` is not supported (supported: http, https, ws, wss, tcp, unix)"
             )),
             (None, None) => Err(format!(
-                "`{url}` is not a URL: expected one such as http://127.0.0.1:8545"
+                "`{}` is not a URL: expected one such as http://127.0.0.1:8545",
+                crate::redact::url(url)
             )),
         }
     }

@@ -20,6 +20,8 @@ use std::time::Duration;
 use bytes::Bytes;
 use thiserror::Error;
 
+use crate::redact;
+
 pub use h2::H2Connection;
 pub use http::{HttpConnection, HttpTarget, DEFAULT_MAX_RESPONSE_BYTES};
 pub use memory::{Peer, PeerCounts, Seen};
@@ -83,17 +85,17 @@ pub enum Target {
 
 #[derive(Debug, Error)]
 pub enum TargetError {
-    #[error("target `{url}` is not a valid URL: {reason}")]
+    #[error("target `{}` is not a valid URL: {reason}", redact::url(.url))]
     BadUrl { url: String, reason: String },
     #[error(
-        "target `{url}`: scheme `{scheme}` is not supported (supported: http, https, ws, wss, tcp, unix)"
+        "target `{}`: scheme `{scheme}` is not supported (supported: http, https, ws, wss, tcp, unix)", redact::url(.url)
     )]
     UnsupportedScheme { url: String, scheme: String },
     #[error("header `{name}` is not a valid HTTP header")]
     BadHeader { name: String },
-    #[error("TLS for {url}: {reason}")]
+    #[error("TLS for {}: {reason}", redact::url(.url))]
     Tls { url: String, reason: String },
-    #[error("cannot resolve {url}: {reason}")]
+    #[error("cannot resolve {}: {reason}", redact::url(.url))]
     Resolve { url: String, reason: io::Error },
 }
 
@@ -277,7 +279,8 @@ impl Target {
         }
     }
 
-    /// The URL as given, for reports.
+    /// The URL as given: requests go there. Outputs show it through
+    /// [`redact::url`].
     pub fn url(&self) -> &str {
         match self {
             Target::Http(t) => t.url(),
@@ -340,7 +343,7 @@ pub struct Reply {
 #[derive(Debug, Error)]
 pub enum TransportError {
     // Not a `source`: the reason is in the message, and `{:#}` would say it twice.
-    #[error("cannot connect to {url}: {reason}")]
+    #[error("cannot connect to {}: {reason}", redact::url(.url))]
     Connect { url: String, reason: io::Error },
     #[error("{0}")]
     Io(String),

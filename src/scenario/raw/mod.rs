@@ -100,7 +100,7 @@ pub(super) fn parse(
             return Err(at.error(
                 Some(framing.span()),
                 Some("framing"),
-                format!("--target {target} cannot replace this `command`: its `framing = \"content-length\"` (LSP) is spoken only over a child's stdio; run the file without --target"),
+                format!("--target {} cannot replace this `command`: its `framing = \"content-length\"` (LSP) is spoken only over a child's stdio; run the file without --target", crate::redact::url(target)),
             ));
         }
         raw.target = Some(Spanned::new(0..0, target.to_string()));

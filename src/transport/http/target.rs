@@ -30,11 +30,11 @@ pub struct HttpTarget {
     pub(in crate::transport) tls: Option<ClientTls>,
 }
 
-/// Header values may be secrets: never shown.
+/// Header values and a URL's keys may be secrets: never shown.
 impl std::fmt::Debug for HttpTarget {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("HttpTarget")
-            .field("url", &self.url)
+            .field("url", &crate::redact::url(&self.url))
             .field("addrs", &self.addrs)
             .finish_non_exhaustive()
     }
