@@ -308,3 +308,22 @@ fn errors_about_a_target_hide_its_secrets() {
         assert_eq!(secrets_in(&said), Vec::<&str>::new(), "{said}");
     }
 }
+
+#[test]
+fn a_call_by_hand_hides_the_targets_secrets() {
+    let server = server();
+    let output = volley()
+        .args(["call", &secret_url(&server), "eth_chainId"])
+        .output()
+        .unwrap();
+    let said = format!("{}{}", text(&output.stdout), text(&output.stderr));
+    assert_eq!(output.status.code(), Some(0), "{said}");
+    assert!(
+        said.contains(&format!(
+            "eth_chainId on http://…@{}/v3/…?apikey=…: ok",
+            server.addr
+        )),
+        "{said}"
+    );
+    assert_eq!(secrets_in(&said), Vec::<&str>::new(), "{said}");
+}

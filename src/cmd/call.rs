@@ -104,7 +104,7 @@ fn render(args: &CallArgs, answered: &Answered) -> String {
     let mut out = format!(
         "{} on {}: {} in {:.3} ms ({} bytes{})\n\n",
         args.method,
-        args.target,
+        crate::redact::url(&args.target),
         answered.outcome,
         answered.took.as_secs_f64() * 1e3,
         answered.body.len(),
