@@ -552,7 +552,8 @@ pub struct ServeArgs {
     /// The server certificate's private key (PEM).
     #[arg(long, value_name = "FILE", requires = "tls_cert")]
     pub tls_key: Option<PathBuf>,
-    /// Where the CA made at start is written (default: volley-serve-ca.pem in the temp dir).
+    /// Where the CA made at start is written (default: ca.pem in a new directory of its own in the
+    /// temp dir, named at start).
     #[arg(long, value_name = "FILE")]
     pub tls_ca_out: Option<PathBuf>,
     /// Require client certificates signed by this CA (mutual TLS); implies --tls.

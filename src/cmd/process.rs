@@ -61,6 +61,22 @@ pub fn ensure_descriptors(connections: usize, each: u64) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// A directory made new in the temporary directory, named `prefix` and
+/// random letters, readable by this user alone (on Unix), and kept. The
+/// temporary directory is shared: a name there that others can guess could
+/// be theirs already, a link to a file or directory of their choosing, and
+/// writing through it would write there. A directory made new is ours.
+pub fn private_temp_dir(prefix: &str) -> std::io::Result<std::path::PathBuf> {
+    let mut builder = tempfile::Builder::new();
+    builder.prefix(prefix);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        builder.permissions(std::fs::Permissions::from_mode(0o700));
+    }
+    Ok(builder.tempdir()?.keep())
+}
+
 /// A runtime for a command's main thread, and its signals already caught.
 pub fn runtime_with_signals() -> anyhow::Result<(tokio::runtime::Runtime, Signals)> {
     let runtime = tokio::runtime::Builder::new_current_thread()
