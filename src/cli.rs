@@ -474,14 +474,19 @@ pub struct RunArgs {
     #[arg(long)]
     pub no_tui: bool,
     /// Serve live metrics in the Prometheus text format at ADDR/metrics (e.g. 127.0.0.1:9464),
-    /// each series labelled with its target.
+    /// each series labelled with its target. Loopback only, unless --metrics-listen-public.
     #[arg(long, value_name = "ADDR")]
     pub metrics_listen: Option<std::net::SocketAddr>,
+    /// Let --metrics-listen take an address other than loopback, and answer any Host (the metrics
+    /// name the targets).
+    #[arg(long, requires = "metrics_listen")]
+    pub metrics_listen_public: bool,
     /// Serve a live web page at ADDR (e.g. 127.0.0.1:9465): every target's figures and
     /// thresholds, updated every second. Loopback only, unless --web-listen-public.
     #[arg(long, value_name = "ADDR")]
     pub web_listen: Option<std::net::SocketAddr>,
-    /// Let --web-listen take an address other than loopback (the page shows the targets' URLs).
+    /// Let --web-listen take an address other than loopback, and answer any Host (the page shows
+    /// the targets' URLs).
     #[arg(long, requires = "web_listen")]
     pub web_listen_public: bool,
     /// After the run, go on serving the final figures on --metrics-listen and --web-listen this
@@ -552,7 +557,8 @@ pub struct ServeArgs {
     /// The server certificate's private key (PEM).
     #[arg(long, value_name = "FILE", requires = "tls_cert")]
     pub tls_key: Option<PathBuf>,
-    /// Where the CA made at start is written (default: volley-serve-ca.pem in the temp dir).
+    /// Where the CA made at start is written (default: ca.pem in a new directory of its own in the
+    /// temp dir, named at start).
     #[arg(long, value_name = "FILE")]
     pub tls_ca_out: Option<PathBuf>,
     /// Require client certificates signed by this CA (mutual TLS); implies --tls.

@@ -13,8 +13,10 @@ use crate::endpoint;
 use crate::feed::{Feed, TargetInfo};
 use crate::stats::{BucketCounts, OutcomeKind, Snapshot, BUCKET_BOUNDS_US};
 
-/// Serves `GET /metrics` on `listener` from `feed` until `stop`.
-pub async fn serve(listener: TcpListener, feed: Arc<Feed>, stop: CancellationToken) {
+/// Serves `GET /metrics` on `listener` from `feed` until `stop`; `public`
+/// lets any `Host` in (else only loopback names and addresses: see
+/// `endpoint::Access`).
+pub async fn serve(listener: TcpListener, feed: Arc<Feed>, public: bool, stop: CancellationToken) {
     let handler = move |request: hyper::Request<hyper::body::Incoming>| {
         let feed = feed.clone();
         async move {
@@ -28,7 +30,11 @@ pub async fn serve(listener: TcpListener, feed: Arc<Feed>, stop: CancellationTok
             }
         }
     };
-    endpoint::serve(listener, handler, stop).await;
+    let access = endpoint::Access {
+        view: endpoint::View::Metrics,
+        public,
+    };
+    endpoint::serve(listener, access, handler, stop).await;
 }
 
 fn label(value: &str) -> String {

@@ -156,7 +156,7 @@ fn run_and_scrape(text: &str) -> (volley::report::RunReport, String) {
             .unwrap();
         let addr = listener.local_addr().unwrap();
         let stop = CancellationToken::new();
-        tokio::spawn(metrics::serve(listener, feed.clone(), stop.clone()));
+        tokio::spawn(metrics::serve(listener, feed.clone(), false, stop.clone()));
         let report = volley::execute(
             &scenario,
             None,
@@ -169,7 +169,7 @@ fn run_and_scrape(text: &str) -> (volley::report::RunReport, String) {
         let body = tokio::task::spawn_blocking(move || {
             let mut stream = std::net::TcpStream::connect(addr).unwrap();
             stream
-                .write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+                .write_all(b"GET /metrics HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
                 .unwrap();
             let mut response = String::new();
             stream.read_to_string(&mut response).unwrap();

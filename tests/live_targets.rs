@@ -10,15 +10,14 @@ mod common;
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
-use std::process::{Child, ChildStderr, Stdio};
+use std::process::{Child, Stdio};
 use std::sync::atomic::Ordering;
-use std::sync::mpsc;
 use std::time::Duration;
 
 use serde_json::Value;
 use volley::serve::{ServeConfig, ServerHandle};
 
-use common::bin::{summary_json, temp_dir, text, volley, wait_or_kill};
+use common::bin::{live_addresses, summary_json, temp_dir, text, volley, wait_or_kill, Guard};
 
 const REQUESTS: u64 = 3000;
 
@@ -56,47 +55,6 @@ fn start(fast: &ServerHandle, slow: &ServerHandle, out: &std::path::Path, more: 
         .stderr(Stdio::piped())
         .spawn()
         .unwrap()
-}
-
-/// Kills the run when a test fails before it ended: a run left behind
-/// would go on against servers gone with the test.
-struct Guard(Option<Child>);
-
-impl Drop for Guard {
-    fn drop(&mut self) {
-        if let Some(child) = self.0.as_mut() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-}
-
-/// The addresses the run says it serves at: (metrics, page), read from its
-/// stderr, which a thread goes on draining.
-fn addresses(stderr: ChildStderr) -> (String, String) {
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            let _ = tx.send(line);
-        }
-    });
-    let (mut metrics, mut page) = (None, None);
-    while metrics.is_none() || page.is_none() {
-        let line = rx
-            .recv_timeout(Duration::from_secs(60))
-            .expect("the addresses are said");
-        let address = |prefix: &str| {
-            let rest = line.strip_prefix(prefix)?;
-            Some(
-                rest.trim_end_matches('/')
-                    .trim_end_matches("/metrics")
-                    .to_string(),
-            )
-        };
-        metrics = metrics.or(address("volley: metrics at http://"));
-        page = page.or(address("volley: live page at http://"));
-    }
-    (metrics.unwrap(), page.unwrap())
 }
 
 /// `GET path` on `addr`, the whole response.
@@ -208,7 +166,7 @@ fn two_targets_at_once_are_watched_live_and_counted_exactly() {
     let out = temp_dir("live-targets");
     let mut run = Guard(Some(start(&fast, &slow, &out, &["--linger", "60s"])));
     let child = run.0.as_mut().unwrap();
-    let (metrics, page) = addresses(child.stderr.take().unwrap());
+    let (metrics, page) = live_addresses(child.stderr.take().unwrap());
     let names = [fast.addr.to_string(), slow.addr.to_string()];
 
     // The page and its stream, while the run goes.
@@ -262,7 +220,7 @@ fn a_page_left_open_does_not_keep_the_run_from_ending() {
     let (fast, slow) = (server("0ms"), server("4ms"));
     let out = temp_dir("live-left-open");
     let mut run = Guard(Some(start(&fast, &slow, &out, &[])));
-    let (_, page) = addresses(run.0.as_mut().unwrap().stderr.take().unwrap());
+    let (_, page) = live_addresses(run.0.as_mut().unwrap().stderr.take().unwrap());
     // One client reads nothing at all; another reads to the end.
     let idle = open_events(&page);
     let reader = {

@@ -15,8 +15,9 @@ use anyhow::Context;
 use tokio_util::sync::CancellationToken;
 
 use super::execute::{execute, is_insecure, RunError};
-use super::process::{runtime_with_signals, EXIT_SIGINT};
+use super::process::{make_room_for, runtime_with_signals, EXIT_SIGINT};
 use crate::cli::RunArgs;
+use crate::endpoint::View;
 use crate::engine::Control;
 use crate::feed::{Feed, TargetInfo};
 use crate::report::{self, RunReport};
@@ -47,8 +48,14 @@ impl Live {
     /// Refuses flags of the live views that cannot hold together, before
     /// anything is reached or sent.
     pub fn check_flags(args: &RunArgs) -> anyhow::Result<()> {
-        if let Some(addr) = args.web_listen {
-            crate::web::check_address(addr, args.web_listen_public).map_err(anyhow::Error::msg)?;
+        let views = [
+            (View::Metrics, args.metrics_listen, args.metrics_listen_public),
+            (View::Page, args.web_listen, args.web_listen_public),
+        ];
+        for (view, addr, public) in views {
+            if let Some(addr) = addr {
+                view.check_address(addr, public).map_err(anyhow::Error::msg)?;
+            }
         }
         if args.linger.is_some() && args.metrics_listen.is_none() && args.web_listen.is_none() {
             anyhow::bail!(
@@ -61,7 +68,11 @@ impl Live {
     /// Catches the signals, binds `--metrics-listen` and `--web-listen` and
     /// takes the terminal for the dashboard: all before anything is sent.
     pub fn start(args: &RunArgs, scenario: &Scenario, targets: Vec<TargetInfo>) -> anyhow::Result<Live> {
-        let serving = args.metrics_listen.is_some() || args.web_listen.is_some();
+        let endpoints = [args.metrics_listen, args.web_listen].iter().flatten().count();
+        let serving = endpoints > 0;
+        // Idle clients may fill every endpoint's slots: open files for them
+        // beside the run's own connections.
+        make_room_for((endpoints * crate::endpoint::MAX_CONNECTIONS) as u64);
         let (runtime, mut signals) = runtime_with_signals()?;
         let (cancel, signalled) = (CancellationToken::new(), CancellationToken::new());
         let stopped_by = Arc::new(AtomicU8::new(0));
@@ -213,7 +224,8 @@ async fn serve(args: &RunArgs, feed: &Arc<Feed>, stop: &CancellationToken) -> an
         if !args.quiet {
             crate::note!("volley: metrics at http://{}/metrics", listener.local_addr()?);
         }
-        tokio::spawn(crate::metrics::serve(listener, feed.clone(), stop.clone()));
+        let metrics = crate::metrics::serve(listener, feed.clone(), args.metrics_listen_public, stop.clone());
+        tokio::spawn(metrics);
     }
     let Some(addr) = args.web_listen else {
         return Ok(None);

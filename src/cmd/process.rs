@@ -61,6 +61,47 @@ pub fn ensure_descriptors(connections: usize, each: u64) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Raises the soft open-files limit by `extra` as far as the hard one
+/// allows, quietly: room for the connections the live endpoints may hold,
+/// beside the run's own that `ensure_descriptors` made room for. Short of
+/// it, an endpoint gives an idle connection's descriptor back when an
+/// accept fails.
+pub fn make_room_for(extra: u64) {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes into the struct it is given.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 {
+        return;
+    }
+    let raised = libc::rlimit {
+        rlim_cur: limit.rlim_cur.saturating_add(extra).min(limit.rlim_max),
+        rlim_max: limit.rlim_max,
+    };
+    if raised.rlim_cur > limit.rlim_cur {
+        // SAFETY: setrlimit reads the struct it is given. Refused, the
+        // limit stays as it was, which is no worse.
+        unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) };
+    }
+}
+
+/// A directory made new in the temporary directory, named `prefix` and
+/// random letters, readable by this user alone (on Unix), and kept. The
+/// temporary directory is shared: a name there that others can guess could
+/// be theirs already, a link to a file or directory of their choosing, and
+/// writing through it would write there. A directory made new is ours.
+pub fn private_temp_dir(prefix: &str) -> std::io::Result<std::path::PathBuf> {
+    let mut builder = tempfile::Builder::new();
+    builder.prefix(prefix);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        builder.permissions(std::fs::Permissions::from_mode(0o700));
+    }
+    Ok(builder.tempdir()?.keep())
+}
+
 /// A runtime for a command's main thread, and its signals already caught.
 pub fn runtime_with_signals() -> anyhow::Result<(tokio::runtime::Runtime, Signals)> {
     let runtime = tokio::runtime::Builder::new_current_thread()

@@ -7,7 +7,8 @@ use std::process::ExitCode;
 use super::execute::{is_insecure, RunError};
 use super::live::{target_info, Live};
 use super::process::{
-    descriptors_each, dir_stamp, ensure_descriptors, EXIT_BUG, EXIT_FAILED_CHECK, EXIT_RESULTS_ELSEWHERE,
+    descriptors_each, dir_stamp, ensure_descriptors, private_temp_dir, EXIT_BUG, EXIT_FAILED_CHECK,
+    EXIT_RESULTS_ELSEWHERE,
 };
 use crate::cli::RunArgs;
 use crate::output::OutputDir;
@@ -101,13 +102,27 @@ fn conclude(args: &RunArgs, scenario: &Scenario, out: OutputDir, report: &RunRep
     ExitCode::from(signal)
 }
 
-/// The results could not be written where asked: they go to the temporary
-/// directory instead, or as JSON on stdout (and nothing else there, so a
-/// reader gets one JSON document), and the error says which.
+/// The results could not be written where asked: they go to a directory
+/// made for them in the temporary directory instead, or as JSON on stdout
+/// (and nothing else there, so a reader gets one JSON document), and the
+/// error says which.
 fn write_elsewhere(report: &RunReport, error: &report::ReportError) -> ExitCode {
-    let fallback = std::env::temp_dir().join(format!("volley-{}-{}", dir_stamp(), std::process::id()));
-    match report::write_files(&fallback, report) {
-        Ok(_) => {
+    // Never a name others can guess: see `private_temp_dir`.
+    let fallback = private_temp_dir(&format!("volley-{}-", dir_stamp())).map_err(|source| {
+        report::ReportError::CreateDir {
+            path: std::env::temp_dir(),
+            source,
+        }
+    });
+    let written = fallback.and_then(|dir| match report::write_files(&dir, report) {
+        Ok(_) => Ok(dir),
+        Err(second) => {
+            let _ = std::fs::remove_dir_all(&dir);
+            Err(second)
+        }
+    });
+    match written {
+        Ok(fallback) => {
             crate::output::print(&report::render_table(report));
             crate::note!(
                 "error: {error}\nthe results were written to {} instead",

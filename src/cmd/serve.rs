@@ -31,16 +31,37 @@ fn serve_tls(
         (Some(cert), Some(key)) => (Identity::from_files(cert, key).map_err(anyhow::Error::msg)?, None),
         _ => {
             let ca = LocalCa::new().map_err(anyhow::Error::msg)?;
-            let path = args
-                .tls_ca_out
-                .clone()
-                .unwrap_or_else(|| std::env::temp_dir().join("volley-serve-ca.pem"));
-            std::fs::write(&path, ca.pem()).with_context(|| format!("cannot write {}", path.display()))?;
+            let path = match &args.tls_ca_out {
+                Some(path) => {
+                    std::fs::write(path, ca.pem())
+                        .with_context(|| format!("--tls-ca-out: cannot write {}", path.display()))?;
+                    path.clone()
+                }
+                None => write_private_ca(ca.pem().as_bytes())?,
+            };
             (ca.issue(LOOPBACK_NAMES).map_err(anyhow::Error::msg)?, Some(path))
         }
     };
     let config = server_config(identity, client_ca.as_deref()).map_err(anyhow::Error::msg)?;
     Ok(Some((config, written)))
+}
+
+/// Writes the CA made at start as `ca.pem` in a directory made for it in
+/// the temporary directory (see `private_temp_dir`: never through a name
+/// planted there), created new; the directory is kept, for clients'
+/// `--cacert`.
+fn write_private_ca(pem: &[u8]) -> anyhow::Result<std::path::PathBuf> {
+    use std::io::Write;
+    let dir = super::process::private_temp_dir("volley-serve-")
+        .context("cannot make a directory for the CA in the temporary directory")?;
+    let path = dir.join("ca.pem");
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&path)
+        .and_then(|mut file| file.write_all(pem))
+        .with_context(|| format!("cannot write {}", path.display()))?;
+    Ok(path)
 }
 
 pub fn command(args: ServeArgs) -> anyhow::Result<ExitCode> {

@@ -8,7 +8,6 @@ pub mod events;
 mod page;
 
 use std::convert::Infallible;
-use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -16,7 +15,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use http_body_util::{BodyExt, StreamBody};
 use hyper::body::{Frame, Incoming};
-use hyper::header::{HeaderValue, CACHE_CONTROL, HOST};
+use hyper::header::{HeaderValue, CACHE_CONTROL};
 use hyper::{Method, Request, Response, StatusCode};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
@@ -27,21 +26,6 @@ use crate::feed::Feed;
 
 /// How often the page's figures are sent.
 const EVERY: Duration = Duration::from_secs(1);
-
-/// The flag that serves the page on an address other than loopback.
-pub const PUBLIC_FLAG: &str = "--web-listen-public";
-
-/// Refuses an address other than loopback unless `public` says so: the
-/// page shows the targets' URLs to whoever reaches it.
-pub fn check_address(addr: SocketAddr, public: bool) -> Result<(), String> {
-    if addr.ip().is_loopback() || public {
-        return Ok(());
-    }
-    Err(format!(
-        "--web-listen {addr}: not a loopback address, and the page shows the targets' URLs to whoever reaches it; \
-         give {PUBLIC_FLAG} to serve it there anyway, or listen on 127.0.0.1"
-    ))
-}
 
 /// The latest event: its JSON, as sent (`data: JSON`), and whether it is
 /// the last.
@@ -71,9 +55,8 @@ pub struct Web {
 
 impl Web {
     /// Serves the page on `listener` from `feed` until `stop`, sending an
-    /// event a second; `public` lets any `Host` in (else only `localhost`
-    /// and addresses: a page elsewhere that renames itself to this address
-    /// cannot read it).
+    /// event a second; `public` lets any `Host` in (else only loopback
+    /// names and addresses: see `endpoint::Access`).
     pub fn start(listener: TcpListener, feed: Arc<Feed>, public: bool, stop: CancellationToken) -> Web {
         let latest = Arc::new(watch::Sender::new(Sent::default()));
         let web = Web {
@@ -85,10 +68,14 @@ impl Web {
         tokio::spawn(tick(web.feed.clone(), web.latest.clone(), stop.clone()));
         let (latest, open) = (web.latest.clone(), web.open.clone());
         let handler = move |request: Request<Incoming>| {
-            let answer = answer(&request, public, &latest, &open);
+            let answer = answer(&request, &latest, &open);
             async move { answer }
         };
-        tokio::spawn(endpoint::serve(listener, handler, stop));
+        let access = endpoint::Access {
+            view: endpoint::View::Page,
+            public,
+        };
+        tokio::spawn(endpoint::serve(listener, access, handler, stop));
         web
     }
 
@@ -144,17 +131,9 @@ async fn tick(feed: Arc<Feed>, latest: Arc<watch::Sender<Sent>>, stop: Cancellat
 
 fn answer(
     request: &Request<Incoming>,
-    public: bool,
     latest: &watch::Sender<Sent>,
     open: &Arc<AtomicUsize>,
 ) -> Response<Body> {
-    if !public && !host_allowed(request) {
-        return endpoint::respond(
-            StatusCode::FORBIDDEN,
-            "text/plain; charset=utf-8",
-            "volley's page answers to localhost and IP addresses only\n",
-        );
-    }
     if request.method() != Method::GET && request.method() != Method::HEAD {
         return endpoint::respond(StatusCode::METHOD_NOT_ALLOWED, "text/plain", "GET only\n");
     }
@@ -181,21 +160,6 @@ fn answer(
         .headers_mut()
         .insert("x-content-type-options", HeaderValue::from_static("nosniff"));
     response
-}
-
-/// `localhost` or an IP address in the `Host` header (or none at all).
-fn host_allowed(request: &Request<Incoming>) -> bool {
-    let Some(host) = request.headers().get(HOST) else {
-        return true;
-    };
-    let Ok(host) = host.to_str() else {
-        return false;
-    };
-    let name = match host.strip_prefix('[') {
-        Some(v6) => v6.split(']').next().unwrap_or(""),
-        None => host.rsplit_once(':').map_or(host, |(name, _)| name),
-    };
-    name.eq_ignore_ascii_case("localhost") || name.parse::<IpAddr>().is_ok()
 }
 
 /// Counts a stream open while it lives.
@@ -255,19 +219,4 @@ fn event_stream(latest: watch::Receiver<Sent>, open: Arc<AtomicUsize>) -> Respon
     // new one to reconnect, and no idle connection outlives the events.
     headers.insert(hyper::header::CONNECTION, HeaderValue::from_static("close"));
     response
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn only_loopback_is_served_unless_the_flag_says_so() {
-        assert_eq!(check_address("127.0.0.1:0".parse().unwrap(), false), Ok(()));
-        assert_eq!(check_address("[::1]:9000".parse().unwrap(), false), Ok(()));
-        let error = check_address("0.0.0.0:9000".parse().unwrap(), false).unwrap_err();
-        assert!(error.contains("--web-listen 0.0.0.0:9000"), "{error}");
-        assert!(error.contains(PUBLIC_FLAG), "{error}");
-        assert_eq!(check_address("0.0.0.0:9000".parse().unwrap(), true), Ok(()));
-    }
 }

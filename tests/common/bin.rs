@@ -3,7 +3,8 @@
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, ChildStderr, Command, Output, Stdio};
+use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -83,4 +84,46 @@ pub fn serve_saying(args: &[&str]) -> (Child, String) {
         .read_line(&mut first)
         .unwrap();
     (child, first)
+}
+
+/// Kills the run when a test fails before it ended: a run left behind
+/// would go on against servers gone with the test.
+pub struct Guard(pub Option<Child>);
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        if let Some(child) = self.0.as_mut() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// The addresses a run with `--metrics-listen` and `--web-listen` says it
+/// serves at: (metrics, page), read from its stderr, which a thread goes on
+/// draining.
+pub fn live_addresses(stderr: ChildStderr) -> (String, String) {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let (mut metrics, mut page) = (None, None);
+    while metrics.is_none() || page.is_none() {
+        let line = rx
+            .recv_timeout(Duration::from_secs(60))
+            .expect("the addresses are said");
+        let address = |prefix: &str| {
+            let rest = line.strip_prefix(prefix)?;
+            Some(
+                rest.trim_end_matches('/')
+                    .trim_end_matches("/metrics")
+                    .to_string(),
+            )
+        };
+        metrics = metrics.or(address("volley: metrics at http://"));
+        page = page.or(address("volley: live page at http://"));
+    }
+    (metrics.unwrap(), page.unwrap())
 }
