@@ -310,20 +310,19 @@ fn errors_about_a_target_hide_its_secrets() {
 }
 
 #[test]
-fn a_call_by_hand_hides_the_targets_secrets() {
+fn a_call_by_hand_and_a_conformance_check_hide_the_targets_secrets() {
     let server = server();
-    let output = volley()
-        .args(["call", &secret_url(&server), "eth_chainId"])
-        .output()
-        .unwrap();
-    let said = format!("{}{}", text(&output.stdout), text(&output.stderr));
-    assert_eq!(output.status.code(), Some(0), "{said}");
-    assert!(
-        said.contains(&format!(
-            "eth_chainId on http://…@{}/v3/…?apikey=…: ok",
-            server.addr
-        )),
-        "{said}"
-    );
-    assert_eq!(secrets_in(&said), Vec::<&str>::new(), "{said}");
+    let url = secret_url(&server);
+    let shown = format!("http://…@{}/v3/…?apikey=…", server.addr);
+    let commands: [&[&str]; 3] = [
+        &["call", &url, "eth_chainId"],
+        &["check", &url],
+        &["check", &url, "--json"],
+    ];
+    for args in commands {
+        let output = volley().args(args).output().unwrap();
+        let said = format!("{}{}", text(&output.stdout), text(&output.stderr));
+        assert!(said.contains(&shown), "{args:?}: {said}");
+        assert_eq!(secrets_in(&said), Vec::<&str>::new(), "{args:?}: {said}");
+    }
 }

@@ -68,7 +68,9 @@ pub fn command(args: CheckArgs) -> anyhow::Result<ExitCode> {
     let local = tokio::task::LocalSet::new();
     let mut reports = Vec::new();
     let mut support = Vec::new();
-    for url in &args.target {
+    // Each target as every output shows it: its keys hidden.
+    let shown: Vec<String> = args.target.iter().map(|url| crate::redact::url(url)).collect();
+    for (url, shown) in args.target.iter().zip(&shown) {
         let (target, answers, methods) = local.block_on(&runtime, async {
             let target = Target::resolve(url, &options).await?;
             target.check_reachable(args.timeout).await?;
@@ -85,14 +87,14 @@ pub fn command(args: CheckArgs) -> anyhow::Result<ExitCode> {
             .map(|(case, answer)| check::judge(case, &args.method, answer, &expected))
             .collect();
         reports.push(Report {
-            target: url,
+            target: shown,
             transport: target.transport_name(),
             method: &args.method,
             jsonrpc_1_0: answers[0].as_ref().is_ok_and(check::speaks_version_1),
             passed: !cases.iter().any(|f| f.verdict.fails()),
             cases,
         });
-        support.push((url.as_str(), methods));
+        support.push((shown.as_str(), methods));
     }
     let document = Document {
         passed: reports.iter().all(|r| r.passed),

@@ -306,12 +306,13 @@ pub async fn scenario(
 
 fn head(harvest: &Harvest, target: &str, stem: &str, left_out: &[String]) -> String {
     let mut text = format!(
-        "# Made by `volley init --from-node` from {target}: blocks 0x{:x} to 0x{:x} ({} transactions).\n\
+        "# Made by `volley init --from-node` from {}: blocks 0x{:x} to 0x{:x} ({} transactions).\n\
          # The values are the chain's own, in {stem}-data/; harvest again when the node prunes them.\n\
          # The weights are ethspam's defaults (github.com/shazow/ethspam), from a sample of\n\
          # Infura's traffic: eth_call 2000, eth_getTransactionReceipt 600, eth_getBalance 550,\n\
          # eth_getBlockByNumber 400, eth_getTransactionCount 400, eth_blockNumber 350,\n\
          # eth_getTransactionByHash 250, eth_getLogs 250, eth_getCode 100.\n",
+        crate::redact::url(target),
         harvest.first,
         harvest.last,
         harvest.transactions.len()
