@@ -51,10 +51,12 @@ fn raising_the_rate_takes_effect_without_a_burst() {
     // The end figures name the target in force at the end.
     assert_eq!(report.summary.steered_to, Some(322.0));
     let table = volley::report::render_table(&report);
-    assert!(
-        table.contains("open model, 322 requests/s (steered from 200)"),
-        "{table}"
-    );
+    // The whole run's rate beside it: the end's target overstates it.
+    let measured = report.summary.requests as f64 / report.summary.measured_seconds;
+    assert!(measured < 322.0, "{measured}");
+    let headline =
+        format!("open model, 322 requests/s at the end (steered from 200; {measured:.1}/s over the run)");
+    assert!(table.contains(&headline), "{table}");
     assert!(
         snapshots.len() >= 10,
         "about four snapshots a second, got {}",

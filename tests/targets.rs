@@ -533,3 +533,44 @@ fn a_directory_of_several_runs_is_not_read_as_one() {
         "left as it was"
     );
 }
+
+#[test]
+fn targets_in_turn_under_quiet_print_the_summary_alone_with_each_targets_verdict_and_warnings() {
+    let (a, b) = (server("0ms"), server("0ms"));
+    let (url_a, url_b) = (format!("http://{}", a.addr), format!("http://{}", b.addr));
+    let out = temp_dir("targets-quiet");
+    let args = [
+        "run",
+        "--target",
+        &url_a,
+        "--target",
+        &url_b,
+        "--method",
+        "eth_chainId",
+        "-n",
+        "100",
+        "-c",
+        "2",
+    ];
+    let child = volley()
+        .args(args)
+        .args(["--no-tui", "-q", "--out"])
+        .arg(&out)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let output = wait_or_kill(child, Duration::from_secs(120));
+    let (stdout, stderr) = (text(&output.stdout), text(&output.stderr));
+    assert_eq!(output.status.code(), Some(0), "{stdout}{stderr}");
+    assert!(!stderr.contains("target 1/2"), "--quiet: {stderr}");
+    for server in [&a, &b] {
+        let name = server.addr.to_string();
+        assert!(stdout.contains(&format!("{name}: verdict: valid")), "{stdout}");
+        // 100 calls take well under the 2 s compare needs: each says so.
+        assert!(
+            stdout.contains(&format!("{name}: warning: a measured run of")),
+            "{stdout}"
+        );
+    }
+}

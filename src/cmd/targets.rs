@@ -154,8 +154,9 @@ fn in_turn(live: &Live, args: &RunArgs, runs: &[Scenario], names: &[&str]) -> an
         if live.cancel.is_cancelled() {
             break;
         }
-        // The dashboard's header names the target; a line would only scribble over it.
-        if !live.has_dashboard() {
+        // The dashboard's header names the target; a line would only scribble
+        // over it. --quiet prints nothing but the final summary.
+        if !live.has_dashboard() && !args.quiet {
             crate::note!("target {}/{}: {name} ({})", i + 1, runs.len(), run.target);
         }
         match live.block_on(live.run(i, args, run)) {

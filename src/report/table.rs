@@ -64,6 +64,14 @@ pub fn render_table(report: &RunReport) -> String {
     out
 }
 
+/// Requests completed a second, or `-` where no time was measured.
+fn measured_rate(requests: u64, seconds: f64) -> String {
+    match seconds > 0.0 {
+        true => format!("{:.1}", requests as f64 / seconds),
+        false => "-".to_string(),
+    }
+}
+
 /// What was run against what, and whether it ran to its end.
 fn headline(out: &mut String, report: &RunReport) {
     let (meta, summary) = (&report.meta, &report.summary);
@@ -75,12 +83,14 @@ fn headline(out: &mut String, report: &RunReport) {
     };
     // A staged load has no one rate: its stages say what ran.
     let rate = match (load.rate.filter(|_| load.stages == 0), summary.steered_to) {
-        // The target in force at the end names the run; where it began, beside.
+        // The target in force at the end, where it began, and what the
+        // whole run measured: the end's target alone overstates it.
         (Some(rate), Some(to)) if load.model == "open" => format!(
-            ", {} {}/s (steered from {})",
+            ", {} {}/s at the end (steered from {}; {}/s over the run)",
             short_number(to),
             noun_for(to == 1.0, "request"),
-            short_number(rate)
+            short_number(rate),
+            measured_rate(summary.requests, summary.measured_seconds)
         ),
         (Some(rate), _) => format!(", {} {}/s", short_number(rate), noun_for(rate == 1.0, "request")),
         (None, Some(to)) if load.model == "closed" => {
@@ -331,14 +341,14 @@ fn stages(out: &mut String, summary: &RunSummary) {
         let t = &stage.total;
         let _ = writeln!(
             out,
-            "{:>5} {:>7.1}s {:>6.1}s {:>10} {:>10.1} {:>9.3} {:>9.3} {:>7}",
+            "{:>5} {:>7.1}s {:>6.1}s {:>10} {:>10.1} {:>9} {:>9} {:>7}",
             stage.number(),
             stage.start_s,
             stage.end_s,
             t.calls,
             t.rps,
-            t.latency.p50_ms,
-            t.latency.p99_ms,
+            latency_cell(t.calls, t.latency.p50_ms),
+            latency_cell(t.calls, t.latency.p99_ms),
             t.errors
         );
     }
@@ -435,42 +445,67 @@ fn extras(out: &mut String, summary: &RunSummary) {
 }
 
 fn method_line(m: &MethodSummary, width: usize) -> String {
+    let ms = |value: f64| latency_cell(m.calls, value);
     format!(
-        "{:<width$} {:>10} {:>10} {:>8} {:>10.1} {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>9.3}",
+        "{:<width$} {:>10} {:>10} {:>8} {:>10.1} {:>9} {:>9} {:>9} {:>9} {:>9}",
         m.method,
         m.calls,
         m.ok,
         m.errors,
         m.rps,
-        m.latency.p50_ms,
-        m.latency.p90_ms,
-        m.latency.p99_ms,
-        m.latency.p999_ms,
-        m.latency.max_ms
+        ms(m.latency.p50_ms),
+        ms(m.latency.p90_ms),
+        ms(m.latency.p99_ms),
+        ms(m.latency.p999_ms),
+        ms(m.latency.max_ms)
     )
+}
+
+/// A latency in ms, or `-` for a row without calls: it has no latency,
+/// and `0.000` would read as an instant answer.
+pub(crate) fn latency_cell(calls: u64, ms: f64) -> String {
+    match calls {
+        0 => "-".to_string(),
+        _ => format!("{ms:.3}"),
+    }
 }
 
 /// One line per second while the run goes.
 pub fn progress_line(row: &SecondRow) -> String {
     format!(
         // The noun padded to its plural's width keeps the columns in line.
-        "[{:>4}s] {:>8} {:<5} {:>10.1}/s  ok {:>8}  errors {:>6}  p50 {:>8.3} ms  p99 {:>8.3} ms  max {:>8.3} ms",
+        "[{:>4}s] {:>8} {:<5} {:>10.1}/s  ok {:>8}  errors {:>6}  p50 {:>8} ms  p99 {:>8} ms  max {:>8} ms",
         row.second + 1,
         row.calls,
         noun_for(row.calls == 1, "call"),
         row.rps,
         row.ok,
         row.errors,
-        row.p50_ms,
-        row.p99_ms,
-        row.max_ms
+        latency_cell(row.calls, row.p50_ms),
+        latency_cell(row.calls, row.p99_ms),
+        latency_cell(row.calls, row.max_ms)
     )
 }
 
 #[cfg(test)]
 mod tests {
-    use super::{count, server_usage_line};
-    use crate::stats::ServerUsage;
+    use super::{count, method_line, server_usage_line};
+    use crate::stats::{MethodSummary, ServerUsage};
+
+    #[test]
+    fn a_row_without_calls_shows_no_latency() {
+        let empty = MethodSummary {
+            method: "eth_call".into(),
+            ..Default::default()
+        };
+        let line = method_line(&empty, 8);
+        assert!(!line.contains("0.000"), "{line}");
+        assert_eq!(line.matches(" -").count(), 5, "{line}");
+        let mut one = empty;
+        one.calls = 1;
+        one.latency.p50_ms = 1.5;
+        assert!(method_line(&one, 8).contains("1.500"));
+    }
 
     #[test]
     fn a_server_process_line_gives_its_cpu_per_thousand_calls_and_memory() {

@@ -140,13 +140,13 @@ pub fn table(runs: &[TargetRun], parallel: bool) -> String {
             let ratios = ratios_in(&cells, name, first.name);
             let _ = writeln!(
                 out,
-                "{:<method_width$} {:<width$} {:>9} {:>10.1} {:>9.3} {:>9.3} {:>7.2}% {:>9} {:>8}",
+                "{:<method_width$} {:<width$} {:>9} {:>10.1} {:>9} {:>9} {:>7.2}% {:>9} {:>8}",
                 method,
                 name,
                 m.calls,
                 m.rps,
-                m.latency.p50_ms,
-                m.latency.p99_ms,
+                super::table::latency_cell(m.calls, m.latency.p50_ms),
+                super::table::latency_cell(m.calls, m.latency.p99_ms),
                 m.error_rate * 100.0,
                 ratios.map_or(String::new(), |r| times(r.calls_per_s)),
                 ratios.map_or(String::new(), |r| times(r.p99)),
@@ -158,15 +158,17 @@ pub fn table(runs: &[TargetRun], parallel: bool) -> String {
             let _ = writeln!(out, "{}: {}", run.name, super::table::server_usage_line(usage));
         }
     }
+    // Each target's verdict and warnings beside its figures: a reader
+    // should not have to open each summary.json to learn them.
+    out.push('\n');
     for run in runs {
         let v = &run.report.summary.verdict;
-        if !v.valid {
-            let _ = writeln!(
-                out,
-                "\n{}: the run is not valid: {}",
-                run.name,
-                v.reasons.join("; ")
-            );
+        let _ = match v.valid {
+            true => writeln!(out, "{}: verdict: valid", run.name),
+            false => writeln!(out, "{}: verdict: invalid: {}", run.name, v.reasons.join("; ")),
+        };
+        for warning in &run.report.summary.warnings {
+            let _ = writeln!(out, "{}: warning: {}", run.name, warning.message);
         }
         for t in run.report.thresholds.iter().filter(|t| !t.passed) {
             let _ = writeln!(out, "{}: threshold failed: {t}", run.name);
