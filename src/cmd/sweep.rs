@@ -139,6 +139,7 @@ impl Sweeper<'_> {
         let mut steps: Vec<Step> = Vec::new();
         let mut methods = Vec::new();
         let mut stopped = None;
+        let mut undriven = None;
         while let Some(next) = search.next() {
             let rate = next.rate;
             let (step, names) = self.step(target, next, dir, steps.len() + 1)?;
@@ -146,11 +147,16 @@ impl Sweeper<'_> {
             stopped = match (self.cancel.is_cancelled(), step.verdict) {
                 (true, _) => Some("stopped by a signal: the search is unfinished".to_string()),
                 (_, "invalid") => Some(format!(
-                    "volley itself was the limit at {rate:.0}/s (its engine threads saturated): what it found is a floor; add --threads or machines"
+                    "volley could not drive {rate:.0}/s on this machine (the step's reason says why): what it found is a floor; add --threads or machines"
                 )),
                 _ => None,
             };
-            search.record(rate, step.verdict == "pass");
+            // A step volley could not drive says nothing of the server:
+            // the search ends on a floor, never on a failure there.
+            match step.verdict {
+                "invalid" => undriven = Some(rate),
+                verdict => search.record(rate, verdict == "pass"),
+            }
             if step.clearly_broke() {
                 crate::note!("  the server clearly broke at {rate:.0}/s");
             }
@@ -161,7 +167,13 @@ impl Sweeper<'_> {
         }
         Ok(TargetSweep {
             target: steps.first().map_or(String::new(), |s| s.target.clone()),
-            result: search.found(),
+            result: match undriven {
+                Some(undriven_at) => Found::Floor {
+                    held: search.held(),
+                    undriven_at,
+                },
+                None => search.found(),
+            },
             knees: sweep::knees(&steps, &methods),
             steps,
             stopped,
@@ -317,13 +329,7 @@ fn write_results(out: &OutputDir, summary: &Summary) -> anyhow::Result<()> {
         .targets
         .iter()
         .zip(&names)
-        .map(|(t, named)| {
-            let valid = t.steps.iter().filter(|s| s.verdict != "invalid");
-            (
-                named.name.as_str(),
-                valid.map(|s| (s.achieved, s.p50_ms, s.p99_ms)).collect(),
-            )
-        })
+        .map(|(t, named)| (named.name.as_str(), sweep::curve(&t.steps)))
         .collect();
     write("sweep.svg", report::html::sweep_chart(&points).as_bytes())?;
     let mut json = serde_json::to_vec_pretty(summary).expect("the sweep is plain data");

@@ -66,6 +66,9 @@ pub enum Found {
     BelowStart { start: f64 },
     /// Every rate up to the ceiling held.
     AtCeiling { rate: f64 },
+    /// volley could not drive `undriven_at` on this machine: the rate that
+    /// held below it, if any, is a floor, not the server's limit.
+    Floor { held: Option<f64>, undriven_at: f64 },
 }
 
 impl Search {
@@ -122,6 +125,11 @@ impl Search {
             passed,
             purpose,
         });
+    }
+
+    /// The highest rate that held so far, below any that failed.
+    pub fn held(&self) -> Option<f64> {
+        self.bounds().0
     }
 
     pub fn found(&self) -> Found {
@@ -189,7 +197,31 @@ pub fn said(found: Found) -> String {
         Found::AtCeiling { rate } => {
             format!("the SLO held at every rate tried, up to the ceiling of {rate:.0}/s (raise --max-rate)")
         }
+        Found::Floor {
+            held: Some(held),
+            undriven_at,
+        } => format!(
+            "at least {held:.0} requests/s: the SLO held at {held:.0}/s, and volley could not drive {undriven_at:.0}/s on this machine (add --threads or machines)"
+        ),
+        Found::Floor { held: None, undriven_at } => format!(
+            "no rate found: volley could not drive {undriven_at:.0}/s, the first rate tried, on this machine (start lower with --from, add --threads or machines)"
+        ),
     }
+}
+
+/// The latency-versus-throughput curve of one target's steps: each rate by
+/// its latest valid step (as the search counts it), in the order of the
+/// rates, so the line never doubles back on the retries and repeats.
+pub fn curve(steps: &[Step]) -> Vec<(f64, f64, f64)> {
+    let mut latest: Vec<&Step> = Vec::new();
+    for step in steps.iter().filter(|s| s.verdict != "invalid") {
+        match latest.iter_mut().find(|s| s.rate == step.rate) {
+            Some(kept) => *kept = step,
+            None => latest.push(step),
+        }
+    }
+    latest.sort_by(|a, b| a.rate.total_cmp(&b.rate));
+    latest.iter().map(|s| (s.achieved, s.p50_ms, s.p99_ms)).collect()
 }
 
 /// A CSV row per step, in the order run; steps are numbered per target,
@@ -306,6 +338,41 @@ mod tests {
     }
 
     const FROM_100: (f64, f64, f64) = (100.0, 0.05, 1e9);
+
+    #[test]
+    fn the_curve_takes_each_rate_once_by_its_latest_step_in_the_order_of_the_rates() {
+        let at = |rate: f64, verdict: &'static str, p99_ms: f64| {
+            let mut s = step(rate, verdict, &[]);
+            s.achieved = rate;
+            s.p99_ms = p99_ms;
+            s
+        };
+        let steps = [
+            at(100.0, "pass", 1.0),
+            at(400.0, "fail", 9.0),
+            at(200.0, "pass", 2.0),
+            at(300.0, "invalid", 50.0),
+            at(200.0, "pass", 3.0),
+        ];
+        let rates: Vec<(f64, f64)> = curve(&steps).iter().map(|(r, _, p99)| (*r, *p99)).collect();
+        assert_eq!(rates, [(100.0, 1.0), (200.0, 3.0), (400.0, 9.0)]);
+    }
+
+    #[test]
+    fn a_floor_says_volley_was_the_limit_not_the_server() {
+        let said = said(Found::Floor {
+            held: Some(3100.0),
+            undriven_at: 3200.0,
+        });
+        assert!(said.starts_with("at least 3100 requests/s"), "{said}");
+        assert!(said.contains("volley could not drive 3200/s"), "{said}");
+        assert!(!said.contains("maximum sustainable"), "{said}");
+        let none = super::said(Found::Floor {
+            held: None,
+            undriven_at: 100.0,
+        });
+        assert!(none.starts_with("no rate found"), "{none}");
+    }
 
     #[test]
     fn the_search_doubles_then_bisects_to_the_precision_then_repeats_the_rate_found() {
@@ -478,7 +545,9 @@ mod tests {
                         assert!(rate < failed_at);
                     }
                     Found::BelowStart { .. } => assert!(!last.2),
-                    Found::AtCeiling { .. } => panic!("{first} {second}: no ceiling here"),
+                    Found::AtCeiling { .. } | Found::Floor { .. } => {
+                        panic!("{first} {second}: no ceiling or floor here")
+                    }
                 }
             }
         }

@@ -51,6 +51,11 @@ impl Lateness {
         })
     }
 
+    /// Whether volley itself sent late, with connections to spare.
+    pub fn volley_sent_late(&self, capacity: Capacity) -> bool {
+        BehindCause::of(self.unreachable, self.in_flight, capacity) == BehindCause::Generator
+    }
+
     /// The rate not kept, in words: the late and the unsent requests with
     /// their shares, then the cause with its remedy.
     pub fn said(&self, capacity: Capacity) -> String {
@@ -142,7 +147,10 @@ impl Step {
             broken.push("rate not kept".into());
         }
         let limit = client_limit(&summary.client_cpu, summary.panicked_connections);
-        let verdict = match (limit.is_some(), broken.is_empty()) {
+        // Sent late with connections to spare: volley did not drive the
+        // rate, so the step says nothing of the server.
+        let undriven = rate_fails && late.is_some_and(|l| l.volley_sent_late(judging.capacity));
+        let verdict = match (limit.is_some() || undriven, broken.is_empty()) {
             (true, _) => "invalid",
             (false, true) => "pass",
             (false, false) => "fail",
@@ -335,6 +343,17 @@ pub(super) mod tests {
             (kept.verdict, kept.rate_kept, kept.reason.as_str()),
             ("pass", true, "")
         );
+    }
+
+    #[test]
+    fn a_step_volley_sent_late_with_connections_to_spare_is_invalid_not_a_failure() {
+        let mut summary = run(1000, 26);
+        summary.in_flight_at_end = 1;
+        let step = judged(&summary, &["p99 < 50ms"], false);
+        assert_eq!(step.verdict, "invalid", "{}", step.reason);
+        assert!(step.reason.contains("volley itself sent late"), "{}", step.reason);
+        // The server holding every connection is still the server's failure.
+        assert_eq!(judged(&run(1000, 26), &["p99 < 50ms"], false).verdict, "fail");
     }
 
     #[test]
