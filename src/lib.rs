@@ -33,4 +33,4 @@ pub mod tui;
 pub mod validate;
 pub mod web;
 
-pub use cmd::{execute, RunError};
+pub use cmd::{execute, execute_into, RunError};

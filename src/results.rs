@@ -6,8 +6,6 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use anyhow::Context;
-use hdrhistogram::serialization::interval_log::{IntervalLogIterator, LogEntry};
-use hdrhistogram::serialization::Deserializer;
 use hdrhistogram::Histogram;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -37,27 +35,12 @@ impl SavedRun {
             )
         })?;
         let mut seconds: BTreeMap<String, Vec<(Histogram<u64>, f64, f64)>> = BTreeMap::new();
-        let mut deserializer = Deserializer::new();
-        use base64::Engine;
-        // A line that does not read is skipped: the file is from outside.
-        for entry in IntervalLogIterator::new(&log) {
-            let Ok(LogEntry::Interval(interval)) = entry else {
-                continue;
-            };
-            let Some(tag) = interval.tag() else { continue };
-            let Ok(bytes) = base64::engine::general_purpose::STANDARD.decode(interval.encoded_histogram())
-            else {
-                continue;
-            };
-            let Ok(histogram) = deserializer.deserialize::<u64, _>(&mut &bytes[..]) else {
-                continue;
-            };
-            let length = interval.duration().as_secs_f64();
-            let start = interval.start_timestamp().as_secs_f64();
-            seconds
-                .entry(tag.as_str().to_string())
-                .or_default()
-                .push((histogram, length, start));
+        for interval in crate::report::hlog::read(&log) {
+            (seconds.entry(interval.tag).or_default()).push((
+                interval.histogram,
+                interval.length,
+                interval.start,
+            ));
         }
         let samples = read_samples(dir)?;
         Ok(SavedRun {
@@ -98,6 +81,14 @@ fn read_summary(dir: &Path, bytes: &[u8]) -> anyhow::Result<RunReport> {
             } else {
                 format!(" ({})", names.join(", "))
             }
+        );
+    }
+    if document["finished"] == Value::Bool(false) {
+        anyhow::bail!(
+            "{}: {} ({} s measured); it cannot be compared, merged or reported as a run",
+            path.display(),
+            crate::report::checkpoint::UNFINISHED,
+            document["summary"]["measured_seconds"]
         );
     }
     check_layout(&path, &document, FORMAT)?;

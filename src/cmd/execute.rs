@@ -13,11 +13,13 @@ use tokio_util::sync::CancellationToken;
 use super::process::EXIT_SIGINT;
 use crate::engine::{self, Control, RunSpec};
 use crate::plan::{Poll, Shard};
+use crate::report::checkpoint::Checkpoint;
+use crate::report::series::FileSpool;
 use crate::report::shard::{ShardClock, ShardRecord};
 use crate::report::{LoadMeta, RunMeta, RunReport};
 use crate::scenario::{Compiled, Scenario, TargetSpec};
 use crate::serve::{self, ServeConfig};
-use crate::stats::{Facts, RunSummary, SavedRecorder, Snapshot};
+use crate::stats::{Facts, RunSummary, SavedRecorder, Series, Snapshot};
 use crate::transport::{Scheme, StreamTarget, Target, TargetError, TransportError};
 
 #[derive(Debug, Error)]
@@ -44,10 +46,25 @@ pub(super) fn is_insecure(scenario: &Scenario) -> bool {
 }
 
 /// Runs `scenario` to its end (or until `cancel`), starting the built-in
-/// server first when the target is `builtin`.
+/// server first when the target is `builtin`; its series are kept in
+/// memory.
 pub async fn execute(
     scenario: &Scenario,
     scenario_file: Option<&Path>,
+    cancel: CancellationToken,
+    control: Arc<Control>,
+    publish: impl FnMut(&Snapshot),
+) -> Result<RunReport, RunError> {
+    execute_into(scenario, scenario_file, None, cancel, control, publish).await
+}
+
+/// As [`execute`], writing each second into the directory `results` as it
+/// closes (`timeseries.csv`, `latency.hlog`, `samples.csv`), so a long run
+/// holds none of them and a killed one leaves them.
+pub async fn execute_into(
+    scenario: &Scenario,
+    scenario_file: Option<&Path>,
+    results: Option<&Path>,
     cancel: CancellationToken,
     control: Arc<Control>,
     publish: impl FnMut(&Snapshot),
@@ -101,6 +118,15 @@ pub async fn execute(
         capture: capture.clone(),
         observe: scenario.observe.clone(),
         facts,
+        spool: spool(results, &meta),
+    };
+    let mut checkpoint = results.map(Checkpoint::new);
+    let mut publish = publish;
+    let publish = |snapshot: &Snapshot| {
+        if let Some(checkpoint) = &mut checkpoint {
+            checkpoint.offer(&meta, snapshot);
+        }
+        publish(snapshot);
     };
     let summary = engine::run(spec, cancel, control, publish).await;
     meta.ended_at = timestamp(SystemTime::now());
@@ -123,6 +149,24 @@ pub async fn execute(
         captured: capture.map_or_else(Vec::new, |c| c.take()),
         shard,
     })
+}
+
+/// Where the run's seconds go: the results directory, or memory when
+/// there is none or it cannot be written (said).
+fn spool(results: Option<&Path>, meta: &RunMeta) -> Box<dyn crate::stats::Spool> {
+    let Some(dir) = results else {
+        return Box::new(Series::default());
+    };
+    match FileSpool::create(dir, meta) {
+        Ok(spool) => Box::new(spool),
+        Err(error) => {
+            crate::note!(
+                "volley: cannot write the run's seconds into {} as it goes ({error}); keeping them in memory until the end",
+                dir.display()
+            );
+            Box::new(Series::default())
+        }
+    }
 }
 
 /// What `summary.json` says of the run that the scenario and plan tell,

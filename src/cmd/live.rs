@@ -14,7 +14,7 @@ use std::time::Duration;
 use anyhow::Context;
 use tokio_util::sync::CancellationToken;
 
-use super::execute::{execute, is_insecure, RunError};
+use super::execute::{execute_into, is_insecure, RunError};
 use super::process::{make_room_for, runtime_with_signals, EXIT_SIGINT};
 use crate::cli::RunArgs;
 use crate::endpoint::View;
@@ -114,17 +114,20 @@ impl Live {
     }
 
     /// Runs target `target`'s scenario to its report, publishing into the
-    /// feed; its thresholds, judged at the end, go to the feed too.
+    /// feed and writing its seconds into `results` as they close; its
+    /// thresholds, judged at the end, go to the feed too.
     pub async fn run(
         &self,
         target: usize,
         args: &RunArgs,
         scenario: &Scenario,
+        results: &Path,
     ) -> Result<RunReport, RunError> {
         let control = self.feed.info(target).control.clone();
         let stop = self.cancel.child_token();
         let publish = self.publisher(target, args.quiet, scenario, (stop.clone(), control.clone()));
-        let report = execute(scenario, args.scenario.as_deref(), stop, control, publish).await?;
+        let file = args.scenario.as_deref();
+        let report = execute_into(scenario, file, Some(results), stop, control, publish).await?;
         self.feed.judged(target, &report.thresholds);
         Ok(report)
     }

@@ -20,4 +20,4 @@ pub mod sweep;
 mod targets;
 pub mod validate;
 
-pub use execute::{execute, RunError};
+pub use execute::{execute, execute_into, RunError};

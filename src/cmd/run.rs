@@ -35,7 +35,7 @@ pub fn command(args: RunArgs) -> anyhow::Result<ExitCode> {
     // Claimed before anything is sent: a directory in the way, unwritable
     // or taken by another run is an error now, not after the run.
     let out = OutputDir::claim(args.out.as_deref(), &dir_stamp(), &scenario.name)?;
-    let report = live.block_on(live.run(0, &args, &scenario));
+    let report = live.block_on(live.run(0, &args, &scenario, &out.path));
     let signal = live.end_runs();
     let report = match report {
         Ok(report) => report,

@@ -5,6 +5,7 @@
 //! target's own files in a directory named after it, then the side-by-side
 //! files and table.
 
+use std::path::Path;
 use std::process::ExitCode;
 
 use super::execute::{is_insecure, RunError};
@@ -45,8 +46,8 @@ pub fn command(args: &RunArgs, mut scenario: Scenario) -> anyhow::Result<ExitCod
     let mut live = start_live(args, &scenario, &runs, &names)?;
     let out = OutputDir::claim(args.out.as_deref(), &dir_stamp(), &scenario.name)?;
     let done = match args.parallel_targets {
-        true => all_at_once(&live, args, &runs, &names),
-        false => in_turn(&live, args, &runs, &names),
+        true => all_at_once(&live, args, &runs, (&names, &out.path)),
+        false => in_turn(&live, args, &runs, (&names, &out.path)),
     };
     let signal = live.end_runs();
     let reports = match done {
@@ -148,7 +149,12 @@ fn start_live(
 
 /// Each target in turn, as a run of one; a stop (a signal, `q`) ends the
 /// sequence there, with the targets run so far.
-fn in_turn(live: &Live, args: &RunArgs, runs: &[Scenario], names: &[&str]) -> anyhow::Result<Vec<RunReport>> {
+fn in_turn(
+    live: &Live,
+    args: &RunArgs,
+    runs: &[Scenario],
+    (names, out): (&[&str], &Path),
+) -> anyhow::Result<Vec<RunReport>> {
     let mut reports = Vec::new();
     for (i, (run, name)) in runs.iter().zip(names).enumerate() {
         if live.cancel.is_cancelled() {
@@ -159,7 +165,7 @@ fn in_turn(live: &Live, args: &RunArgs, runs: &[Scenario], names: &[&str]) -> an
         if !live.has_dashboard() && !args.quiet {
             crate::note!("target {}/{}: {name} ({})", i + 1, runs.len(), run.target);
         }
-        match live.block_on(live.run(i, args, run)) {
+        match live.block_on(live.run(i, args, run, &out.join(name))) {
             Ok(report) => reports.push(report),
             Err(RunError::StoppedBeforeStart(_)) if !reports.is_empty() => break,
             Err(error) => return Err(anyhow::anyhow!("target {name}: {error}")),
@@ -173,9 +179,10 @@ fn all_at_once(
     live: &Live,
     args: &RunArgs,
     runs: &[Scenario],
-    names: &[&str],
+    (names, out): (&[&str], &Path),
 ) -> anyhow::Result<Vec<RunReport>> {
-    let each = (runs.iter().enumerate()).map(|(i, run)| live.run(i, args, run));
+    let dirs: Vec<std::path::PathBuf> = names.iter().map(|name| out.join(name)).collect();
+    let each = (runs.iter().zip(&dirs).enumerate()).map(|(i, (run, dir))| live.run(i, args, run, dir));
     let results = live.block_on(futures_util::future::join_all(each));
     results
         .into_iter()

@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use super::worker::{Chunk, TICKS_PER_SECOND};
 use crate::stats::{
-    latency_buckets, BucketCounts, LatencyLog, MethodSummary, Quarter, Recorder, Sample, ScheduleSummary,
-    SecondRow, Snapshot, TOTAL_TAG,
+    latency_buckets, tagged, BucketCounts, ClosedSecond, MethodSummary, Quarter, Recorder, ScheduleSummary,
+    SecondRow, Snapshot, Spool, TOTAL_TAG,
 };
 
 /// Buckets in the latency histogram of a snapshot.
@@ -28,14 +28,12 @@ pub(super) struct Gatherer {
     quarters: BTreeMap<u32, Vec<Quarter>>,
     /// The last quarter of a timed run, as `last_second`.
     last_tick: Option<u32>,
-    /// Each method's figures (and the total's) per quarter second.
-    pub samples: Vec<Sample>,
+    /// Where each closed second and quarter second goes.
+    pub spool: Box<dyn Spool>,
     pub stage_totals: Vec<Recorder>,
     pub total: Recorder,
     /// Requests sent by the threads that finished.
     pub sent: u64,
-    pub timeseries: Vec<SecondRow>,
-    pub latency_log: LatencyLog,
     last_window: Option<Recorder>,
     /// Rows completed since the last snapshot.
     fresh_rows: Vec<SecondRow>,
@@ -51,8 +49,8 @@ impl Gatherer {
         methods: Vec<String>,
         blank: Recorder,
         threads: usize,
-        duration: Option<Duration>,
-        stages: usize,
+        (duration, stages): (Option<Duration>, usize),
+        spool: Box<dyn Spool>,
     ) -> Self {
         Gatherer {
             windows: BTreeMap::new(),
@@ -63,12 +61,10 @@ impl Gatherer {
             quarters: BTreeMap::new(),
             last_tick: duration
                 .map(|d| ((d.as_secs_f64() * f64::from(TICKS_PER_SECOND)).ceil() as u32).max(1) - 1),
-            samples: Vec::new(),
+            spool,
             stage_totals: vec![blank.clone(); stages],
             total: blank.clone(),
             sent: 0,
-            timeseries: Vec::new(),
-            latency_log: LatencyLog::default(),
             last_window: None,
             fresh_rows: Vec::new(),
             last_error: None,
@@ -189,15 +185,20 @@ impl Gatherer {
 
     fn close_quarter(&mut self, tick: u32, quarter: &[Quarter], length_s: f64) {
         let names = self.methods.iter().map(String::as_str).chain([TOTAL_TAG]);
-        for (figures, name) in quarter.iter().zip(names) {
-            self.samples.push(figures.sample(tick, name, length_s));
-        }
+        let samples: Vec<_> = (quarter.iter().zip(names))
+            .map(|(figures, name)| figures.sample(tick, name, length_s))
+            .collect();
+        self.spool.quarter(&samples);
     }
 
     fn close(&mut self, second: u32, window: Recorder, length: Duration) {
-        self.latency_log.add(second, length, &self.methods, &window);
         let row = SecondRow::new(second, &window, length);
-        self.timeseries.push(row.clone());
+        let total = window.total();
+        self.spool.second(&ClosedSecond {
+            row: &row,
+            length,
+            histograms: tagged(&self.methods, &window, &total),
+        });
         self.fresh_rows.push(row);
         self.last_window = Some(window);
     }

@@ -32,7 +32,7 @@ use tokio_util::sync::CancellationToken;
 use crate::plan::{LoadPlan, Mix, Poll, SetupCall};
 use crate::stats::{
     BatchSummary, ClientCpu, Evidence, Gathered, MethodSummary, Recorder, RunSummary, ScheduleSummary,
-    SetupSummary, Snapshot, StageSummary, SubscriptionSummary, Verdict,
+    Series, SetupSummary, Snapshot, StageSummary, SubscriptionSummary, Verdict,
 };
 use crate::transport::Target;
 use gather::Gatherer;
@@ -53,6 +53,9 @@ pub struct RunSpec {
     pub observe: Vec<u32>,
     /// What the summary's warnings weigh that only the caller knows.
     pub facts: crate::stats::Facts,
+    /// Where each closed second goes as the run goes (`Series`: kept in
+    /// memory); the summary gets them back whole at the end.
+    pub spool: Box<dyn crate::stats::Spool>,
 }
 
 /// Runs the load until the plan's end or until `cancel` fires (then the
@@ -88,14 +91,15 @@ async fn run_placed(
     let stop = cancel.child_token();
     let launched = Instant::now();
     let facts = std::mem::take(&mut spec.facts);
+    let spool = std::mem::replace(&mut spec.spool, Box::new(Series::default()));
     let plan = &spec.plan;
     let threads = plan.threads_used();
     let mut gatherer = Gatherer::new(
         spec.mix.methods.clone(),
         spec.mix.recorder(),
         threads,
-        plan.duration,
-        plan.stages.len(),
+        (plan.duration, plan.stages.len()),
+        spool,
     );
     // The children there before the run (the reachability check's) are not
     // the run's: noted before the connections open theirs.
@@ -426,11 +430,15 @@ fn summarize(
         verdict,
         warnings: Vec::new(),
         partial: ended.partial,
-        timeseries: std::mem::take(&mut gatherer.timeseries),
-        latency_log: std::mem::take(&mut gatherer.latency_log),
-        samples: std::mem::take(&mut gatherer.samples),
+        timeseries: Vec::new(),
+        latency_log: Default::default(),
+        samples: Vec::new(),
         gathered: Default::default(),
     };
+    let series = gatherer.spool.take();
+    summary.timeseries = series.timeseries;
+    summary.latency_log = series.latency_log;
+    summary.samples = series.samples;
     summary.gathered = Gathered {
         total: std::mem::replace(&mut gatherer.total, Recorder::new(0)),
         stages: std::mem::take(&mut gatherer.stage_totals),

@@ -89,6 +89,7 @@ pub(super) async fn run_set_up<F: std::future::Future<Output = ()> + 'static>(
         capture: None,
         observe: Vec::new(),
         facts: Default::default(),
+        spool: Box::new(crate::stats::Series::default()),
     };
     let local = tokio::task::LocalSet::new();
     let steering = local.spawn_local(steer(control.clone()));

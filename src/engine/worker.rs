@@ -88,6 +88,7 @@ impl RunState {
             capture,
             observe,
             facts: _,
+            spool: _,
         } = spec;
         let callers = plan.callers();
         let flows_in_flight_at_end = mix.flows.iter().map(|_| AtomicU64::new(0)).collect();

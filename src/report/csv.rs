@@ -120,45 +120,14 @@ pub fn connections(report: &RunReport) -> Vec<u8> {
     out.into_inner().expect("writing to memory")
 }
 
+/// `timeseries.csv`, in the format `series` writes as the run goes.
 pub fn timeseries(report: &RunReport) -> Vec<u8> {
     let mut out = csv::Writer::from_writer(Vec::new());
-    out.write_record([
-        "second",
-        "calls",
-        "ok",
-        "errors",
-        "calls_per_s",
-        "p50_ms",
-        "p99_ms",
-        "max_ms",
-        "flows",
-        "flow_errors",
-        "server_cpu_cores",
-        "server_rss_mb",
-        "partial",
-    ])
-    .expect("writing to memory");
-    let partial = report.summary.partial.to_string();
-    // Empty where no server process was watched.
-    let cores = |c: Option<f64>| c.map_or(String::new(), |c| format!("{c:.3}"));
-    let mb = |b: Option<u64>| b.map_or(String::new(), |b| format!("{:.1}", b as f64 / 1e6));
-    for s in &report.summary.timeseries {
-        out.write_record([
-            s.second.to_string(),
-            s.calls.to_string(),
-            s.ok.to_string(),
-            s.errors.to_string(),
-            format!("{:.2}", s.rps),
-            ms(s.p50_ms),
-            ms(s.p99_ms),
-            ms(s.max_ms),
-            s.flows.to_string(),
-            s.flow_errors.to_string(),
-            cores(s.server_cpu_cores),
-            mb(s.server_rss_bytes),
-            partial.clone(),
-        ])
+    out.write_record(super::series::timeseries_columns())
         .expect("writing to memory");
+    for row in &report.summary.timeseries {
+        out.write_record(super::series::timeseries_row(row, report.summary.partial))
+            .expect("writing to memory");
     }
     out.into_inner().expect("writing to memory")
 }

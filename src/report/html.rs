@@ -635,4 +635,4 @@ fn tick(v: f64) -> String {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

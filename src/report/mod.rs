@@ -1,10 +1,12 @@
 //! Turning a finished run into output: one file per format.
 
+pub mod checkpoint;
 mod ci;
 mod csv;
-mod hlog;
+pub mod hlog;
 pub mod html;
 mod json;
+pub mod series;
 pub mod shard;
 mod table;
 pub mod targets;

@@ -38,20 +38,6 @@ impl Interval {
 }
 
 impl LatencyLog {
-    /// Keeps the second's non-empty histograms: each method's (tagged with
-    /// its name, made a valid tag) and the total.
-    pub fn add(&mut self, second: u32, length: Duration, methods: &[String], window: &Recorder) {
-        let total = window.total();
-        let tagged = methods
-            .iter()
-            .map(|name| tag_for(name))
-            .zip(window.methods.iter().map(|m| &m.latency))
-            .chain([(TOTAL_TAG.to_string(), &total.latency)]);
-        for (tag, histogram) in tagged {
-            self.push(second, length, tag, histogram);
-        }
-    }
-
     /// Keeps one tag's histogram of one second, unless it is empty.
     pub fn push(&mut self, second: u32, length: Duration, tag: String, histogram: &Histogram<u64>) {
         if histogram.is_empty() {
@@ -68,6 +54,23 @@ impl LatencyLog {
             encoded,
         });
     }
+}
+
+/// A second's non-empty histograms, tagged: each method's (with its name,
+/// made a valid tag) and `total`'s (the window's total, which the caller
+/// holds).
+pub fn tagged<'a>(
+    methods: &[String],
+    window: &'a Recorder,
+    total: &'a super::MethodStats,
+) -> Vec<(String, &'a Histogram<u64>)> {
+    methods
+        .iter()
+        .map(|name| tag_for(name))
+        .zip(window.methods.iter().map(|m| &m.latency))
+        .chain([(TOTAL_TAG.to_string(), &total.latency)])
+        .filter(|(_, histogram)| !histogram.is_empty())
+        .collect()
 }
 
 /// A method name as an interval log tag: the format forbids commas, spaces
@@ -98,7 +101,10 @@ mod tests {
         }
         let mut log = LatencyLog::default();
         let methods = ["a b".to_string(), "unused".to_string()];
-        log.add(3, Duration::from_millis(500), &methods, &window);
+        let total = window.total();
+        for (tag, histogram) in tagged(&methods, &window, &total) {
+            log.push(3, Duration::from_millis(500), tag, histogram);
+        }
         let tags: Vec<&str> = log.intervals.iter().map(|i| i.tag.as_str()).collect();
         assert_eq!(tags, ["a_b", TOTAL_TAG], "an empty method is left out");
         for interval in &log.intervals {

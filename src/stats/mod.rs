@@ -10,6 +10,7 @@ mod outcome;
 pub mod read;
 mod sample;
 mod saved;
+mod series;
 mod snapshot;
 mod summary;
 mod usage;
@@ -20,10 +21,11 @@ pub use buckets::{BucketCounts, BUCKET_BOUNDS_US};
 pub use connects::{ConnectSummary, Connects};
 pub use examples::{excerpt, Cause, ErrorExample, EXAMPLES_PER_OUTCOME, EXCERPT_BYTES};
 pub use flows::{FailedStep, FlowCounts, FlowSummary};
-pub use latency_log::{tag_for, Interval, LatencyLog, TOTAL_TAG};
+pub use latency_log::{tag_for, tagged, Interval, LatencyLog, TOTAL_TAG};
 pub use outcome::{Outcome, OutcomeKind, ProtocolKind};
 pub use sample::{Quarter, Sample, SAMPLES_PER_SECOND, SAMPLE_COLUMNS};
 pub use saved::{SavedFlow, SavedMethod, SavedRecorder};
+pub use series::{ClosedSecond, Series, Spool};
 pub use snapshot::{latency_buckets, Snapshot};
 pub use summary::{
     over_one_percent, BatchSummary, ChildShutdown, ControlEvent, Gathered, LatencySummary, MethodSummary,

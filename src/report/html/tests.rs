@@ -294,7 +294,7 @@ fn second(
     }
 }
 
-fn meta() -> crate::report::RunMeta {
+pub(crate) fn meta() -> crate::report::RunMeta {
     use crate::report::{LoadMeta, RunMeta};
     let load = LoadMeta {
         model: "closed",

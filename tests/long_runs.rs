@@ -1,0 +1,200 @@
+//! A long run's files: written second by second as the run goes, so a run
+//! killed with SIGKILL leaves its seconds so far, readable, and a summary
+//! marked unfinished that no command takes for a run; a run that ends
+//! writes them whole, and its figures add up exactly.
+
+mod common;
+
+use std::path::Path;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use common::bin::{summary_json, temp_dir, text, volley, wait_or_kill, Guard};
+use hdrhistogram::serialization::interval_log::{IntervalLogIterator, LogEntry};
+
+/// The data rows of `timeseries.csv` (complete lines only).
+fn rows(dir: &Path) -> Vec<Vec<String>> {
+    let text = std::fs::read_to_string(dir.join("timeseries.csv")).unwrap_or_default();
+    text.lines()
+        .skip(1)
+        .map(|l| l.split(',').map(str::to_string).collect::<Vec<_>>())
+        .collect()
+}
+
+/// Each interval of `latency.hlog`: (tag, second, calls).
+fn intervals(dir: &Path) -> Vec<(String, u32, u64)> {
+    let log = std::fs::read(dir.join("latency.hlog")).unwrap();
+    let mut found = Vec::new();
+    for entry in IntervalLogIterator::new(&log) {
+        let LogEntry::Interval(interval) = entry.unwrap() else {
+            continue;
+        };
+        use base64::Engine;
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(interval.encoded_histogram())
+            .unwrap();
+        let histogram: hdrhistogram::Histogram<u64> = hdrhistogram::serialization::Deserializer::new()
+            .deserialize(&mut &bytes[..])
+            .unwrap();
+        let second = interval.start_timestamp().as_secs() as u32;
+        found.push((
+            interval.tag().unwrap().as_str().to_string(),
+            second,
+            histogram.len(),
+        ));
+    }
+    found
+}
+
+#[test]
+fn a_run_killed_with_sigkill_leaves_its_seconds_and_a_summary_marked_unfinished() {
+    let out = temp_dir("killed");
+    let run = volley()
+        .args([
+            "run",
+            "scenarios/demo.toml",
+            "--rate",
+            "400",
+            "-d",
+            "120s",
+            "--warmup",
+            "0s",
+        ])
+        .args(["--no-tui", "-q", "--out"])
+        .arg(&out)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut guard = Guard(Some(run));
+    // Waiting for what the run writes, bounded: no figure is timed.
+    let start = Instant::now();
+    while rows(&out).len() < 3 {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "no seconds written as the run goes"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let mut run = guard.0.take().unwrap();
+    run.kill().unwrap(); // SIGKILL: nothing of volley's runs after it
+    run.wait().unwrap();
+
+    let seconds = rows(&out);
+    let columns = std::fs::read_to_string(out.join("timeseries.csv")).unwrap();
+    let width = columns.lines().next().unwrap().split(',').count();
+    let whole: Vec<&Vec<String>> = seconds.iter().filter(|r| r.len() == width).collect();
+    assert!(whole.len() >= 3, "{columns}");
+    for (i, row) in whole.iter().enumerate() {
+        assert_eq!(row[0], i.to_string(), "seconds in order: {columns}");
+        assert!(
+            row[1].parse::<u64>().unwrap() > 0,
+            "calls in each second: {columns}"
+        );
+        assert_eq!(row.last().unwrap(), "true", "a killed run's seconds are partial");
+    }
+    // The histograms of each second written, every call of it among TOTAL's.
+    let log = intervals(&out);
+    for (i, row) in whole.iter().enumerate() {
+        let total = log.iter().find(|(tag, s, _)| tag == "TOTAL" && *s == i as u32);
+        let calls: u64 = row[1].parse().unwrap();
+        assert_eq!(total.map(|t| t.2), Some(calls), "second {i}: {log:?}");
+    }
+    let samples = std::fs::read_to_string(out.join("samples.csv")).unwrap();
+    assert!(samples.starts_with("tick,method,length_s,calls,errors,p50_ms,p99_ms\n"));
+    assert!(samples.lines().count() > 1, "{samples}");
+
+    let summary = summary_json(&out);
+    assert_eq!(summary["finished"], false, "{summary}");
+    assert_eq!(summary["summary"]["partial"], true);
+    assert!(summary["summary"]["total"]["calls"].as_u64().unwrap() > 0);
+    assert_eq!(summary["meta"]["scenario"], "demo");
+    // No command takes it for a run.
+    for command in [vec!["report"], vec!["compare", "--max-regression", "p50=50%"]] {
+        let mut args = command.clone();
+        let dir = out.to_str().unwrap();
+        args.push(dir);
+        if args[0] == "compare" {
+            args.push(dir);
+        }
+        let output = wait_or_kill(
+            volley()
+                .args(&args)
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap(),
+            Duration::from_secs(60),
+        );
+        let said = text(&output.stderr);
+        assert_ne!(output.status.code(), Some(0), "{args:?}: {said}");
+        assert!(said.contains("the run did not finish"), "{args:?}: {said}");
+    }
+}
+
+#[test]
+fn a_finished_run_writes_its_files_whole_and_its_seconds_add_up_to_its_figures() {
+    let out = temp_dir("finished");
+    let output = wait_or_kill(
+        volley()
+            .args([
+                "run",
+                "scenarios/demo.toml",
+                "--rate",
+                "300",
+                "-d",
+                "3s",
+                "--warmup",
+                "0s",
+            ])
+            .args(["--no-tui", "-q", "--out"])
+            .arg(&out)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+        Duration::from_secs(60),
+    );
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
+    let summary = summary_json(&out);
+    assert!(
+        summary.get("finished").is_none(),
+        "the finished summary has no mark"
+    );
+    let total = summary["summary"]["total"]["calls"].as_u64().unwrap();
+    let seconds = rows(&out);
+    assert_eq!(seconds.len(), 3);
+    assert!(seconds.iter().all(|r| r.last().unwrap() == "false"));
+    let by_rows: u64 = seconds.iter().map(|r| r[1].parse::<u64>().unwrap()).sum();
+    assert_eq!(by_rows, total, "the rows count every call");
+    let in_json: u64 = (summary["summary"]["timeseries"].as_array().unwrap().iter())
+        .map(|r| r["calls"].as_u64().unwrap())
+        .sum();
+    assert_eq!(in_json, total);
+    let with_latency: u64 = intervals(&out)
+        .iter()
+        .filter(|(tag, ..)| tag == "TOTAL")
+        .map(|(.., calls)| calls)
+        .sum();
+    assert_eq!(with_latency, total, "every call's latency, once");
+    let samples: u64 = std::fs::read_to_string(out.join("samples.csv"))
+        .unwrap()
+        .lines()
+        .skip(1)
+        .filter(|l| l.split(',').nth(1) == Some("TOTAL"))
+        .map(|l| l.split(',').nth(3).unwrap().parse::<u64>().unwrap())
+        .sum();
+    assert_eq!(samples, total);
+    // And it reads back as a run.
+    let report = wait_or_kill(
+        volley()
+            .arg("report")
+            .arg(&out)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+        Duration::from_secs(60),
+    );
+    assert_eq!(report.status.code(), Some(0), "{}", text(&report.stderr));
+}
