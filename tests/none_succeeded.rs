@@ -1,11 +1,14 @@
 //! A run in which no call succeeded ends saying so plainly, with the cause
 //! most calls ended in and what to look at, and exits 2: a wrong path or a
 //! method name typo is a valid measurement of nothing but failures, and CI
-//! must not pass it. An error the scenario expects is a success.
+//! must not pass it. An error the scenario expects is a success. And the
+//! verdict's line says what the server did beside whether the figures
+//! hold: a valid run of 20% protocol errors says so, and exits 0 unless a
+//! threshold asks otherwise.
 
 mod common;
 
-use common::bin::{run_guarded, serve, temp_dir, text};
+use common::bin::{run_guarded, serve, summary_json, temp_dir, text};
 
 /// The table's last line: just above where the results went.
 fn last_line(stdout: &str) -> &str {
@@ -87,4 +90,77 @@ fn a_server_that_answers_nothing_within_the_run_fails_it() {
         last_line(&stdout),
         "FAILED: no call succeeded: 2 of 2 calls ended in no answer (still waiting when the run ended). Is the server answering? Give --timeout shorter than the run to count them as timeouts."
     );
+}
+
+/// The table's `verdict:` line.
+fn verdict_line(stdout: &str) -> &str {
+    let line = stdout.lines().find(|l| l.starts_with("verdict: "));
+    line.unwrap_or_else(|| panic!("no verdict line: {stdout}"))
+}
+
+#[test]
+fn the_verdict_line_says_what_share_of_calls_the_server_failed_and_how() {
+    // A server breaking the protocol in a fifth of its answers, as ganache did.
+    let (mut server, url) = serve(&["--chaos", "wrong-version=0.2", "--seed", "7"]);
+    let out = temp_dir("server-did");
+    let args = [
+        "run",
+        "--target",
+        &url,
+        "--method",
+        "eth_chainId",
+        "-n",
+        "400",
+        "-c",
+        "4",
+        "-q",
+    ];
+    let output = run_guarded(&args, &out);
+    let stdout = text(&output.stdout);
+    assert_eq!(output.status.code(), Some(0), "the figures hold: {stdout}");
+    let total = &summary_json(&out)["summary"]["total"];
+    let (calls, errors) = (
+        total["calls"].as_u64().unwrap(),
+        total["errors"].as_u64().unwrap(),
+    );
+    assert_eq!(calls, 400);
+    assert_eq!(total["outcomes"]["protocol"].as_u64(), Some(errors));
+    assert!((50..120).contains(&errors), "about a fifth: {errors}");
+    let share = format!("{:.0}%", errors as f64 / 4.0);
+    let line = verdict_line(&stdout);
+    assert!(line.starts_with("verdict: valid ("), "{line}");
+    assert!(
+        line.ends_with(&format!(
+            " · the server failed {share} of calls (protocol {share})"
+        )),
+        "{line}"
+    );
+    // A threshold on errors is how such a run fails.
+    let gated = temp_dir("server-did-gated");
+    let output = run_guarded(&[&args[..], &["--threshold", "error_rate < 1%"]].concat(), &gated);
+    assert_eq!(output.status.code(), Some(2), "{}", text(&output.stdout));
+    server.kill().unwrap();
+    let (mut healthy, url) = serve(&[]);
+    let output = run_guarded(
+        &[
+            "run",
+            "--target",
+            &url,
+            "--method",
+            "eth_chainId",
+            "-n",
+            "200",
+            "-q",
+        ],
+        &out.with_extension("ok"),
+    );
+    healthy.kill().unwrap();
+    let stdout = text(&output.stdout);
+    assert!(
+        verdict_line(&stdout).ends_with(" · all 200 calls succeeded"),
+        "{stdout}"
+    );
+    for dir in [out.clone(), gated, out.with_extension("ok")] {
+        let _ = std::fs::remove_dir_all(dir);
+    }
 }

@@ -33,11 +33,12 @@ pub fn markdown(report: &RunReport) -> String {
         let _ = writeln!(out, "{}", markdown_row(method));
     }
     let verdict = &summary.verdict;
+    let did = crate::stats::server_did(&summary.total).map_or(String::new(), |d| format!(" · {}", cell(&d)));
     let _ = match verdict.valid {
-        true => writeln!(out, "\n**verdict:** valid"),
+        true => writeln!(out, "\n**verdict:** valid{did}"),
         false => writeln!(
             out,
-            "\n**verdict:** invalid: {}",
+            "\n**verdict:** invalid: {}{did}",
             cell(&verdict.reasons.join("; "))
         ),
     };

@@ -103,13 +103,15 @@ fn esc(text: &str) -> String {
 
 fn verdict(out: &mut String, report: &RunReport) {
     let verdict = &report.summary.verdict;
+    let did =
+        crate::stats::server_did(&report.summary.total).map_or(String::new(), |d| format!(" · {}", esc(&d)));
     let _ = match verdict.valid {
         false => writeln!(
             out,
-            "<p class=\"invalid\"><b>verdict: invalid</b>: {}</p>",
+            "<p class=\"invalid\"><b>verdict: invalid</b>: {}{did}</p>",
             esc(&verdict.reasons.join("; "))
         ),
-        true => writeln!(out, "<p class=\"valid\"><b>verdict: valid</b></p>"),
+        true => writeln!(out, "<p class=\"valid\"><b>verdict: valid</b>{did}</p>"),
     };
     if report.thresholds.is_empty() {
         return;

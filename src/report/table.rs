@@ -38,13 +38,16 @@ pub fn render_table(report: &RunReport) -> String {
     }
     let verdict = &summary.verdict;
     let cpu = &summary.client_cpu;
+    // Whether the figures hold, then what the server did: a valid run of
+    // failures is no healthy server.
+    let did = crate::stats::server_did(&summary.total).map_or(String::new(), |did| format!(" · {did}"));
     let _ = match verdict.valid {
         true => writeln!(
             out,
-            "verdict: valid (engine threads busy {:.0}% of the run)",
+            "verdict: valid (engine threads busy {:.0}% of the run){did}",
             cpu.busy_share * 100.0
         ),
-        false => writeln!(out, "verdict: invalid: {}", verdict.reasons.join("; ")),
+        false => writeln!(out, "verdict: invalid: {}{did}", verdict.reasons.join("; ")),
     };
     if !report.thresholds.is_empty() {
         let failed = report.thresholds.iter().filter(|t| !t.passed).count();

@@ -163,9 +163,16 @@ pub fn table(runs: &[TargetRun], parallel: bool) -> String {
     out.push('\n');
     for run in runs {
         let v = &run.report.summary.verdict;
+        let did = (crate::stats::server_did(&run.report.summary.total))
+            .map_or(String::new(), |d| format!(" · {d}"));
         let _ = match v.valid {
-            true => writeln!(out, "{}: verdict: valid", run.name),
-            false => writeln!(out, "{}: verdict: invalid: {}", run.name, v.reasons.join("; ")),
+            true => writeln!(out, "{}: verdict: valid{did}", run.name),
+            false => writeln!(
+                out,
+                "{}: verdict: invalid: {}{did}",
+                run.name,
+                v.reasons.join("; ")
+            ),
         };
         for warning in &run.report.summary.warnings {
             let _ = writeln!(out, "{}: warning: {}", run.name, warning.message);

@@ -34,8 +34,8 @@ pub use summary::{
 };
 pub use usage::{ServerUsage, UsageSample, Watched};
 pub use verdict::{
-    none_succeeded, unanswered, weigh_answers, ClientCpu, Evidence, NoneSucceeded, Unanswered, Verdict,
-    SATURATED_SHARE,
+    none_succeeded, server_did, unanswered, weigh_answers, ClientCpu, Evidence, NoneSucceeded, Unanswered,
+    Verdict, SATURATED_SHARE,
 };
 pub use warnings::{
     count, noun_for, BehindCause, Capacity, Facts, Warning, WarningCode, INSECURE, JUDGED_SECONDS, LATE_START,

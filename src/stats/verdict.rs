@@ -191,6 +191,51 @@ pub fn weigh_answers(summary: &mut RunSummary) {
     }
 }
 
+/// What the server did with the run's calls, for the verdict's line: a
+/// valid verdict says the figures can be trusted, not that the server is
+/// fine, so the line says both (`all 500 calls succeeded`, `the server
+/// failed 52% of calls (connect 52%)`). `None` when no call ended.
+pub fn server_did(total: &super::MethodSummary) -> Option<String> {
+    let calls = total.calls;
+    if calls == 0 {
+        return None;
+    }
+    if total.errors == 0 {
+        return Some(format!("all {calls} calls succeeded"));
+    }
+    let mut causes: Vec<(&str, u64)> = (total.outcomes.iter())
+        .filter(|(kind, n)| **kind != OutcomeKind::Ok.name() && **n > 0)
+        .map(|(kind, n)| (*kind, *n))
+        .collect();
+    causes.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+    let shown: Vec<String> = (causes.iter().take(3))
+        .map(|(kind, n)| format!("{kind} {}", share_of(*n, calls)))
+        .collect();
+    let how = match causes.len() {
+        0 => String::new(),
+        1..=3 => format!(" ({})", shown.join(", ")),
+        _ => format!(" ({}, ...)", shown.join(", ")),
+    };
+    Some(format!(
+        "the server failed {} of calls{how}",
+        share_of(total.errors, calls)
+    ))
+}
+
+/// `n` of `all` as a percentage that never rounds to 0% or 100% when it
+/// is neither.
+fn share_of(n: u64, all: u64) -> String {
+    let percent = n as f64 / all.max(1) as f64 * 100.0;
+    match percent {
+        _ if n == all => "100%".into(),
+        p if p >= 99.5 => "over 99%".into(),
+        p if p >= 1.0 => format!("{p:.0}%"),
+        p if p >= 0.1 => format!("{p:.1}%"),
+        p if p >= 0.01 => format!("{p:.2}%"),
+        _ => "under 0.01%".into(),
+    }
+}
+
 /// A run in which no call succeeded: its calls, the cause most of them
 /// ended in, and what to look at. Not a verdict on the measurement (that
 /// may be valid) but on the run: CI must not pass it.
@@ -290,6 +335,50 @@ pub fn none_succeeded(summary: &RunSummary) -> Option<NoneSucceeded> {
 
 #[cfg(test)]
 mod tests {
+    use crate::stats::MethodSummary;
+
+    fn with_outcomes(calls: u64, outcomes: &[(&'static str, u64)]) -> MethodSummary {
+        let errors: u64 = outcomes.iter().map(|(_, n)| n).sum();
+        let mut total = MethodSummary {
+            calls,
+            ok: calls - errors,
+            errors,
+            ..Default::default()
+        };
+        total.outcomes = outcomes.iter().copied().collect();
+        total.outcomes.insert("ok", calls - errors);
+        total
+    }
+
+    #[test]
+    fn the_server_did_says_the_share_failed_by_outcome_never_rounding_to_none_or_all() {
+        assert_eq!(server_did(&with_outcomes(0, &[])), None);
+        let mut unsorted = with_outcomes(15, &[]);
+        (unsorted.ok, unsorted.errors) = (14, 1);
+        assert_eq!(server_did(&unsorted).unwrap(), "the server failed 7% of calls");
+        assert_eq!(
+            server_did(&with_outcomes(500, &[])).unwrap(),
+            "all 500 calls succeeded"
+        );
+        assert_eq!(
+            server_did(&with_outcomes(1000, &[("timeout", 40), ("connect", 480)])).unwrap(),
+            "the server failed 52% of calls (connect 48%, timeout 4%)"
+        );
+        assert_eq!(
+            server_did(&with_outcomes(100_000, &[("protocol", 3)])).unwrap(),
+            "the server failed under 0.01% of calls (protocol under 0.01%)"
+        );
+        assert_eq!(
+            server_did(&with_outcomes(1000, &[("io", 998)])).unwrap(),
+            "the server failed over 99% of calls (io over 99%)"
+        );
+        let four = [("io", 4), ("timeout", 3), ("assertion", 2), ("rpc_error", 1)];
+        assert_eq!(
+            server_did(&with_outcomes(1000, &four)).unwrap(),
+            "the server failed 1% of calls (io 0.4%, timeout 0.3%, assertion 0.2%, ...)"
+        );
+    }
+
     use super::*;
 
     fn evidence<'a>(schedule: Option<&'a ScheduleSummary>, cpu: &'a ClientCpu) -> Evidence<'a> {

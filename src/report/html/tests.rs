@@ -406,7 +406,9 @@ fn the_page_says_the_verdict_thresholds_and_each_methods_figures() {
     assert!(page.contains(
         "<p class=\"meta\">http://127.0.0.1:1/ (http/1.1, JSON-RPC 1.0) · closed model · 4.00 s measured · started T0</p>"
     ));
-    assert!(page.contains("<p class=\"invalid\"><b>verdict: invalid</b>: fell behind; too few calls</p>"));
+    assert!(page.contains(
+        "<p class=\"invalid\"><b>verdict: invalid</b>: fell behind; too few calls · the server failed 7% of calls</p>"
+    ));
     assert!(page.contains(
         "<tr><td><code>p99 &lt; 10ms</code></td><td>3.000 ms</td><td class=\"pass\">pass</td></tr>\n<tr><td><code>errors &lt; 1</code></td><td>1</td><td class=\"fail\">FAIL</td></tr>\n</table>"
     ));
@@ -425,7 +427,7 @@ fn the_page_says_the_verdict_thresholds_and_each_methods_figures() {
     };
     valid.thresholds = vec![];
     let page = render(&valid, &Latencies::default());
-    assert!(page.contains("<p class=\"valid\"><b>verdict: valid</b></p>"));
+    assert!(page.contains("<p class=\"valid\"><b>verdict: valid</b> · the server failed 7% of calls</p>"));
     assert!(!page.contains("<th>threshold</th>") && !page.contains("class=\"invalid\""));
 }
 
