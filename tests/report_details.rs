@@ -142,9 +142,27 @@ fn every_error_outcome_keeps_a_few_examples_with_their_reason() {
     }
 }
 
+/// A server of HTTP/1.1 that answers the h2c preface with a 400 and
+/// closes, as node's does.
+fn http1_server_answering_400() -> std::net::SocketAddr {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for mut stream in listener.incoming().flatten() {
+            let mut preface = [0u8; 24];
+            let _ = std::io::Read::read_exact(&mut stream, &mut preface);
+            let _ = std::io::Write::write_all(
+                &mut stream,
+                b"HTTP/1.1 400 Bad Request\r\nConnection: close\r\nContent-Length: 0\r\n\r\n",
+            );
+        }
+    });
+    addr
+}
+
 #[test]
 fn http2_against_an_http1_server_says_why_its_calls_fail() {
-    let addr = common::crafted_server(four_bad_answers);
+    let addr = http1_server_answering_400();
     let text = scenario_against(&format!("http://{addr}"), "http2 = true\ntimeout = \"2s\"", 20);
     let report = common::run(&common::scenario(&text));
     assert_eq!(common::outcomes(&report), [("io", 20)].into());
@@ -171,9 +189,10 @@ fn http2_against_an_http1_server_says_why_its_calls_fail() {
 
 #[test]
 fn connections_that_never_work_are_reopened_with_a_backoff_not_a_spin() {
-    // Each HTTP/2 connection opens (the handshake is not awaited) and its
-    // first call fails: before, the next opened at once, thousands a second.
-    let addr = common::crafted_server(four_bad_answers);
+    // Each HTTP/2 connection opens (the server says something: a 400) and
+    // its first call fails: before, the next opened at once, thousands a
+    // second.
+    let addr = http1_server_answering_400();
     let report = common::run(&common::scenario(&format!(
         "target = \"http://{addr}\"\nhttp2 = true\n[load]\nconcurrency = 1\nduration = \"1s\"\n[[calls]]\nmethod = \"m\"\n"
     )));
@@ -655,4 +674,50 @@ fn each_method_row_and_total_give_that_methods_figures_in_order() {
         .collect();
     assert_eq!(rows, expected, "{table}");
     assert!(summary.total.calls > 0);
+}
+
+/// A server of HTTP/1.1 that meets the h2c preface in silence (ganache
+/// does) or by closing: named before anything is sent, exit 1, instead of
+/// a run of timeouts that asks whether the server answers.
+#[test]
+fn http2_to_a_server_silent_on_the_preface_is_refused_naming_why() {
+    for close in [false, true] {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        std::thread::spawn(move || {
+            let mut held = Vec::new();
+            for stream in listener.incoming().flatten() {
+                let mut stream = stream;
+                let mut preface = [0u8; 24];
+                let _ = std::io::Read::read_exact(&mut stream, &mut preface);
+                if !close {
+                    held.push(stream); // read, never answered
+                }
+            }
+        });
+        let url = format!("http://{addr}");
+        let output = common::bin::wait_or_kill(
+            common::bin::volley()
+                .args(["run", "--target", &url, "--method", "eth_chainId", "-n", "5"])
+                .args(["--http2", "--timeout", "1s", "-q", "--no-tui"])
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap(),
+            std::time::Duration::from_secs(60),
+        );
+        let said = common::bin::text(&output.stderr);
+        assert_eq!(output.status.code(), Some(1), "{said}");
+        let what = match close {
+            false => "sent nothing within 1s (the timeout)",
+            true => "closed the connection without a word",
+        };
+        assert!(
+            said.contains(&format!(
+                "the server {what} after volley's HTTP/2 preface (h2c, by prior knowledge): it does not speak HTTP/2 in cleartext; without --http2 volley speaks HTTP/1.1"
+            )),
+            "{said}"
+        );
+        assert!(common::bin::text(&output.stdout).is_empty(), "nothing was run");
+    }
 }

@@ -4,7 +4,11 @@
 //! a stream of its own.
 
 use std::cell::{Cell, RefCell};
+use std::io;
+use std::pin::Pin;
 use std::rc::Rc;
+use std::task::{Context, Poll};
+use std::time::Duration;
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full, Limited};
@@ -12,6 +16,7 @@ use hyper::client::conn::http2::{self, SendRequest};
 use hyper::header::{HeaderMap, HeaderName, HeaderValue, CONTENT_TYPE};
 use hyper::{Method, Request, Uri};
 use hyper_util::rt::{TokioExecutor, TokioIo};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 use super::http::HttpTarget;
 use super::{MadeHeader, Reply, TransportError};
@@ -32,16 +37,49 @@ pub struct H2Connection {
 }
 
 impl H2Connection {
-    pub async fn open(target: &HttpTarget) -> Result<Rc<Self>, TransportError> {
-        let stream = target.connect().await?;
-        let (sender, driver) = http2::handshake(TokioExecutor::new(), TokioIo::new(stream))
-            .await
-            .map_err(|e| target.connect_error(std::io::Error::other(e)))?;
+    /// Opens a connection and starts HTTP/2 on it, all within `within`.
+    /// In cleartext (h2c, by prior knowledge) it is open only once the
+    /// server has said something: a server of HTTP/2 sends its settings at
+    /// once, and one of HTTP/1.1 may stay silent on the preface (ganache
+    /// does), which would otherwise read as a server that never answers.
+    pub async fn open(target: &HttpTarget, within: Duration) -> Result<Rc<Self>, TransportError> {
+        let deadline = tokio::time::Instant::now() + within;
+        let (heard, first) = tokio::sync::oneshot::channel();
+        let handshake = async {
+            let stream = Heard {
+                inner: target.connect().await?,
+                first: Some(heard),
+            };
+            http2::handshake(TokioExecutor::new(), TokioIo::new(stream))
+                .await
+                .map_err(|e| target.connect_error(io::Error::other(e)))
+        };
+        let not_ready = || target.connect_error(super::not_ready_within(within));
+        let (sender, driver) =
+            (tokio::time::timeout_at(deadline, handshake).await).map_err(|_| not_ready())??;
         tokio::task::spawn_local(async move {
             // Ends when the connection closes; callers notice through
             // `is_closed` or a failed exchange.
             let _ = driver.await;
         });
+        if target.tls.is_none() {
+            let silent = |what: &str| {
+                target.connect_error(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!(
+                        "the server {what} after volley's HTTP/2 preface (h2c, by prior knowledge): it does not speak HTTP/2 in cleartext; without --http2 volley speaks HTTP/1.1"
+                    ),
+                ))
+            };
+            match tokio::time::timeout_at(deadline, first).await {
+                Ok(Ok(())) => {}
+                Ok(Err(_)) => return Err(silent("closed the connection without a word")),
+                Err(_) => {
+                    let waited = humantime::format_duration(within);
+                    return Err(silent(&format!("sent nothing within {waited} (the timeout)")));
+                }
+            }
+        }
         let mut headers = HeaderMap::new();
         let wanted =
             super::headers::request_headers(target.headers(), target.made(), super::headers::Request::Post);
@@ -165,4 +203,53 @@ fn with_causes(error: &(dyn std::error::Error + 'static)) -> String {
         cause = next.source();
     }
     text
+}
+
+/// A stream that says when the server's first byte came.
+struct Heard<S> {
+    inner: S,
+    first: Option<tokio::sync::oneshot::Sender<()>>,
+}
+
+impl<S: AsyncRead + Unpin> AsyncRead for Heard<S> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let before = buf.filled().len();
+        let polled = Pin::new(&mut self.inner).poll_read(cx, buf);
+        if buf.filled().len() > before {
+            if let Some(first) = self.first.take() {
+                let _ = first.send(());
+            }
+        }
+        polled
+    }
+}
+
+impl<S: AsyncWrite + Unpin> AsyncWrite for Heard<S> {
+    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
 }

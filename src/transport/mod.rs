@@ -303,6 +303,15 @@ impl Target {
     /// WebSocket handshake) fails it after `within`, never hangs it.
     /// Returns what TLS agreed on (version, cipher suite, ALPN), if any.
     pub async fn check_reachable(&self, within: Duration) -> Result<Option<String>, TransportError> {
+        // h2c is open only once the server speaks: the check says so when
+        // it does not, bounded by `within` itself (`H2Connection::open`).
+        if let Target::Http(t) = self {
+            if t.http2 && t.tls.is_none() {
+                // Its driver is a local task, gone with the set.
+                let local = tokio::task::LocalSet::new();
+                return local.run_until(H2Connection::open(t, within)).await.map(|_| None);
+            }
+        }
         let check = async {
             match self {
                 Target::Http(t) => t.check_reachable().await,
@@ -318,15 +327,20 @@ impl Target {
     fn not_opened_within(&self, within: Duration) -> TransportError {
         TransportError::Connect {
             url: self.url().to_string(),
-            reason: io::Error::new(
-                io::ErrorKind::TimedOut,
-                format!(
-                    "the connection was not ready within {} (the timeout): the server accepted but did not complete the opening",
-                    humantime::format_duration(within)
-                ),
-            ),
+            reason: not_ready_within(within),
         }
     }
+}
+
+/// A connection not open within the timeout.
+fn not_ready_within(within: Duration) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::TimedOut,
+        format!(
+            "the connection was not ready within {} (the timeout): the server accepted but did not complete the opening",
+            humantime::format_duration(within)
+        ),
+    )
 }
 
 /// An answer as the transport delivered it.
@@ -365,9 +379,15 @@ impl Connection {
     /// fails after `within`: a server that accepts and stays silent must
     /// not hold a caller forever.
     pub async fn open(target: &Target, within: Duration) -> Result<Connection, TransportError> {
+        // Bounded by `within` itself, to say what it waited for.
+        if let Target::Http(t) = target {
+            if t.http2 {
+                return Ok(Connection::Http2(H2Connection::open(t, within).await?));
+            }
+        }
         let open = async {
             match target {
-                Target::Http(t) if t.http2 => Ok(Connection::Http2(H2Connection::open(t).await?)),
+                Target::Http(t) if t.http2 => unreachable!("opened above"),
                 Target::Http(t) => Ok(Connection::Http(HttpConnection::open(t).await?)),
                 Target::Stream(t) => Ok(Connection::Stream(MuxConnection::open(t).await?)),
                 Target::Memory(peer) => Ok(Connection::Stream(peer.open(DEFAULT_MAX_RESPONSE_BYTES))),
