@@ -285,7 +285,7 @@ pub struct CompareArgs {
     #[arg(required = true, num_args = 2.., value_name = "RUN")]
     pub runs: Vec<PathBuf>,
     /// How far each metric may move the wrong way, as a share plus an optional floor (default
-    /// p50=25%+0.5ms,p99=50%+2ms,rps=10%,error_rate=0.1pp); the metrics named replace theirs.
+    /// p50=50%+1ms,p99=100%+5ms,rps=30%,error_rate=0.1pp); the metrics named replace theirs.
     #[arg(long, value_name = "LIMITS")]
     pub max_regression: Option<crate::compare::Tolerances>,
     /// Exit 0 when the result is inconclusive (a change past its limit that the runs are too few

@@ -275,7 +275,7 @@ fn a_run_of_a_server_that_answered_nothing_cannot_pass_a_comparison() {
         "{table}"
     );
     assert!(
-        table.contains("quarter-second samples is too short to tell a change from chance"),
+        table.contains("too short to judge a change (at least 2 s)"),
         "{table}"
     );
     // The same in the formats CI reads.
@@ -309,6 +309,53 @@ fn a_run_of_a_server_that_answered_nothing_cannot_pass_a_comparison() {
         std::fs::remove_file(file).unwrap();
     }
     for dir in [base, dead] {
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+}
+
+#[test]
+fn runs_of_other_loads_are_not_compared_and_each_key_that_differs_is_named() {
+    let (mut server, url) = serve("0ms");
+    let [fast, slow] = ["rate-40", "rate-20"].map(dir);
+    for (rate, out) in [("40", &fast), ("20", &slow)] {
+        let output = volley()
+            .args([
+                "run",
+                "--target",
+                &url,
+                "--method",
+                "eth_chainId",
+                "--rate",
+                rate,
+                "-d",
+                "1s",
+            ])
+            .args(["--no-tui", "-q", "--out"])
+            .arg(out)
+            .output()
+            .unwrap();
+        assert_eq!(
+            output.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    server.kill().unwrap();
+    let output = compare(&fast, &slow);
+    let table = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(output.status.code(), Some(2), "{table}");
+    let result = table.lines().last().unwrap();
+    assert!(
+        result.starts_with("result: CANNOT COMPARE: the loads differ in rate: 40 in ")
+            && result.ends_with(" against 20"),
+        "{table}"
+    );
+    assert!(
+        !table.contains("REGRESSION"),
+        "a lower rate is no regression: {table}"
+    );
+    for dir in [fast, slow] {
         std::fs::remove_dir_all(dir).unwrap();
     }
 }

@@ -76,7 +76,7 @@ pub struct Tolerances(pub BTreeMap<ComparedFigure, Tolerance>);
 /// sub-millisecond servers; the rate of an open-model run is fixed by its
 /// scenario and has little. Several baselines tighten this: a change must
 /// also pass what they differ by among themselves.
-pub const DEFAULT_LIMITS: &str = "p50=25%+0.5ms,p99=50%+2ms,rps=10%,error_rate=0.1pp";
+pub const DEFAULT_LIMITS: &str = "p50=50%+1ms,p99=100%+5ms,rps=30%,error_rate=0.1pp";
 
 impl Default for Tolerances {
     fn default() -> Self {

@@ -1,9 +1,11 @@
 //! `volley compare BASELINE... CURRENT`: result directories side by side,
-//! per method. A change is a regression only when it passes its limit, is
-//! outside what the baseline runs differ by among themselves, and the
-//! runs' own quarter-second samples say it is not chance (a rank test; a
-//! two-proportion test for error rates). A change past its limit that the
-//! samples cannot tell from chance is `inconclusive`, never "ok".
+//! per method. The run is the unit of chance: with several baselines, a
+//! change is a regression only when it passes its limit and the current
+//! run lies outside the interval the baseline runs say a further run falls
+//! in (`significance.rs`); past its limit but inside, it is
+//! `inconclusive`, never "ok". With one baseline nothing measures how runs
+//! differ: the limits alone judge, and the result says so. Runs of
+//! different loads are not compared at all.
 
 mod limits;
 mod render;
@@ -15,12 +17,11 @@ use crate::stats::MethodSummary;
 
 pub use limits::{ComparedFigure, Tolerance, Tolerances, DEFAULT_LIMITS};
 pub use render::{html_page, junit, markdown, render};
-pub use significance::{rank_test_p, MIN_SAMPLES, SIGNIFICANCE};
+pub use significance::{prediction_interval, SIGNIFICANCE};
 
 /// A run shorter than this gives too few samples for the rank test to
 /// tell any but a huge change from chance: `volley run` warns of it.
 pub use crate::stats::JUDGED_SECONDS;
-const JUDGED_SAMPLES: usize = (JUDGED_SECONDS * crate::stats::SAMPLES_PER_SECOND) as usize;
 
 /// One result directory, as compare reads it.
 pub(crate) use crate::results::SavedRun;
@@ -66,12 +67,24 @@ pub struct Row {
     /// Relative change (error rate: the difference, as a fraction).
     pub change: f64,
     pub limit: Tolerance,
-    /// How far the baselines lie from their median, at most (0 with one).
-    pub spread: f64,
-    /// The probability of a difference this large by chance; `None` when
-    /// too few samples to tell.
-    pub p_value: Option<f64>,
+    /// What says whether the change is more than chance.
+    pub evidence: Evidence,
     pub verdict: Change,
+}
+
+/// What tells a row's change from chance.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Evidence {
+    /// One baseline (or a figure of zero): nothing measures how runs
+    /// differ, and the limit alone judges.
+    LimitOnly,
+    /// Where a further baseline run's figure falls (99%), from the
+    /// baselines.
+    Interval(f64, f64),
+    /// An error rate: the two-proportion p over the calls; `None` without calls.
+    P(Option<f64>),
+    /// A run too short for its figures to be judged.
+    TooShort,
 }
 
 pub struct Comparison {
@@ -79,12 +92,13 @@ pub struct Comparison {
     pub rows: Vec<Row>,
     /// Differences between the runs that make a comparison doubtful.
     pub notes: Vec<String>,
-    /// Why a run's figures cannot be compared at all: its verdict was
-    /// invalid (a server that answered nothing is no baseline, and no
-    /// "no regression" either).
+    /// Why the runs cannot be compared at all: a verdict invalid (a server
+    /// that answered nothing is no baseline, and no "no regression"
+    /// either), or loads that differ.
     pub invalid: Vec<String>,
-    /// The shortest run's samples, for what would settle an inconclusive row.
-    pub fewest_samples: usize,
+    /// The shortest run's measured seconds, for what would settle an
+    /// inconclusive row.
+    pub shortest_s: f64,
 }
 
 impl Comparison {
@@ -102,15 +116,16 @@ impl Comparison {
         self.regressed() || !self.invalid.is_empty() || (self.inconclusive() && !allow_inconclusive)
     }
 
-    /// What would let the test tell an inconclusive change from chance.
+    /// What would let the comparison tell an inconclusive change from chance.
     pub fn what_would_settle_it(&self) -> String {
-        if self.fewest_samples < JUDGED_SAMPLES {
+        if self.shortest_s < JUDGED_SECONDS as f64 {
             return format!(
-                "runs of at least {} s each (the shortest has {} quarter-second samples)",
-                JUDGED_SECONDS, self.fewest_samples
+                "runs of at least {} s each (the shortest measured {:.1} s)",
+                JUDGED_SECONDS, self.shortest_s
             );
         }
-        "longer runs, or more baseline runs (volley compare BASE1 BASE2 ... CURRENT)".into()
+        "more baseline runs (volley compare BASE1 BASE2 ... CURRENT): the interval narrows as they add up"
+            .into()
     }
 }
 
@@ -160,7 +175,8 @@ pub fn compare(baselines: &[PathBuf], current: &Path, tolerances: &Tolerances) -
         .collect::<anyhow::Result<_>>()?;
     let cur = read(current)?;
     let mut notes = differences(&base, &cur);
-    let methods = common_methods(&base, &cur, &mut notes);
+    let mut invalid = loads_differ(&base, &cur);
+    let methods = common_methods(&base, &cur, &mut invalid);
     // Each method's share of a mix is drawn from the seed: with other seeds,
     // its rate differs by the draw, not by the server.
     let seeds: std::collections::BTreeSet<u64> = (base.iter().chain([&cur]))
@@ -172,6 +188,10 @@ pub fn compare(baselines: &[PathBuf], current: &Path, tolerances: &Tolerances) -
             "the runs have different seeds: each method's share of the calls is another draw, so only the total's rate is compared (give the scenario a `seed`)".into(),
         );
     }
+    let shortest_s = (base.iter().chain([&cur]))
+        .map(|r| r.run.report.summary.measured_seconds)
+        .fold(f64::INFINITY, f64::min);
+    let too_short = shortest_s < JUDGED_SECONDS as f64;
     let mut rows = Vec::new();
     for method in &methods {
         let total = method == crate::stats::TOTAL_TAG;
@@ -179,38 +199,38 @@ pub fn compare(baselines: &[PathBuf], current: &Path, tolerances: &Tolerances) -
             if metric == ComparedFigure::Rps && !total && !one_seed && methods.len() > 2 {
                 continue;
             }
-            rows.push(row(&base, &cur, method, metric, *limit)?);
+            rows.push(row(&base, &cur, (method, metric, *limit), too_short)?);
         }
     }
-    if base.len() > 1 {
+    match base.len() {
+        1 => notes.push(
+            "one baseline run: nothing measures how runs of the baseline differ, so the limits alone judge (give several: volley compare BASE1 BASE2 BASE3 CURRENT)".into(),
+        ),
+        n => notes.push(format!(
+            "{n} baseline runs: each baseline figure is their median; a change is told from chance when the current run lies outside the interval where 99% of further baseline runs would"
+        )),
+    }
+    if too_short {
         notes.push(format!(
-            "{} baseline runs: each baseline figure is their median, and a change must also pass what they differ by",
-            base.len()
+            "a run measured {shortest_s:.1} s: too short to judge a change (at least {JUDGED_SECONDS} s)"
         ));
     }
-    let invalid: Vec<String> = (base.iter().map(|b| ("baseline", b)))
-        .chain([("current", &cur)])
-        .filter_map(|(which, read)| invalid_reason(which, read))
-        .collect();
+    invalid.extend(
+        (base.iter().map(|b| ("baseline", b)))
+            .chain([("current", &cur)])
+            .filter_map(|(which, read)| invalid_reason(which, read)),
+    );
     if !invalid.is_empty() {
-        // Figures that cannot be trusted are not judged row by row.
+        // Figures that cannot be trusted, or loads that differ, are not
+        // judged row by row.
         rows.iter_mut().for_each(|r| r.verdict = Change::NotJudged);
-    }
-    let fewest_samples = (base.iter().chain([&cur]))
-        .map(|r| whole_samples(&r.run, crate::stats::TOTAL_TAG))
-        .min()
-        .unwrap_or(0);
-    if fewest_samples < MIN_SAMPLES {
-        notes.push(format!(
-            "a run with {fewest_samples} quarter-second samples is too short to tell a change from chance (at least {MIN_SAMPLES} a side)"
-        ));
     }
     Ok(Comparison {
         baselines: base.len(),
         rows,
         notes,
         invalid,
-        fewest_samples,
+        shortest_s,
     })
 }
 
@@ -231,8 +251,55 @@ fn differences(base: &[Read], cur: &Read) -> Vec<String> {
     notes
 }
 
-/// The methods every run called (and the total), with a note for those
-/// that only some did.
+/// Where the runs' loads differ, a line for each key: such runs are not
+/// compared (a run at 20/s against a baseline at 100/s is no regression).
+fn loads_differ(base: &[Read], cur: &Read) -> Vec<String> {
+    let c = &cur.run.report.meta.load;
+    let shown = |v: Option<f64>| v.map_or("none".to_string(), |v| format!("{v}"));
+    let mut differ = Vec::new();
+    for b in base {
+        let l = &b.run.report.meta.load;
+        let keys: [(&str, String, String); 8] = [
+            ("model", l.model.to_string(), c.model.to_string()),
+            ("rate", shown(l.rate), shown(c.rate)),
+            (
+                "concurrency",
+                shown(l.concurrency.map(|n| n as f64)),
+                shown(c.concurrency.map(|n| n as f64)),
+            ),
+            (
+                "connections",
+                l.connections.to_string(),
+                c.connections.to_string(),
+            ),
+            ("duration", shown(l.duration_s), shown(c.duration_s)),
+            (
+                "requests",
+                shown(l.requests.map(|n| n as f64)),
+                shown(c.requests.map(|n| n as f64)),
+            ),
+            ("stages", l.stages.to_string(), c.stages.to_string()),
+            (
+                "shard",
+                l.shard.clone().unwrap_or_default(),
+                c.shard.clone().unwrap_or_default(),
+            ),
+        ];
+        for (key, was, is) in keys {
+            let line = format!(
+                "the loads differ in {key}: {was} in {} against {is}",
+                b.dir.display()
+            );
+            if was != is && !differ.contains(&line) {
+                differ.push(line);
+            }
+        }
+    }
+    differ
+}
+
+/// The methods every run called (and the total); a method only some
+/// called is a mix that differs, and the runs are not compared.
 fn common_methods(base: &[Read], cur: &Read, notes: &mut Vec<String>) -> Vec<String> {
     let names = |run: &SavedRun| -> Vec<String> {
         (run.report.summary.methods.iter())
@@ -247,7 +314,7 @@ fn common_methods(base: &[Read], cur: &Read, notes: &mut Vec<String>) -> Vec<Str
         .collect();
     if !alone.is_empty() {
         notes.push(format!(
-            "only the current run called {}: not compared",
+            "the mixes differ: only the current run called {}",
             alone.join(", ")
         ));
     }
@@ -258,7 +325,7 @@ fn common_methods(base: &[Read], cur: &Read, notes: &mut Vec<String>) -> Vec<Str
         .collect();
     if !missing.is_empty() {
         notes.push(format!(
-            "only the baseline called {}: not compared",
+            "the mixes differ: only the baseline called {}",
             missing.join(", ")
         ));
     }
@@ -320,26 +387,6 @@ fn counts(read: &Read, method: &str) -> anyhow::Result<(f64, f64)> {
     Ok((figures.errors as f64, figures.calls as f64))
 }
 
-/// The run's quarter-second samples of the very figure compared.
-fn samples(run: &SavedRun, method: &str, metric: ComparedFigure) -> Vec<f64> {
-    let of_method = (run.samples.iter().flatten()).filter(|s| s.method == method);
-    match metric {
-        ComparedFigure::P50 => of_method.filter_map(|s| s.p50_ms).collect(),
-        ComparedFigure::P99 => of_method.filter_map(|s| s.p99_ms).collect(),
-        ComparedFigure::Rps => of_method
-            .filter(|s| s.is_whole())
-            .map(|s| s.calls_per_s())
-            .collect(),
-        ComparedFigure::ErrorRate => Vec::new(),
-    }
-}
-
-fn whole_samples(run: &SavedRun, method: &str) -> usize {
-    (run.samples.iter().flatten())
-        .filter(|s| s.method == method && s.is_whole())
-        .count()
-}
-
 fn median(values: &mut [f64]) -> f64 {
     values.sort_by(f64::total_cmp);
     match values.len() {
@@ -349,36 +396,34 @@ fn median(values: &mut [f64]) -> f64 {
     }
 }
 
+/// One figure of one method judged: `(method, metric, limit)`; a run too
+/// short has its changes past their limits inconclusive.
 fn row(
     base: &[Read],
     cur: &Read,
-    method: &str,
-    metric: ComparedFigure,
-    limit: Tolerance,
+    (method, metric, limit): (&str, ComparedFigure, Tolerance),
+    too_short: bool,
 ) -> anyhow::Result<Row> {
-    let mut figures: Vec<f64> = base
+    let figures: Vec<f64> = base
         .iter()
         .map(|b| figure(b, method, metric))
         .collect::<anyhow::Result<_>>()?;
-    let baseline = median(&mut figures);
-    let spread = figures.iter().map(|f| (f - baseline).abs()).fold(0.0, f64::max);
+    let baseline = median(&mut figures.clone());
     let current = figure(cur, method, metric)?;
-    let p_value = match metric {
+    let evidence = match metric {
+        _ if too_short => Evidence::TooShort,
         ComparedFigure::ErrorRate => {
             let mut pooled = (0.0, 0.0);
             for b in base {
                 let (errors, calls) = counts(b, method)?;
                 pooled = (pooled.0 + errors, pooled.1 + calls);
             }
-            significance::two_proportion_p(pooled, counts(cur, method)?)
+            Evidence::P(significance::two_proportion_p(pooled, counts(cur, method)?))
         }
-        _ => {
-            let pooled: Vec<f64> = base
-                .iter()
-                .flat_map(|b| samples(&b.run, method, metric))
-                .collect();
-            rank_test_p(&pooled, &samples(&cur.run, method, metric))
-        }
+        _ => match significance::prediction_interval(&figures) {
+            Some((low, high)) => Evidence::Interval(low, high),
+            None => Evidence::LimitOnly,
+        },
     };
     let difference = current - baseline;
     let change = match metric {
@@ -391,10 +436,15 @@ fn row(
     } else {
         -difference
     };
-    // Past its limit, and outside what the baselines differ by.
-    let room = limit.allowed(baseline).max(spread);
-    let significant = p_value.is_some_and(|p| p < SIGNIFICANCE);
-    let verdict = match (worse > room, worse < -room, significant) {
+    let room = limit.allowed(baseline);
+    // Whether the current run is, on the side it moved to, beyond chance.
+    let beyond_chance = match evidence {
+        Evidence::LimitOnly => true,
+        Evidence::TooShort => false,
+        Evidence::P(p) => p.is_some_and(|p| p < SIGNIFICANCE),
+        Evidence::Interval(low, high) => current < low || current > high,
+    };
+    let verdict = match (worse > room, worse < -room, beyond_chance) {
         (true, _, true) => Change::Regression,
         (true, _, false) => Change::Inconclusive,
         (_, true, true) => Change::Improved,
@@ -407,8 +457,7 @@ fn row(
         current,
         change,
         limit,
-        spread,
-        p_value,
+        evidence,
         verdict,
     })
 }

@@ -4,7 +4,7 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use super::{limits, Change, ComparedFigure, Comparison, Row, SavedRun};
+use super::{limits, Change, ComparedFigure, Comparison, Evidence, Row, SavedRun};
 
 /// The verdict line every format ends with.
 pub(super) fn result_line(comparison: &Comparison) -> String {
@@ -12,7 +12,7 @@ pub(super) fn result_line(comparison: &Comparison) -> String {
         return format!("result: CANNOT COMPARE: {}", comparison.invalid.join("; "));
     }
     if comparison.regressed() {
-        return "result: REGRESSION (a change past its limit that the runs' samples say is not chance)"
+        return "result: REGRESSION (a change past its limit, and beyond what runs of the baseline differ by where several tell it)"
             .into();
     }
     if comparison.inconclusive() {
@@ -22,7 +22,7 @@ pub(super) fn result_line(comparison: &Comparison) -> String {
             .filter(|r| r.verdict == Change::Inconclusive)
             .count();
         return format!(
-            "result: INCONCLUSIVE: {past} change{} past {} limit{} that the samples cannot tell from chance; what would settle it: {}",
+            "result: INCONCLUSIVE: {past} change{} past {} limit{} that the runs cannot tell from chance; what would settle it: {}",
             if past == 1 { "" } else { "s" },
             if past == 1 { "its" } else { "their" },
             if past == 1 { "" } else { "s" },
@@ -38,6 +38,23 @@ fn figure(r: &Row, value: f64) -> String {
         ComparedFigure::ErrorRate => format!("{:.2}%", value * 100.0),
         ComparedFigure::Rps => format!("{value:.1}/s"),
         _ => format!("{value:.3} ms"),
+    }
+}
+
+/// What tells the row's change from chance, as a cell: the range a
+/// further baseline run falls in, a p-value, or why there is none.
+fn evidence(r: &Row) -> String {
+    let plain = |v: f64| match r.metric {
+        ComparedFigure::ErrorRate => format!("{:.2}", v * 100.0),
+        ComparedFigure::Rps => format!("{v:.1}"),
+        _ => format!("{v:.3}"),
+    };
+    match r.evidence {
+        Evidence::LimitOnly => "limit only".into(),
+        Evidence::TooShort => "too short".into(),
+        Evidence::P(None) => "-".into(),
+        Evidence::P(Some(p)) => format!("p {p:.3}"),
+        Evidence::Interval(low, high) => format!("{}..{}", plain(low), plain(high)),
     }
 }
 
@@ -64,7 +81,7 @@ pub fn html_page(comparison: &Comparison, base: &SavedRun, cur: &SavedRun) -> St
         .iter()
         .map(|r| {
             let (change, limit) = change_and_limit(r);
-            let p = r.p_value.map_or("-".to_string(), |p| format!("{p:.3}"));
+            let p = evidence(r);
             CompareRow {
                 cells: vec![
                     r.method.clone(),
@@ -83,7 +100,7 @@ pub fn html_page(comparison: &Comparison, base: &SavedRun, cur: &SavedRun) -> St
     let mut lines: Vec<String> = comparison.notes.iter().map(|n| format!("note: {n}")).collect();
     lines.push(result_line(comparison));
     let head = [
-        "method", "metric", "baseline", "current", "change", "limit", "p", "verdict",
+        "method", "metric", "baseline", "current", "change", "limit", "expected", "verdict",
     ];
     compare_page(
         &head,
@@ -100,11 +117,11 @@ pub fn markdown(comparison: &Comparison) -> String {
     let mut out = String::new();
     let mark = if comparison.failed(false) { "❌" } else { "✅" };
     let _ = writeln!(out, "### volley compare {mark}\n");
-    out.push_str("| method | metric | baseline | current | change | limit | p | verdict |\n");
+    out.push_str("| method | metric | baseline | current | change | limit | expected | verdict |\n");
     out.push_str("|---|---|---:|---:|---:|---:|---:|---|\n");
     for r in &comparison.rows {
         let (change, limit) = change_and_limit(r);
-        let p = r.p_value.map_or("-".to_string(), |p| format!("{p:.3}"));
+        let p = evidence(r);
         let _ = writeln!(
             out,
             "| `{}` | {} | {} | {} | {change} | {limit} | {p} | {} |",
@@ -190,15 +207,15 @@ pub fn render(comparison: &Comparison, baselines: &[std::path::PathBuf], current
     );
     let _ = writeln!(
         out,
-        "{:<24} {:<10} {:>14} {:>14} {:>9} {:>12} {:>8}  verdict",
-        "method", "metric", "baseline", "current", "change", "limit", "p"
+        "{:<24} {:<10} {:>14} {:>14} {:>9} {:>12} {:>17}  verdict",
+        "method", "metric", "baseline", "current", "change", "limit", "expected"
     );
     for r in &comparison.rows {
         let (change, limit) = change_and_limit(r);
-        let p = r.p_value.map_or("-".to_string(), |p| format!("{p:.3}"));
+        let p = evidence(r);
         let _ = writeln!(
             out,
-            "{:<24} {:<10} {:>14} {:>14} {:>9} {:>12} {:>8}  {}",
+            "{:<24} {:<10} {:>14} {:>14} {:>9} {:>12} {:>17}  {}",
             r.method,
             r.metric.name(),
             figure(r, r.baseline),

@@ -1,47 +1,34 @@
-//! Whether two sets of samples differ by more than chance: a rank test for
-//! latencies and rates, a two-proportion test for error rates.
+//! The statistics of `volley compare`, in one room: the run is the unit of
+//! chance. A figure of a further run of the baseline falls, 99 times in
+//! 100, within the prediction interval built from the baseline runs'
+//! figures (on a log scale: a busier machine scales a latency, it does not
+//! add to it); a current run outside it differs by more than runs differ.
+//! Quarter-second samples of one run are not replicates: two runs of one
+//! server differ as whole runs (the machine, the warm-up, the neighbours).
+//! Error rates are counts of calls: a two-proportion test.
 
-/// A change is told from noise at this significance (two-sided): strict, so
-/// that two runs of one server at one load do not cry wolf.
+use statrs::distribution::{ContinuousCDF, Normal, StudentsT};
+
+/// A change is told from chance at this level (two-sided): strict, so that
+/// runs of one server at one load do not cry wolf.
 pub const SIGNIFICANCE: f64 = 0.01;
 
-/// Fewer samples than this a side, and the rank test cannot reach its
-/// significance (5 against 5 wholly apart: p = 0.009).
-pub const MIN_SAMPLES: usize = 5;
-
-/// Two-sided p-value of the Mann-Whitney U test (normal approximation, ties
-/// averaged); `None` with fewer than 3 seconds a side.
-pub fn rank_test_p(a: &[f64], b: &[f64]) -> Option<f64> {
-    let (n1, n2) = (a.len() as f64, b.len() as f64);
-    if a.len() < 3 || b.len() < 3 {
+/// Where a further run's figure falls with probability 1 − SIGNIFICANCE,
+/// from the baseline runs' `figures`: `None` with fewer than two, or with a
+/// figure that is not positive (no log scale for it).
+pub fn prediction_interval(figures: &[f64]) -> Option<(f64, f64)> {
+    if figures.len() < 2 || figures.iter().any(|f| !(f.is_finite() && *f > 0.0)) {
         return None;
     }
-    let mut all: Vec<(f64, bool)> = a
-        .iter()
-        .map(|v| (*v, true))
-        .chain(b.iter().map(|v| (*v, false)))
-        .collect();
-    all.sort_by(|x, y| x.0.total_cmp(&y.0));
-    let (mut rank_sum_a, mut i, mut tie_term) = (0.0, 0, 0.0);
-    while i < all.len() {
-        let j = (i..all.len())
-            .find(|&j| all[j].0 != all[i].0)
-            .unwrap_or(all.len());
-        let average_rank = (i + j + 1) as f64 / 2.0;
-        rank_sum_a += average_rank * all[i..j].iter().filter(|x| x.1).count() as f64;
-        let t = (j - i) as f64;
-        tie_term += t * t * t - t;
-        i = j;
-    }
-    let u = rank_sum_a - n1 * (n1 + 1.0) / 2.0;
-    let n = n1 + n2;
-    let variance = n1 * n2 / 12.0 * ((n + 1.0) - tie_term / (n * (n - 1.0)));
-    if variance <= 0.0 {
-        // Every second identical on both sides: no evidence of a change.
-        return Some(1.0);
-    }
-    let z = (u - n1 * n2 / 2.0).abs() / variance.sqrt();
-    Some(2.0 * normal_tail(z))
+    let k = figures.len() as f64;
+    let logs: Vec<f64> = figures.iter().map(|f| f.ln()).collect();
+    let mean = logs.iter().sum::<f64>() / k;
+    let variance = logs.iter().map(|l| (l - mean).powi(2)).sum::<f64>() / (k - 1.0);
+    let t = StudentsT::new(0.0, 1.0, k - 1.0)
+        .ok()?
+        .inverse_cdf(1.0 - SIGNIFICANCE / 2.0);
+    let half = t * variance.sqrt() * (1.0 + 1.0 / k).sqrt();
+    Some(((mean - half).exp(), (mean + half).exp()))
 }
 
 /// Two-sided p-value that two error rates (errors, calls) differ.
@@ -57,15 +44,9 @@ pub fn two_proportion_p((e1, n1): (f64, f64), (e2, n2): (f64, f64)) -> Option<f6
     Some(2.0 * normal_tail(((e1 / n1) - (e2 / n2)).abs() / se))
 }
 
-/// P(Z > z) for a standard normal Z (Abramowitz and Stegun 7.1.26, error
-/// under 1.5e-7: plenty for a 1% threshold).
+/// P(Z > z) for a standard normal Z.
 fn normal_tail(z: f64) -> f64 {
-    let x = z / std::f64::consts::SQRT_2;
-    let t = 1.0 / (1.0 + 0.327_591_1 * x);
-    let poly = t
-        * (0.254_829_592
-            + t * (-0.284_496_736 + t * (1.421_413_741 + t * (-1.453_152_027 + t * 1.061_405_429))));
-    0.5 * poly * (-x * x).exp()
+    Normal::standard().sf(z)
 }
 
 #[cfg(test)]
@@ -73,27 +54,95 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_rank_test_tells_a_shift_from_noise() {
-        let base = [10.0, 10.2, 9.9, 10.1, 10.0, 9.8, 10.3, 10.1];
-        let same = [10.1, 9.9, 10.0, 10.2, 9.9, 10.1, 10.0, 9.8];
-        let slower = [13.0, 13.2, 12.9, 13.1, 13.0, 12.8, 13.3, 13.1];
-        assert!(rank_test_p(&base, &same).unwrap() > 0.3);
-        assert!(rank_test_p(&base, &slower).unwrap() < 0.001);
-        assert_eq!(rank_test_p(&base[..2], &slower), None, "too few seconds to tell");
-        assert_eq!(rank_test_p(&[1.0; 4], &[1.0; 4]), Some(1.0));
-    }
-
-    #[test]
     fn error_rates_differ_only_past_chance() {
         assert!(two_proportion_p((10.0, 10_000.0), (12.0, 10_000.0)).unwrap() > 0.5);
         assert!(two_proportion_p((10.0, 10_000.0), (100.0, 10_000.0)).unwrap() < 1e-6);
-        assert!((normal_tail(1.959_964) - 0.025).abs() < 1e-4);
+        assert!((normal_tail(1.959_964) - 0.025).abs() < 1e-6);
+    }
+
+    use rand::rngs::SmallRng;
+    use rand::{RngExt, SeedableRng};
+
+    /// A standard normal draw (Box-Muller).
+    fn normal(rng: &mut SmallRng) -> f64 {
+        let (u, v): (f64, f64) = (rng.random::<f64>().max(f64::MIN_POSITIVE), rng.random());
+        (-2.0 * u.ln()).sqrt() * (std::f64::consts::TAU * v).cos()
+    }
+
+    /// One run's p50 as a run makes it: the run's own drift (the machine,
+    /// the warm-up: `drift` on a log scale), then the median of 40 quarter
+    /// seconds that follow each other (autocorrelated, ρ = 0.7).
+    fn run(rng: &mut SmallRng, median: f64, drift: f64) -> f64 {
+        let level = median * (drift * normal(rng)).exp();
+        let mut quarter = 0.0;
+        let mut quarters: Vec<f64> = (0..40)
+            .map(|_| {
+                quarter = 0.7 * quarter + 0.1 * normal(rng);
+                level * quarter.exp()
+            })
+            .collect();
+        quarters.sort_by(f64::total_cmp);
+        (quarters[19] + quarters[20]) / 2.0
+    }
+
+    /// How often, in `trials`, a current run `shift` times slower than
+    /// `baselines` runs of the same server lies above their interval.
+    fn above(trials: u32, baselines: usize, drift: f64, shift: f64, seed: u64) -> u32 {
+        let mut rng = SmallRng::seed_from_u64(seed);
+        let mut count = 0;
+        for _ in 0..trials {
+            let base: Vec<f64> = (0..baselines).map(|_| run(&mut rng, 5.0, drift)).collect();
+            let current = run(&mut rng, 5.0 * shift, drift);
+            let (_, high) = prediction_interval(&base).unwrap();
+            count += u32::from(current > high);
+        }
+        count
     }
 
     #[test]
-    fn five_quarter_seconds_a_side_wholly_apart_reach_the_significance() {
-        let (fast, slow) = ([5.0, 5.1, 5.2, 5.3, 5.4], [25.0, 25.1, 25.2, 25.3, 25.4]);
-        assert!(rank_test_p(&fast, &slow).unwrap() < SIGNIFICANCE);
-        assert!(rank_test_p(&fast[..4], &slow[..4]).unwrap() > SIGNIFICANCE);
+    fn unchanged_runs_lie_outside_the_interval_no_more_often_than_its_level() {
+        // 1,000 unchanged pairs, either side: 1% expected, and the binomial
+        // margin (2.33 standard deviations, one-sided 1%) on top.
+        let margin = 10.0 + 2.33 * (1000.0f64 * 0.01 * 0.99).sqrt();
+        for (baselines, drift, seed) in [(3, 0.15, 1), (5, 0.05, 2), (10, 0.3, 3)] {
+            let mut rng = SmallRng::seed_from_u64(seed);
+            let outside = (0..1000)
+                .filter(|_| {
+                    let base: Vec<f64> = (0..baselines).map(|_| run(&mut rng, 5.0, drift)).collect();
+                    let current = run(&mut rng, 5.0, drift);
+                    let (low, high) = prediction_interval(&base).unwrap();
+                    current < low || current > high
+                })
+                .count();
+            assert!(
+                outside as f64 <= margin,
+                "{outside} of 1,000 outside with {baselines} baselines, drift {drift}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_slowdown_larger_than_the_runs_differ_by_is_caught() {
+        // Runs that differ by about 8% (5% of drift, and the noise of the
+        // run's own quarter seconds): twice as slow is caught 95% of the time
+        // with five baselines, 60% slower nearly always with ten.
+        assert!(above(200, 5, 0.05, 2.0, 4) >= 190);
+        assert!(above(200, 10, 0.05, 1.6, 5) >= 195);
+        // Drift as large as the change: the interval cannot tell, and says so.
+        assert!(above(200, 3, 0.3, 1.6, 6) < 100);
+    }
+
+    #[test]
+    fn an_interval_needs_two_positive_figures() {
+        assert_eq!(prediction_interval(&[5.0]), None);
+        assert_eq!(prediction_interval(&[5.0, 0.0]), None);
+        let (low, high) = prediction_interval(&[4.0, 4.0, 4.0]).unwrap();
+        assert!(
+            (low - 4.0).abs() < 1e-9 && (high - 4.0).abs() < 1e-9,
+            "no spread, no room"
+        );
+        // Two runs of 4 and 5 ms: t(1) at 99.5% is 63.66, the interval huge.
+        let (low, high) = prediction_interval(&[4.0, 5.0]).unwrap();
+        assert!(low < 0.1 && high > 200.0, "{low} {high}");
     }
 }
