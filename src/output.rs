@@ -109,7 +109,16 @@ impl OutputDir {
     /// Gives the directory back when the run never happened: the claim file
     /// goes, and the directory too if this run made it.
     pub fn release(self) {
-        let _ = fs::remove_file(self.path.join(CLAIM_FILE));
+        self.release_written(&[]);
+    }
+
+    /// Gives the directory back when the run's files went elsewhere: the
+    /// claim file goes with `written`, the files the run wrote there as it
+    /// went, and the directory too if this run made it.
+    pub fn release_written(self, written: &[&str]) {
+        for name in [CLAIM_FILE].iter().chain(written) {
+            let _ = fs::remove_file(self.path.join(name));
+        }
         self.remove_dir();
     }
 

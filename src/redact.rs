@@ -17,18 +17,26 @@ pub const HIDDEN: &str = "…";
 const KEY_LENGTH: usize = 16;
 
 /// Known providers that keep a key in a path segment of any length: the
-/// host's suffix, and the segment (counted from 0) that holds it.
+/// host's suffix, and the segment (counted from 0) that holds it, unless
+/// a version segment (`v2`, `v3`) comes first: then the one after it
+/// (`/v3/KEY`, `/ws/v3/KEY`, `/nft/v3/KEY`).
 const KEY_SEGMENTS: &[(&str, usize)] = &[
-    ("infura.io", 1),     // /v3/KEY
-    ("alchemy.com", 1),   // /v2/KEY
-    ("alchemyapi.io", 1), // /v2/KEY
-    ("quiknode.pro", 0),  // /TOKEN/
-    ("ankr.com", 1),      // /eth/KEY
-    ("p2pify.com", 0),    // Chainstack: /KEY
-    ("blastapi.io", 0),   // /KEY
-    ("getblock.io", 0),   // /KEY/...
-    ("drpc.org", 1),      // /ogrpc?network=...&dkey=KEY, or /eth/KEY
+    ("infura.io", 1),      // /v3/KEY, /ws/v3/KEY
+    ("alchemy.com", 1),    // /v2/KEY, /nft/v3/KEY
+    ("alchemyapi.io", 1),  // /v2/KEY
+    ("quiknode.pro", 0),   // /TOKEN/
+    ("ankr.com", 1),       // /eth/KEY
+    ("chainstack.com", 0), // NAME.core.chainstack.com/KEY
+    ("p2pify.com", 0),     // Chainstack's older hosts: /KEY
+    ("blastapi.io", 0),    // /KEY
+    ("getblock.io", 0),    // /KEY/...
+    ("drpc.org", 1),       // /ogrpc?network=...&dkey=KEY, or /eth/KEY
 ];
+
+/// `v1`, `v2`, `v3`...: a version, after which providers put the key.
+fn is_version(segment: &str) -> bool {
+    segment.len() >= 2 && segment.starts_with('v') && segment[1..].bytes().all(|b| b.is_ascii_digit())
+}
 
 /// `url` as every output shows it: user information, query values, the
 /// fragment and path segments that look like keys replaced by `…`. A URL
@@ -87,10 +95,14 @@ fn shown_path(host: &str, path: &str) -> String {
         None => host.split(':').next().unwrap_or(host),
     }
     .to_ascii_lowercase();
+    let segments: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
     let provider_segment = KEY_SEGMENTS
         .iter()
         .find(|(suffix, _)| name == *suffix || name.ends_with(&format!(".{suffix}")))
-        .map(|(_, segment)| *segment);
+        .map(|(_, segment)| match segments.iter().position(|s| is_version(s)) {
+            Some(version) => version + 1,
+            None => *segment,
+        });
     let mut index = 0;
     path.split('/')
         .map(|segment| {
@@ -177,6 +189,27 @@ mod tests {
             "http://h/ethereum-mainnet-archive/"
         );
         assert_eq!(url("http://h/v1/rpc/2"), "http://h/v1/rpc/2");
+    }
+
+    #[test]
+    fn known_providers_keys_are_found_after_their_version_or_at_their_place() {
+        for (given, shown) in [
+            (
+                "wss://mainnet.infura.io/ws/v3/abc12",
+                "wss://mainnet.infura.io/ws/v3/…",
+            ),
+            (
+                "https://eth-mainnet.g.alchemy.com/nft/v3/KEY",
+                "https://eth-mainnet.g.alchemy.com/nft/v3/…",
+            ),
+            (
+                "https://ethereum-mainnet.core.chainstack.com/shortk3y",
+                "https://ethereum-mainnet.core.chainstack.com/…",
+            ),
+            ("https://rpc.ankr.com/eth/abc", "https://rpc.ankr.com/eth/…"),
+        ] {
+            assert_eq!(url(given), shown);
+        }
     }
 
     #[test]

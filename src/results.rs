@@ -85,10 +85,15 @@ fn read_summary(dir: &Path, bytes: &[u8]) -> anyhow::Result<RunReport> {
     }
     if document["finished"] == Value::Bool(false) {
         anyhow::bail!(
-            "{}: {} ({} s measured); it cannot be compared, merged or reported as a run",
+            "{}: {}; it cannot be compared, merged or reported as a run",
             path.display(),
-            crate::report::checkpoint::UNFINISHED,
-            document["summary"]["measured_seconds"]
+            match document["summary"]["measured_seconds"].as_f64() {
+                Some(seconds) => format!(
+                    "{} ({seconds:.1} s measured)",
+                    crate::report::checkpoint::UNFINISHED
+                ),
+                None => "the run did not finish: volley was stopped before it could write its figures".into(),
+            }
         );
     }
     check_layout(&path, &document, FORMAT)?;

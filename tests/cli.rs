@@ -574,7 +574,11 @@ fn results_that_cannot_be_written_go_elsewhere_and_say_where() {
         .and_then(|l| l.strip_suffix(" instead"))
         .unwrap_or_else(|| panic!("no new place named in {stderr}"));
     let json = summary_json(std::path::Path::new(elsewhere));
+    // Every second is there, though the directory they were written into
+    // as the run went is gone.
+    let series = std::fs::read_to_string(std::path::Path::new(elsewhere).join("timeseries.csv")).unwrap();
     std::fs::remove_dir_all(elsewhere).unwrap();
+    assert_eq!(series.lines().count(), 4, "{series}");
     assert!(json["summary"]["requests"].as_u64().unwrap() > 0);
     assert!(text(&output.stdout).contains("TOTAL"));
 }

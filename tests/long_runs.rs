@@ -198,3 +198,89 @@ fn a_finished_run_writes_its_files_whole_and_its_seconds_add_up_to_its_figures()
     );
     assert_eq!(report.status.code(), Some(0), "{}", text(&report.stderr));
 }
+
+/// Kills `run` once `ready` holds (bounded), as SIGKILL would: nothing of
+/// volley's runs after it.
+fn kill_when(run: std::process::Child, ready: impl Fn() -> bool) {
+    let mut guard = Guard(Some(run));
+    let start = Instant::now();
+    while !ready() {
+        assert!(start.elapsed() < Duration::from_secs(60), "never ready");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let mut run = guard.0.take().unwrap();
+    run.kill().unwrap();
+    run.wait().unwrap();
+}
+
+fn written(path: &Path) -> bool {
+    std::fs::metadata(path).is_ok_and(|m| m.len() > 0)
+}
+
+#[test]
+fn a_run_killed_before_its_first_second_leaves_no_empty_summary() {
+    // A long warmup: no measured second closes before the kill.
+    let out = temp_dir("killed-early");
+    let run = volley()
+        .args([
+            "run",
+            "scenarios/demo.toml",
+            "--rate",
+            "100",
+            "-d",
+            "10s",
+            "--warmup",
+            "60s",
+        ])
+        .args(["--no-tui", "-q", "--out"])
+        .arg(&out)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    kill_when(run, || written(&out.join("summary.json")));
+    let summary = summary_json(&out);
+    assert_eq!(summary["finished"], false, "{summary}");
+    assert!(rows(&out).is_empty(), "no second measured yet");
+
+    // Several targets: the comparison's own summary.json says so too.
+    let out = temp_dir("killed-comparison");
+    let run = volley()
+        .args([
+            "run",
+            "scenarios/demo.toml",
+            "--target",
+            "builtin",
+            "--target",
+            "builtin",
+        ])
+        .args([
+            "--rate", "100", "-d", "60s", "--warmup", "0s", "--no-tui", "-q", "--out",
+        ])
+        .arg(&out)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let first = out.clone();
+    kill_when(run, || {
+        std::fs::read_dir(&first).is_ok_and(|dirs| dirs.flatten().any(|d| rows(&d.path()).len() >= 2))
+    });
+    let summary = summary_json(&out);
+    assert_eq!(summary["finished"], false, "{summary}");
+    let output = wait_or_kill(
+        volley()
+            .arg("report")
+            .arg(&out)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+        Duration::from_secs(60),
+    );
+    assert!(
+        text(&output.stderr).contains("did not finish"),
+        "{}",
+        text(&output.stderr)
+    );
+}

@@ -307,6 +307,46 @@ fn errors_about_a_target_hide_its_secrets() {
         assert!(said.contains("127.0.0.1:1"), "{said}");
         assert_eq!(secrets_in(&said), Vec::<&str>::new(), "{said}");
     }
+    // A scenario's mistake shows its line, its URL and header values hidden;
+    // `init --from-node` and `tcp://` name the URL the same way.
+    let scratch = temp_dir("secret-errors");
+    std::fs::create_dir_all(&scratch).unwrap();
+    let url = format!("http://alice:{PASSWORD}@127.0.0.1:1/v3/{PATH_KEY}?apikey={QUERY_KEY}");
+    let files = [
+        format!("target = \"{url}\"\ntypo = 1\n"),
+        format!("target = \"{url}\n"),
+        format!("targets = [{{ url = \"{url}\", nme = \"a\" }}]\n"),
+        format!("target = \"http://127.0.0.1:1\"\n[headers]\nAuthorization = [\"{PASSWORD}\"]\n"),
+    ];
+    let mut runs: Vec<Vec<String>> = Vec::new();
+    for (i, file) in files.iter().enumerate() {
+        let path = scratch.join(format!("s{i}.toml"));
+        std::fs::write(&path, file).unwrap();
+        runs.push(vec!["run".into(), path.display().to_string()]);
+    }
+    runs.push(vec![
+        "init".into(),
+        "--from-node".into(),
+        url.clone(),
+        scratch.join("n.toml").display().to_string(),
+    ]);
+    runs.push(vec![
+        "call".into(),
+        format!("tcp://127.0.0.1:1/v3/{PATH_KEY}?apikey={QUERY_KEY}"),
+        "m".into(),
+    ]);
+    runs.push(vec![
+        "call".into(),
+        format!("tcp://alice:{PASSWORD}@127.0.0.1:1"),
+        "m".into(),
+    ]);
+    for args in runs {
+        let output = volley().args(&args).output().unwrap();
+        let said = format!("{}{}", text(&output.stdout), text(&output.stderr));
+        assert_eq!(output.status.code(), Some(1), "{args:?}: {said}");
+        assert_eq!(secrets_in(&said), Vec::<&str>::new(), "{args:?}: {said}");
+    }
+    let _ = std::fs::remove_dir_all(scratch);
 }
 
 #[test]

@@ -267,6 +267,58 @@ fn a_header_generator_makes_a_distinct_value_per_request() {
     }
 }
 
+/// A URL's user information is sent as HTTP Basic credentials, on every
+/// request (over a WebSocket, with each handshake): a provider that puts a
+/// user and password in its URL is reached as given.
+#[test]
+fn a_urls_user_information_is_sent_as_basic_credentials() {
+    for extra in ["", "http2 = true", "ws"] {
+        let server = server(ServeConfig {
+            ws: Some("127.0.0.1:0".parse().unwrap()),
+            count_header: Some("authorization".into()),
+            ..ServeConfig::default()
+        });
+        let (target, extra) = match extra {
+            "ws" => (server.ws_url().unwrap(), ""),
+            other => (server.url(), other),
+        };
+        let target = target.replacen("://", "://alice:hunter%32pass@", 1);
+        let text = format!(
+            "target = \"{target}\"\n{extra}\n[load]\nconcurrency = 2\nconnections = 2\nrequests = 100\n[[calls]]\nmethod = \"eth_chainId\"\n"
+        );
+        let report = common::run(&common::scenario(&text));
+        assert_eq!(report.summary.total.ok, 100, "{extra}");
+        let stats = &server.stats;
+        // Over a WebSocket: the reachability check's handshake, then one per connection.
+        let expected = if target.starts_with("ws") { 3 } else { 100 };
+        assert_eq!(ServerStats::get(&stats.header_seen), expected, "{target} {extra}");
+        assert_eq!(stats.header_values.count(), (1, false), "one value, always");
+    }
+    // Beside an Authorization header, it is refused: two sets of credentials.
+    let server = server(ServeConfig::default());
+    let target = server.url().replacen("://", "://alice:pw@", 1);
+    let text = format!(
+        "target = \"{target}\"\n[headers]\nAuthorization = \"Bearer x\"\n[load]\nrequests = 1\n[[calls]]\nmethod = \"eth_chainId\"\n"
+    );
+    let scenario = common::scenario(&text);
+    let refused = tokio::runtime::Runtime::new().unwrap().block_on(volley::execute(
+        &scenario,
+        None,
+        tokio_util::sync::CancellationToken::new(),
+        std::sync::Arc::new(volley::engine::Control::new()),
+        |_| {},
+    ));
+    let Err(error) = refused else {
+        panic!("two sets of credentials were taken")
+    };
+    let error = error.to_string();
+    assert!(
+        error.contains("an Authorization header both give credentials"),
+        "{error}"
+    );
+    assert!(!error.contains(":pw@"), "{error}");
+}
+
 /// `volley run` with `args` in `dir` (a scenario file named there), never
 /// reaching a server: the error, on stderr.
 fn refused(dir: &Path, scenario: Option<&str>, args: &[&str]) -> String {

@@ -102,19 +102,21 @@ fn from_node(args: &InitArgs, url: &str) -> anyhow::Result<ExitCode> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
+    // Errors name the URL with its keys hidden: a CI log may be public.
+    let shown = crate::redact::url(url);
     let made = runtime.block_on(tokio::task::LocalSet::new().run_until(async {
         let (target, _) = super::execute::prepare(&scenario, url, &[], within)
             .await
-            .map_err(|e| anyhow::anyhow!("--from-node {url}: {e}"))?;
+            .map_err(|e| anyhow::anyhow!("--from-node {shown}: {e}"))?;
         let mut session = crate::engine::Session::open(&target, within, scenario.version)
             .await
-            .map_err(|e| anyhow::anyhow!("--from-node {url}: {e}"))?;
+            .map_err(|e| anyhow::anyhow!("--from-node {shown}: {e}"))?;
         let harvest = crate::init::harvest(&mut session, args.blocks)
             .await
-            .map_err(|e| anyhow::anyhow!("--from-node {url}: {e}"))?;
+            .map_err(|e| anyhow::anyhow!("--from-node {shown}: {e}"))?;
         let made = crate::init::from_node(&mut session, &harvest, url, &stem)
             .await
-            .map_err(|e| anyhow::anyhow!("--from-node {url}: {e}"));
+            .map_err(|e| anyhow::anyhow!("--from-node {shown}: {e}"));
         session.close().await;
         made
     }))?;

@@ -59,8 +59,12 @@ fn conclude(args: &RunArgs, scenario: &Scenario, out: OutputDir, report: &RunRep
     let written = match report::write_files(&out.path, report) {
         Ok(written) => written,
         Err(error) => {
-            // The claim goes too: no empty summary.json is left to misread.
-            out.release();
+            // The claim goes too, with what the run wrote as it went: no
+            // unfinished summary.json is left to misread.
+            let written = report::series::FILES
+                .into_iter()
+                .chain([report::checkpoint::TEMPORARY]);
+            out.release_written(&written.collect::<Vec<_>>());
             return write_elsewhere(report, &error);
         }
     };

@@ -45,6 +45,13 @@ pub fn command(args: &RunArgs, mut scenario: Scenario) -> anyhow::Result<ExitCod
     let names: Vec<&str> = scenario.targets.iter().map(|t| t.name.as_str()).collect();
     let mut live = start_live(args, &scenario, &runs, &names)?;
     let out = OutputDir::claim(args.out.as_deref(), &dir_stamp(), &scenario.name)?;
+    // Never an empty summary.json, should the comparison be killed.
+    if let Err(error) = crate::report::checkpoint::begin_comparison(&out.path) {
+        crate::note!(
+            "volley: cannot write {}: {error}",
+            out.path.join("summary.json").display()
+        );
+    }
     let done = match args.parallel_targets {
         true => all_at_once(&live, args, &runs, (&names, &out.path)),
         false => in_turn(&live, args, &runs, (&names, &out.path)),

@@ -59,9 +59,17 @@ impl Upstream {
                 crate::redact::url(url)
             ));
         };
-        let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+        let (authority, path) = rest.split_at(rest.find(['/', '?']).unwrap_or(rest.len()));
         if authority.is_empty() {
             return Err(format!("'{}': no host", crate::redact::url(url)));
+        }
+        // The clients' own headers go upstream, credentials among them:
+        // the proxy adds none of its own.
+        if authority.contains('@') {
+            return Err(format!(
+                "'{}': the upstream's user information (user:password@) is not sent by the proxy; give the upstream without it, and the client its credentials",
+                crate::redact::url(url)
+            ));
         }
         let (host, port) =
             crate::transport::host_and_port(url, authority, Some(80)).map_err(|e| e.to_string())?;
@@ -69,10 +77,9 @@ impl Upstream {
         Ok(Upstream {
             websocket,
             authority,
-            path: if path.is_empty() {
-                "/".into()
-            } else {
-                path.to_string()
+            path: match path.starts_with('/') {
+                true => path.to_string(),
+                false => format!("/{path}"),
             },
         })
     }
@@ -330,6 +337,16 @@ mod tests {
             "ws://h:+80",
             "http://:80",
         ];
+        let refused =
+            Upstream::parse("http://alice:hunter2pass@127.0.0.1:1/v3/0123456789abcdef0123456789abcdef")
+                .unwrap_err();
+        assert!(
+            refused.contains("user information")
+                && !refused.contains("hunter2pass")
+                && !refused.contains("0123456789abcdef0"),
+            "{refused}"
+        );
+        assert_eq!(Upstream::parse("http://127.0.0.1:1?k=v").unwrap().path, "/?k=v");
         for bad in ["https://x:1", "tcp://x:1", "http://", "x"]
             .into_iter()
             .chain(bad_ports)

@@ -7,7 +7,7 @@
 //! whole again with what only the end knows.
 
 use std::fs::{File, OpenOptions};
-use std::io::{self, BufWriter, Write};
+use std::io::{self, BufWriter, Read, Seek, Write};
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
@@ -122,8 +122,6 @@ struct Files {
     timeseries: csv::Writer<BufWriter<File>>,
     hlog: BufWriter<File>,
     samples: csv::Writer<BufWriter<File>>,
-    /// The same three files, to cut them back after a failed write.
-    handles: [File; 3],
 }
 
 /// Writes each closed second into the results directory; if a write
@@ -131,6 +129,9 @@ struct Files {
 pub struct FileSpool {
     dir: PathBuf,
     files: Option<Files>,
+    /// The same three files, to cut them back after a failed write and to
+    /// read them back at the end, wherever their directory went meanwhile.
+    handles: [File; 3],
     /// What was kept in memory after a write failed.
     kept: Series,
     /// Samples written since the last flush: kept again if it fails.
@@ -140,7 +141,9 @@ pub struct FileSpool {
     whole: [u64; 3],
 }
 
-const NAMES: [&str; 3] = ["timeseries.csv", "latency.hlog", "samples.csv"];
+/// The files written as the run goes, beside `summary.json`.
+pub const FILES: [&str; 3] = ["timeseries.csv", "latency.hlog", "samples.csv"];
+const NAMES: [&str; 3] = FILES;
 
 impl FileSpool {
     /// Creates the three files in `dir` (made if missing), never through
@@ -149,6 +152,7 @@ impl FileSpool {
         std::fs::create_dir_all(dir)?;
         let open = |name: &str| {
             OpenOptions::new()
+                .read(true)
                 .write(true)
                 .create_new(true)
                 .open(dir.join(name))
@@ -176,8 +180,8 @@ impl FileSpool {
                 timeseries,
                 hlog,
                 samples,
-                handles,
             }),
+            handles,
             kept: Series::default(),
             pending: Vec::new(),
             whole: [0; 3],
@@ -193,7 +197,7 @@ impl FileSpool {
         files.timeseries.flush()?;
         files.hlog.flush()?;
         files.samples.flush()?;
-        let [a, b, c] = &files.handles;
+        let [a, b, c] = &self.handles;
         self.whole = [a.metadata()?.len(), b.metadata()?.len(), c.metadata()?.len()];
         self.pending.clear();
         Ok(())
@@ -210,14 +214,8 @@ impl FileSpool {
             self.dir.display()
         );
         // The writers go first: dropping one may still flush a part.
-        let Files {
-            timeseries,
-            hlog,
-            samples,
-            handles,
-        } = files;
-        drop((timeseries, hlog, samples));
-        for (file, length) in handles.iter().zip(self.whole) {
+        drop(files);
+        for (file, length) in self.handles.iter().zip(self.whole) {
             let _ = file.set_len(length);
         }
         self.kept.quarter(&std::mem::take(&mut self.pending));
@@ -251,10 +249,12 @@ impl FileSpool {
     /// does not read is said, and the others still count.
     fn read_back(&self) -> Series {
         let read = |i: usize| -> anyhow::Result<Vec<u8>> {
-            let path = self.dir.join(NAMES[i]);
-            let mut bytes =
-                std::fs::read(&path).with_context(|| format!("cannot read {}", path.display()))?;
-            bytes.truncate(usize::try_from(self.whole[i])?);
+            let mut file = self.handles[i].try_clone()?;
+            file.rewind()?;
+            let mut bytes = Vec::new();
+            file.take(self.whole[i])
+                .read_to_end(&mut bytes)
+                .with_context(|| format!("cannot read {}", self.dir.join(NAMES[i]).display()))?;
             Ok(bytes)
         };
         let lost = |i: usize, error: anyhow::Error| {

@@ -45,7 +45,8 @@ impl fmt::Display for Located {
                 self.line,
                 self.source_line,
                 "^",
-                width = self.column
+                // A line shown with its secrets hidden is shorter.
+                width = self.column.min(self.source_line.chars().count() + 1)
             )?;
         }
         Ok(())
@@ -70,11 +71,13 @@ impl Locator<'_> {
         let line = before.matches('\n').count() + 1;
         let line_start = before.rfind('\n').map_or(0, |i| i + 1);
         let column = self.text[line_start..offset].chars().count() + 1;
-        let source_line = self.text[line_start..].lines().next().unwrap_or("").to_string();
+        let written = self.key_at(offset);
         let key = match key {
             Some(key) => key.to_string(),
-            None => self.key_at(offset),
+            None => written.clone(),
         };
+        let line_text = self.text[line_start..].lines().next().unwrap_or("");
+        let source_line = shown_line(line_text, [key.as_str(), written.as_str()]);
         ScenarioError::Invalid(Located {
             file: self.file.to_string(),
             line,
@@ -126,9 +129,91 @@ impl Locator<'_> {
     }
 }
 
+/// A line of the file as an error shows it: a header's value, a secret's
+/// or a token's wholly hidden, and every URL in it through
+/// `redact::url` (its user info, key-like path segments and query values
+/// hidden), so that an error in a public CI log shows no key. A string
+/// left open runs to the line's end.
+fn shown_line(line: &str, keys: [&str; 2]) -> String {
+    let secret = keys.iter().any(|k| {
+        let k = k.to_ascii_lowercase();
+        k.starts_with("headers")
+            || ["secret", "token", "password", "jwt", "auth"]
+                .iter()
+                .any(|w| k.contains(w))
+    });
+    let mut shown = String::with_capacity(line.len());
+    let mut rest = line;
+    while let Some(open) = rest.find(['"', '\'']) {
+        let quote = rest[open..].chars().next().unwrap_or('"');
+        shown.push_str(&rest[..=open]);
+        let after = &rest[open + 1..];
+        // A basic string's `\"` does not close it; a literal's has no escapes.
+        let mut close = None;
+        let mut escaped = false;
+        for (i, c) in after.char_indices() {
+            match c {
+                '\\' if quote == '"' && !escaped => escaped = true,
+                c if c == quote && !escaped => {
+                    close = Some(i);
+                    break;
+                }
+                _ => escaped = false,
+            }
+        }
+        let content = &after[..close.unwrap_or(after.len())];
+        shown.push_str(
+            &match (secret, content.contains("://") || content.contains('@')) {
+                (true, _) if !content.is_empty() => "…".to_string(),
+                (false, true) => crate::redact::url(content),
+                _ => content.to_string(),
+            },
+        );
+        match close {
+            Some(i) => {
+                shown.push(quote);
+                rest = &after[i + 1..];
+            }
+            None => rest = "",
+        }
+    }
+    shown.push_str(rest);
+    shown
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_line_shown_in_an_error_hides_urls_keys_and_header_values() {
+        let url =
+            "http://alice:hunter2pass@127.0.0.1:1/v3/0123456789abcdef0123456789abcdef?apikey=QUERYKEY789";
+        for line in [
+            format!("target = \"{url}\""),
+            format!("targets = [\"{url}\", 'ws://127.0.0.1:2/?key=QUERYKEY789']"),
+            format!("target = \"{url}"),
+        ] {
+            let shown = shown_line(&line, ["target", "target"]);
+            for secret in ["hunter2pass", "0123456789abcdef0123456789abcdef", "QUERYKEY789"] {
+                assert!(!shown.contains(secret), "{shown}");
+            }
+            assert!(shown.contains("127.0.0.1:1"), "the host stays: {shown}");
+        }
+        let header = shown_line(
+            "Authorization = [\"Bearer X\"]",
+            ["headers.Authorization", "headers.Authorization"],
+        );
+        assert_eq!(header, "Authorization = [\"…\"]");
+        assert_eq!(
+            shown_line(
+                r#"method = "eth_cal\"l" # "x""#,
+                ["calls[0].method", "calls[0].method"]
+            ),
+            r#"method = "eth_cal\"l" # "x""#,
+            "other strings are shown as written"
+        );
+    }
 
     #[test]
     fn keys_are_named_with_their_table() {

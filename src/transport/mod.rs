@@ -149,6 +149,40 @@ async fn lookup<'a>(
     Ok((host, resolve_host(url, (bare, port)).await?))
 }
 
+/// A URL's user information (`user:password@`) as the `Authorization`
+/// header it stands for (HTTP Basic, decoded from percent-encoding), for
+/// HTTP and WebSocket targets; `None` without it. `tcp://` and `unix://`
+/// have nowhere to send it: refused. A header that sets `Authorization`
+/// is the user's to give, and a URL's credentials beside it are refused
+/// too, never quietly dropped.
+fn credentials(url: &str) -> Result<Option<String>, TargetError> {
+    let Some((_, rest)) = url.split_once("://") else {
+        return Ok(None);
+    };
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+    let Some((info, _)) = authority.rsplit_once('@') else {
+        return Ok(None);
+    };
+    let bad = |reason: &str| TargetError::BadUrl {
+        url: url.to_string(),
+        reason: reason.to_string(),
+    };
+    match Scheme::of(url) {
+        Some(Scheme::Http | Scheme::Https | Scheme::Ws | Scheme::Wss) => {}
+        _ => {
+            return Err(bad(
+                "this scheme carries no user information (user:password@): give HOST:PORT",
+            ))
+        }
+    }
+    let decoded: Vec<u8> = percent_encoding::percent_decode_str(info).collect();
+    use base64::Engine;
+    Ok(Some(format!(
+        "Basic {}",
+        base64::engine::general_purpose::STANDARD.encode(decoded)
+    )))
+}
+
 /// The host and port of a URL's `authority` (`host:port`, `[::1]:port`,
 /// or a bare host when the scheme has a `default_port`). A port that is
 /// not a number from 1 to 65535 is an error naming the URL, never a quiet
@@ -263,6 +297,29 @@ impl Target {
     /// Parses `url`, resolves its host and reads its TLS files once, before
     /// the run.
     pub async fn resolve(url: &str, options: &Options) -> Result<Target, TargetError> {
+        let with_credentials;
+        let authorization = |name: &str| name.eq_ignore_ascii_case("authorization");
+        let given = options.headers.iter().any(|(name, _)| authorization(name))
+            || options.made_headers.iter().any(|m| authorization(&m.name));
+        let options = match credentials(url)? {
+            Some(_) if given => {
+                return Err(TargetError::BadUrl {
+                    url: url.to_string(),
+                    reason: "its user information (user:password@) and an Authorization header both give credentials: keep one".into(),
+                })
+            }
+            Some(basic) => {
+                with_credentials = Options {
+                    headers: [("Authorization".to_string(), basic)]
+                        .into_iter()
+                        .chain(options.headers.iter().cloned())
+                        .collect(),
+                    ..options.clone()
+                };
+                &with_credentials
+            }
+            None => options,
+        };
         match (Scheme::of(url), Scheme::name(url)) {
             (Some(Scheme::Http | Scheme::Https), _) => {
                 Ok(Target::Http(HttpTarget::resolve(url, options).await?))
@@ -503,5 +560,32 @@ impl Connection {
 impl std::fmt::Debug for Connection {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("Connection")
+    }
+}
+
+#[cfg(test)]
+mod credentials_tests {
+    use super::*;
+
+    #[test]
+    fn a_urls_user_information_is_basic_credentials_decoded() {
+        let basic = credentials("https://alice:hunter%32pass@example.com/v3/k?x=1").unwrap();
+        // base64("alice:hunter2pass"), as RFC 7617 writes it.
+        assert_eq!(basic.as_deref(), Some("Basic YWxpY2U6aHVudGVyMnBhc3M="));
+        assert_eq!(
+            credentials("ws://u:p@127.0.0.1:1/").unwrap().as_deref(),
+            Some("Basic dTpw")
+        );
+        assert_eq!(
+            credentials("http://127.0.0.1:1/a@b").unwrap(),
+            None,
+            "an @ in the path is no user"
+        );
+        assert_eq!(credentials("http://127.0.0.1:1/").unwrap(), None);
+        let refused = credentials("tcp://u:p@127.0.0.1:1").unwrap_err().to_string();
+        assert!(
+            refused.contains("carries no user information") && !refused.contains(":p@"),
+            "{refused}"
+        );
     }
 }

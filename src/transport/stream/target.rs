@@ -72,7 +72,9 @@ impl StreamTarget {
         let addr = match scheme {
             Scheme::Ws | Scheme::Wss => {
                 let secure = scheme.is_tls();
-                let authority = rest.split(['/', '?']).next().unwrap_or("");
+                let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+                // The user information is sent as a header (`credentials`), not looked up.
+                let authority = authority.rsplit_once('@').map_or(authority, |(_, host)| host);
                 let default_port = if secure { 443 } else { 80 };
                 let (host, addrs) = crate::transport::lookup(url, authority, Some(default_port)).await?;
                 let tls = secure
@@ -88,7 +90,11 @@ impl StreamTarget {
             Scheme::Unix if rest.is_empty() => return Err(bad("expected unix:///path/to/socket")),
             Scheme::Unix => StreamAddr::Unix(PathBuf::from(rest)),
             Scheme::Tcp => {
-                let (_, addrs) = crate::transport::lookup(url, rest.trim_end_matches('/'), None).await?;
+                let authority = rest.trim_end_matches('/');
+                if authority.contains(['/', '?', '#']) {
+                    return Err(bad("tcp:// takes HOST:PORT alone, with no path or query"));
+                }
+                let (_, addrs) = crate::transport::lookup(url, authority, None).await?;
                 StreamAddr::Tcp(addrs)
             }
             Scheme::Http | Scheme::Https => return Err(bad("expected tcp://HOST:PORT")),
