@@ -353,6 +353,16 @@ pub struct RunArgs {
     /// after another).
     #[arg(long)]
     pub parallel_targets: bool,
+    /// With several targets: A/B rounds. The targets run in turn, N rounds each in a balanced
+    /// order (AB BA AB ...), the same requests in every round; -d is each target's measured time,
+    /// split evenly over its rounds. Each target is judged against the first, round by round:
+    /// each figure's ratio with its 99% interval; exit 2 on a regression.
+    #[arg(long, value_name = "N")]
+    pub rounds: Option<u32>,
+    /// With --rounds: how far each figure may move the wrong way, in `volley compare`'s syntax
+    /// and defaults (p50=50%+1ms,p99=100%+5ms,rps=30%,error_rate=0.1pp).
+    #[arg(long, value_name = "LIMITS")]
+    pub max_regression: Option<crate::compare::Tolerances>,
     /// With several targets, compare their answers to a sample of the same requests (key order,
     /// ids and hex zeros ignored; the file's [equality] rules applied); mismatches per method.
     #[arg(long)]

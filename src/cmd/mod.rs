@@ -14,6 +14,7 @@ pub mod merge;
 mod process;
 pub mod record;
 pub mod report;
+mod rounds;
 pub mod run;
 pub mod serve;
 pub mod sweep;

@@ -20,6 +20,7 @@ use crate::stats::INSECURE;
 pub fn command(args: RunArgs) -> anyhow::Result<ExitCode> {
     Live::check_flags(&args)?;
     let scenario = scenario(&args)?;
+    super::rounds::check(&args, &scenario)?;
     if scenario.targets.len() > 1 {
         return super::targets::command(&args, scenario);
     }

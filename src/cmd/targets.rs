@@ -52,6 +52,16 @@ pub fn command(args: &RunArgs, mut scenario: Scenario) -> anyhow::Result<ExitCod
             out.path.join("summary.json").display()
         );
     }
+    if args.rounds.is_some() {
+        let code = super::rounds::run(&live, args, (&runs, &names), &out.path);
+        let signal = live.end_runs();
+        live.finish(args.linger, args.quiet);
+        return match (signal, code) {
+            (0, code) => code,
+            (signal, Ok(_)) => Ok(ExitCode::from(signal)),
+            (_, Err(error)) => Err(error),
+        };
+    }
     let done = match args.parallel_targets {
         true => all_at_once(&live, args, &runs, (&names, &out.path)),
         false => in_turn(&live, args, &runs, (&names, &out.path)),

@@ -9,6 +9,7 @@
 
 mod limits;
 mod render;
+pub mod rounds;
 mod significance;
 
 use std::path::{Path, PathBuf};

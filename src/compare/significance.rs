@@ -31,6 +31,47 @@ pub fn prediction_interval(figures: &[f64]) -> Option<(f64, f64)> {
     Some(((mean - half).exp(), (mean + half).exp()))
 }
 
+/// The ratio of B to A over paired rounds (each round's B against the same
+/// round's A, so drift between rounds cancels), as their geometric mean,
+/// with its interval at 1 − SIGNIFICANCE (Student's t over the rounds' log
+/// ratios): `(ratio, low, high)`. `None` with fewer than two rounds, or a
+/// figure that is not positive.
+pub fn paired_ratio(a: &[f64], b: &[f64]) -> Option<(f64, f64, f64)> {
+    let positive = |v: &f64| v.is_finite() && *v > 0.0;
+    if a.len() != b.len() || !a.iter().chain(b).all(positive) {
+        return None;
+    }
+    let logs: Vec<f64> = a.iter().zip(b).map(|(a, b)| (b / a).ln()).collect();
+    let (mean, half) = mean_and_half_width(&logs)?;
+    Some((mean.exp(), (mean - half).exp(), (mean + half).exp()))
+}
+
+/// The difference B − A over paired rounds (for error rates, which may be
+/// zero), its mean with its interval: `(difference, low, high)`.
+pub fn paired_difference(a: &[f64], b: &[f64]) -> Option<(f64, f64, f64)> {
+    if a.len() != b.len() || !a.iter().chain(b).all(|v| v.is_finite()) {
+        return None;
+    }
+    let differences: Vec<f64> = a.iter().zip(b).map(|(a, b)| b - a).collect();
+    let (mean, half) = mean_and_half_width(&differences)?;
+    Some((mean, mean - half, mean + half))
+}
+
+/// The mean of `values` and the half width of its interval at
+/// 1 − SIGNIFICANCE; `None` with fewer than two.
+fn mean_and_half_width(values: &[f64]) -> Option<(f64, f64)> {
+    if values.len() < 2 {
+        return None;
+    }
+    let n = values.len() as f64;
+    let mean = values.iter().sum::<f64>() / n;
+    let variance = values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (n - 1.0);
+    let t = StudentsT::new(0.0, 1.0, n - 1.0)
+        .ok()?
+        .inverse_cdf(1.0 - SIGNIFICANCE / 2.0);
+    Some((mean, t * (variance / n).sqrt()))
+}
+
 /// Two-sided p-value that two error rates (errors, calls) differ.
 pub fn two_proportion_p((e1, n1): (f64, f64), (e2, n2): (f64, f64)) -> Option<f64> {
     if n1 < 1.0 || n2 < 1.0 {
@@ -130,6 +171,82 @@ mod tests {
         assert!(above(200, 10, 0.05, 1.6, 5) >= 195);
         // Drift as large as the change: the interval cannot tell, and says so.
         assert!(above(200, 3, 0.3, 1.6, 6) < 100);
+    }
+
+    /// `rounds` rounds of A and B in ABBA order on a machine that drifts
+    /// (each round 2% slower than the last) and differs from round to round
+    /// (`noise`, log scale): each run's figure, A's then B's.
+    fn rounds(rng: &mut SmallRng, rounds: usize, noise: f64, shift: f64) -> (Vec<f64>, Vec<f64>) {
+        let (mut a, mut b) = (Vec::new(), Vec::new());
+        let mut slot = 0.0;
+        for round in 0..rounds {
+            let mut at = |rng: &mut SmallRng, factor: f64| {
+                slot += 1.0;
+                5.0 * factor * (0.01 * slot + noise * normal(rng)).exp()
+            };
+            let (first_a, second) = match round % 2 {
+                0 => (at(rng, 1.0), at(rng, shift)),
+                _ => {
+                    let first = at(rng, shift);
+                    (at(rng, 1.0), first)
+                }
+            };
+            a.push(first_a);
+            b.push(second);
+        }
+        (a, b)
+    }
+
+    #[test]
+    fn paired_rounds_of_one_server_rarely_rule_out_no_change() {
+        // 1,000 unchanged A/B pairs of 8 rounds: the interval leaves out 1
+        // about 1% of the time (and the binomial margin), drift or not.
+        let margin = 10.0 + 2.33 * (1000.0f64 * 0.01 * 0.99).sqrt();
+        let mut rng = SmallRng::seed_from_u64(7);
+        let alarms = (0..1000)
+            .filter(|_| {
+                let (a, b) = rounds(&mut rng, 8, 0.1, 1.0);
+                let (_, low, high) = paired_ratio(&a, &b).unwrap();
+                low > 1.0 || high < 1.0
+            })
+            .count();
+        assert!(alarms as f64 <= margin, "{alarms} of 1,000");
+    }
+
+    #[test]
+    fn paired_rounds_catch_a_slowdown_the_runs_differ_by() {
+        // Rounds that differ by 10%: eight of them catch 60% slower always,
+        // 20% slower more often than not; rounds that differ by 5% catch
+        // 20% slower always.
+        let mut rng = SmallRng::seed_from_u64(8);
+        let caught = |rng: &mut SmallRng, shift: f64| {
+            (0..200)
+                .filter(|_| {
+                    let (a, b) = rounds(rng, 8, 0.1, shift);
+                    paired_ratio(&a, &b).unwrap().1 > 1.0
+                })
+                .count()
+        };
+        let (sixty, twenty) = (caught(&mut rng, 1.6), caught(&mut rng, 1.2));
+        let quieter = (0..200)
+            .filter(|_| {
+                let (a, b) = rounds(&mut rng, 8, 0.05, 1.2);
+                paired_ratio(&a, &b).unwrap().1 > 1.0
+            })
+            .count();
+        assert_eq!(sixty, 200);
+        assert!(twenty >= 110, "{twenty}");
+        assert_eq!(quieter, 200);
+        let (ratio, low, high) = paired_ratio(&[1.0, 2.0], &[2.0, 4.0]).unwrap();
+        assert!((ratio - 2.0).abs() < 1e-12 && (low - 2.0).abs() < 1e-12 && (high - 2.0).abs() < 1e-12);
+        assert_eq!(
+            paired_ratio(&[1.0], &[2.0]),
+            None,
+            "one round says nothing of chance"
+        );
+        assert_eq!(paired_ratio(&[1.0, 0.0], &[2.0, 1.0]), None);
+        let (difference, ..) = paired_difference(&[0.0, 0.1], &[0.1, 0.2]).unwrap();
+        assert!((difference - 0.1).abs() < 1e-12);
     }
 
     #[test]

@@ -146,10 +146,14 @@ pub const FILES: [&str; 3] = ["timeseries.csv", "latency.hlog", "samples.csv"];
 const NAMES: [&str; 3] = FILES;
 
 impl FileSpool {
-    /// Creates the three files in `dir` (made if missing), never through
-    /// an existing path, with their headers.
+    /// Creates the three files in `dir` (made if missing, in a parent that
+    /// must be there: a results directory removed meanwhile is not made
+    /// again), never through an existing path, with their headers.
     pub fn create(dir: &Path, meta: &RunMeta) -> io::Result<FileSpool> {
-        std::fs::create_dir_all(dir)?;
+        match std::fs::create_dir(dir) {
+            Err(e) if e.kind() != io::ErrorKind::AlreadyExists => return Err(e),
+            _ => {}
+        }
         let open = |name: &str| {
             OpenOptions::new()
                 .read(true)

@@ -153,6 +153,12 @@ pub fn table(runs: &[TargetRun], parallel: bool) -> String {
             );
         }
     }
+    // A ratio of one run each carries no measure of chance: said, with
+    // what gives one.
+    let _ = writeln!(
+        out,
+        "ratios of one run each: no interval (--rounds N runs A/B rounds and gives each ratio its 99% interval)"
+    );
     for run in runs {
         for usage in &run.report.summary.server {
             let _ = writeln!(out, "{}: {}", run.name, super::table::server_usage_line(usage));

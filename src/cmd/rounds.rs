@@ -1,0 +1,249 @@
+//! `volley run --target A --target B --rounds N`: A/B rounds. The targets
+//! run in turn, N rounds each, in a balanced order (AB, BA, AB, ...: what
+//! drifts over the run falls on both alike), every round the same requests
+//! (one seed); `-d` is each target's measured time in all, split evenly
+//! over its rounds, and the warmup comes once, before a target's first
+//! round. Each target is then judged against the first, round by round
+//! (`compare::rounds`).
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Context;
+use serde::Serialize;
+
+use super::execute::RunError;
+use super::live::Live;
+use super::process::{EXIT_BUG, EXIT_FAILED_CHECK};
+use crate::cli::RunArgs;
+use crate::compare::rounds::{self, AbReport};
+use crate::report::{self, RunReport};
+use crate::scenario::Scenario;
+use crate::stats::MethodSummary;
+
+/// Refuses what rounds cannot be made of, before anything is sent.
+pub(super) fn check(args: &RunArgs, scenario: &Scenario) -> anyhow::Result<()> {
+    let Some(rounds) = args.rounds else {
+        if args.max_regression.is_some() {
+            anyhow::bail!("--max-regression judges A/B rounds: give --rounds N too");
+        }
+        return Ok(());
+    };
+    if scenario.targets.len() < 2 {
+        anyhow::bail!("--rounds alternates targets: give two or more (--target A --target B)");
+    }
+    if rounds < 2 {
+        anyhow::bail!("--rounds {rounds}: two rounds at least, so the rounds can tell a change from chance");
+    }
+    if args.parallel_targets {
+        anyhow::bail!("--rounds runs the targets in turn: it cannot be given with --parallel-targets");
+    }
+    let load = &scenario.load;
+    if !load.stages.is_empty() || load.requests.is_some() {
+        anyhow::bail!("--rounds splits a measured duration (-d) over the rounds: a load of stages or of requests cannot be split");
+    }
+    let duration = load.duration.context("--rounds needs a measured duration (-d)")?;
+    if duration / rounds < Duration::from_secs(1) {
+        anyhow::bail!(
+            "--rounds {rounds} with -d {}: each round would measure under 1 s; give -d {rounds}s or more",
+            humantime::format_duration(duration)
+        );
+    }
+    Ok(())
+}
+
+/// The order of round `round`: forward on even rounds, backward on odd.
+fn order(round: usize, targets: usize) -> Vec<usize> {
+    match round % 2 {
+        0 => (0..targets).collect(),
+        _ => (0..targets).rev().collect(),
+    }
+}
+
+/// Runs the rounds and judges them; the caller has claimed `out`.
+pub(super) fn run(
+    live: &Live,
+    args: &RunArgs,
+    (runs, names): (&[Scenario], &[&str]),
+    out: &Path,
+) -> anyhow::Result<ExitCode> {
+    let rounds = args.rounds.unwrap_or(2) as usize;
+    let mut reports: Vec<Vec<RunReport>> = names.iter().map(|_| Vec::new()).collect();
+    let mut dirs: Vec<Vec<PathBuf>> = names.iter().map(|_| Vec::new()).collect();
+    'rounds: for round in 0..rounds {
+        for t in order(round, names.len()) {
+            if live.cancel.is_cancelled() {
+                break 'rounds;
+            }
+            let mut scenario = runs[t].clone();
+            let duration = scenario.load.duration.unwrap_or_default() / rounds as u32;
+            scenario.load.duration = Some(duration);
+            if round > 0 {
+                scenario.load.warmup = Duration::ZERO;
+            }
+            if !live.has_dashboard() && !args.quiet {
+                crate::note!("round {}/{rounds}: {}", round + 1, names[t]);
+            }
+            let dir = out.join(names[t]).join(format!("round-{:02}", round + 1));
+            let report = match live.block_on(live.run(t, args, &scenario, &dir)) {
+                Ok(report) => report,
+                Err(RunError::StoppedBeforeStart(_)) => break 'rounds,
+                Err(error) => return Err(anyhow::anyhow!("target {}: {error}", names[t])),
+            };
+            report::write_files(&dir, &report)?;
+            reports[t].push(report);
+            dirs[t].push(dir);
+        }
+    }
+    let complete = reports.iter().all(|r| r.len() == rounds);
+    let each: Vec<Vec<&RunReport>> = reports.iter().map(|r| r.iter().collect()).collect();
+    let tolerances = args.max_regression.clone().unwrap_or_default();
+    let mut judged = rounds::judge(names, &each, &tolerances);
+    if !complete {
+        judged
+            .invalid
+            .push("the rounds were stopped before they all ran".into());
+    }
+    let shown_order = (0..rounds)
+        .map(|r| {
+            order(r, names.len())
+                .iter()
+                .map(|&t| letter(t))
+                .collect::<String>()
+        })
+        .collect::<Vec<_>>()
+        .join(" ");
+    write(out, (names, &reports, &dirs), &judged, &shown_order)?;
+    crate::output::write_ci_files(
+        args.summary_md.as_deref(),
+        args.junit.as_deref(),
+        || rounds::markdown(&judged, &shown_order),
+        || rounds::junit(&judged),
+    )?;
+    let table = table(names, &reports) + &rounds::render(&judged, &shown_order);
+    crate::output::print(&table);
+    crate::output::print(&format!(
+        "\nresults: {} (each target's rounds in a directory named after it)\n",
+        out.display()
+    ));
+    if reports
+        .iter()
+        .flatten()
+        .any(|r| r.summary.panicked_connections > 0)
+    {
+        return Ok(ExitCode::from(EXIT_BUG));
+    }
+    Ok(ExitCode::from(match judged.failed() {
+        true => EXIT_FAILED_CHECK,
+        false => 0,
+    }))
+}
+
+/// A, B, C... for the order's line.
+fn letter(target: usize) -> char {
+    (b'A' + (target % 26) as u8) as char
+}
+
+/// Each target's rounds, a line each: its calls, rate, p50 and p99.
+fn table(names: &[&str], reports: &[Vec<RunReport>]) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::new();
+    for (t, (name, rounds)) in names.iter().zip(reports).enumerate() {
+        let _ = writeln!(
+            out,
+            "{} = {name} ({})",
+            letter(t),
+            rounds.first().map_or("", |r| r.meta.target.as_str())
+        );
+        for (r, run) in rounds.iter().enumerate() {
+            let total = &run.summary.total;
+            let verdict = match run.summary.verdict.valid {
+                true => "valid".to_string(),
+                false => format!("invalid: {}", run.summary.verdict.reasons.join("; ")),
+            };
+            let _ = writeln!(
+                out,
+                "  round {:>2}: {:>8} calls {:>10.1}/s  p50 {:>9.3} ms  p99 {:>9.3} ms  {verdict}",
+                r + 1,
+                total.calls,
+                total.rps,
+                total.latency.p50_ms,
+                total.latency.p99_ms
+            );
+        }
+    }
+    out
+}
+
+#[derive(Serialize)]
+struct Round<'a> {
+    round: usize,
+    dir: String,
+    valid: bool,
+    methods: &'a [MethodSummary],
+    total: &'a MethodSummary,
+}
+
+#[derive(Serialize)]
+struct Target<'a> {
+    name: &'a str,
+    url: &'a str,
+    rounds: Vec<Round<'a>>,
+}
+
+#[derive(Serialize)]
+struct Document<'a> {
+    format: u32,
+    tool: &'static str,
+    version: &'static str,
+    scenario: &'a str,
+    /// `AB BA AB ...`: the order each round ran the targets in.
+    order: &'a str,
+    targets: Vec<Target<'a>>,
+    ab: &'a AbReport,
+    result: String,
+}
+
+/// `summary.json` (every round's figures per target, and the judgement),
+/// the Markdown summary and JUnit.
+fn write(
+    out: &Path,
+    (names, reports, dirs): (&[&str], &[Vec<RunReport>], &[Vec<PathBuf>]),
+    judged: &AbReport,
+    order: &str,
+) -> anyhow::Result<()> {
+    let targets = (names.iter().zip(reports).zip(dirs))
+        .map(|((name, rounds), dirs)| Target {
+            name,
+            url: rounds.first().map_or("", |r| r.meta.target.as_str()),
+            rounds: (rounds.iter().zip(dirs).enumerate())
+                .map(|(r, (run, dir))| Round {
+                    round: r + 1,
+                    dir: dir.strip_prefix(out).unwrap_or(dir).display().to_string(),
+                    valid: run.summary.verdict.valid,
+                    methods: &run.summary.methods,
+                    total: &run.summary.total,
+                })
+                .collect(),
+        })
+        .collect();
+    let document = Document {
+        format: report::FORMAT,
+        tool: "volley",
+        version: env!("CARGO_PKG_VERSION"),
+        scenario: reports
+            .first()
+            .and_then(|r| r.first())
+            .map_or("", |r| r.meta.scenario.as_str()),
+        order,
+        targets,
+        ab: judged,
+        result: judged.result_line(),
+    };
+    let mut json = serde_json::to_vec_pretty(&document).expect("plain data");
+    json.push(b'\n');
+    let path = out.join("summary.json");
+    std::fs::write(&path, json).with_context(|| format!("cannot write {}", path.display()))?;
+    Ok(())
+}

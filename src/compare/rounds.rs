@@ -1,0 +1,386 @@
+//! A/B rounds: each target against the first, figure by figure, over the
+//! rounds they ran in turn. Each round's B is set against the same round's
+//! A, so what drifts between rounds (the machine warming, a neighbour
+//! starting) cancels; the ratio's interval comes from how the rounds'
+//! ratios differ, and a verdict needs both the limit passed and the
+//! interval clear of no change.
+
+use serde::Serialize;
+
+use super::{limits, significance, Change, ComparedFigure, Tolerance, Tolerances};
+use crate::report::RunReport;
+use crate::stats::{MethodSummary, TOTAL_TAG};
+
+/// One figure of one method of one target, against the first target's.
+#[derive(Clone, Debug, Serialize)]
+pub struct AbRow {
+    pub target: String,
+    pub method: String,
+    #[serde(serialize_with = "figure_name")]
+    pub metric: ComparedFigure,
+    /// The median over the rounds, the first target's and this one's.
+    pub first: f64,
+    pub this: f64,
+    /// B / A (for the error rate, B − A), with its 99% interval; `None`
+    /// where a round has no such figure.
+    pub ratio: Option<(f64, f64, f64)>,
+    #[serde(skip)]
+    pub limit: Tolerance,
+    pub limit_shown: String,
+    #[serde(serialize_with = "change_name")]
+    pub verdict: Change,
+}
+
+fn figure_name<S: serde::Serializer>(f: &ComparedFigure, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(f.name())
+}
+
+fn change_name<S: serde::Serializer>(c: &Change, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(c.name())
+}
+
+/// The rounds judged.
+#[derive(Debug, Serialize)]
+pub struct AbReport {
+    pub rounds: usize,
+    pub rows: Vec<AbRow>,
+    /// Why the rounds cannot be judged: a round whose verdict is invalid.
+    pub invalid: Vec<String>,
+}
+
+impl AbReport {
+    pub fn regressed(&self) -> bool {
+        self.rows.iter().any(|r| r.verdict == Change::Regression)
+    }
+
+    /// A regression, or rounds that cannot be judged: CI goes red.
+    pub fn failed(&self) -> bool {
+        self.regressed() || !self.invalid.is_empty()
+    }
+
+    pub fn result_line(&self) -> String {
+        if !self.invalid.is_empty() {
+            return format!("result: CANNOT COMPARE: {}", self.invalid.join("; "));
+        }
+        let regressed: Vec<String> = (self.rows.iter())
+            .filter(|r| r.verdict == Change::Regression)
+            .map(|r| format!("{} {} {}", r.target, r.method, r.metric.name()))
+            .collect();
+        match regressed.is_empty() {
+            true => "result: no regression".into(),
+            false => format!(
+                "result: REGRESSION ({}: past its limit, and the rounds' interval rules out no change)",
+                regressed.join(", ")
+            ),
+        }
+    }
+}
+
+/// Judges every target after the first against it: `runs[t][r]` is target
+/// `t`'s round `r`.
+pub fn judge(names: &[&str], runs: &[Vec<&RunReport>], tolerances: &Tolerances) -> AbReport {
+    let mut invalid = Vec::new();
+    for (name, rounds) in names.iter().zip(runs) {
+        for (r, run) in rounds.iter().enumerate() {
+            let verdict = &run.summary.verdict;
+            if !verdict.valid {
+                invalid.push(format!(
+                    "{name}'s round {} is invalid: {}",
+                    r + 1,
+                    verdict.reasons.join("; ")
+                ));
+            }
+        }
+    }
+    let mut rows = Vec::new();
+    let first = &runs[0];
+    for (name, rounds) in names.iter().zip(runs).skip(1) {
+        for method in methods(first) {
+            for (&metric, limit) in &tolerances.0 {
+                rows.push(row(name, &method, (first, rounds), metric, *limit));
+            }
+        }
+    }
+    if !invalid.is_empty() {
+        rows.iter_mut().for_each(|r| r.verdict = Change::NotJudged);
+    }
+    AbReport {
+        rounds: first.len(),
+        rows,
+        invalid,
+    }
+}
+
+/// The first target's methods (each round has the same), then the total.
+fn methods(rounds: &[&RunReport]) -> Vec<String> {
+    let mut names: Vec<String> = (rounds.first().iter())
+        .flat_map(|r| r.summary.methods.iter().map(|m| m.method.clone()))
+        .collect();
+    names.push(TOTAL_TAG.into());
+    names
+}
+
+fn figures<'r>(run: &'r RunReport, method: &str) -> Option<&'r MethodSummary> {
+    match method == TOTAL_TAG {
+        true => Some(&run.summary.total),
+        false => run.summary.methods.iter().find(|m| m.method == method),
+    }
+}
+
+fn value(m: &MethodSummary, metric: ComparedFigure) -> f64 {
+    match metric {
+        ComparedFigure::P50 => m.latency.p50_ms,
+        ComparedFigure::P99 => m.latency.p99_ms,
+        ComparedFigure::Rps => m.rps,
+        ComparedFigure::ErrorRate => m.error_rate,
+    }
+}
+
+fn median(values: &[f64]) -> f64 {
+    let mut sorted = values.to_vec();
+    super::median(&mut sorted)
+}
+
+fn row(
+    target: &str,
+    method: &str,
+    (first, this): (&[&RunReport], &[&RunReport]),
+    metric: ComparedFigure,
+    limit: Tolerance,
+) -> AbRow {
+    let of = |runs: &[&RunReport]| -> Option<Vec<f64>> {
+        runs.iter()
+            .map(|r| figures(r, method).map(|m| value(m, metric)))
+            .collect()
+    };
+    let (a, b) = (of(first).unwrap_or_default(), of(this).unwrap_or_default());
+    let ratio = match metric {
+        ComparedFigure::ErrorRate => significance::paired_difference(&a, &b),
+        _ => significance::paired_ratio(&a, &b),
+    };
+    let (first_median, this_median) = (median(&a), median(&b));
+    let verdict = match ratio {
+        None => Change::NotJudged,
+        Some(ratio) => verdict(metric, limit, first_median, ratio),
+    };
+    AbRow {
+        target: target.to_string(),
+        method: method.to_string(),
+        metric,
+        first: first_median,
+        this: this_median,
+        ratio,
+        limit,
+        limit_shown: limits::shown(metric, &limit),
+        verdict,
+    }
+}
+
+/// Past the limit (as a ratio of A's median, or a difference for the error
+/// rate) and the interval clear of no change: a regression, or an
+/// improvement the other way.
+fn verdict(metric: ComparedFigure, limit: Tolerance, a: f64, (ratio, low, high): (f64, f64, f64)) -> Change {
+    if metric == ComparedFigure::ErrorRate {
+        let allowed = limit.allowed(a);
+        return match (ratio > allowed && low > 0.0, ratio < -allowed && high < 0.0) {
+            (true, _) => Change::Regression,
+            (_, true) => Change::Improved,
+            _ => Change::Ok,
+        };
+    }
+    let allowed = if a > 0.0 {
+        limit.allowed(a) / a
+    } else {
+        limit.relative
+    };
+    let (up, down) = (
+        ratio > 1.0 + allowed && low > 1.0,
+        ratio < 1.0 - allowed && high < 1.0,
+    );
+    match (metric.higher_is_worse(), up, down) {
+        (true, true, _) | (false, _, true) => Change::Regression,
+        (true, _, true) | (false, true, _) => Change::Improved,
+        _ => Change::Ok,
+    }
+}
+
+/// The rows as the table shows them, after the rounds' own lines.
+pub fn render(report: &AbReport, order: &str) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "\nA/B over {} rounds each, in the order {order}; each target against the first, round by round",
+        report.rounds
+    );
+    let _ = writeln!(
+        out,
+        "{:<16} {:<20} {:<10} {:>12} {:>12} {:>9} {:>19} {:>10}  verdict",
+        "target", "method", "metric", "first", "this", "ratio", "99% interval", "limit"
+    );
+    for r in &report.rows {
+        let (ratio, interval) = shown_ratio(r);
+        let _ = writeln!(
+            out,
+            "{:<16} {:<20} {:<10} {:>12} {:>12} {:>9} {:>19} {:>10}  {}",
+            r.target,
+            r.method,
+            r.metric.name(),
+            shown_figure(r.metric, r.first),
+            shown_figure(r.metric, r.this),
+            ratio,
+            interval,
+            r.limit_shown,
+            r.verdict.name()
+        );
+    }
+    let _ = writeln!(out, "\n{}", report.result_line());
+    out
+}
+
+/// The rounds as GitHub-flavoured Markdown.
+pub fn markdown(report: &AbReport, order: &str) -> String {
+    use crate::report::cell;
+    use std::fmt::Write as _;
+    let mark = if report.failed() { "❌" } else { "✅" };
+    let mut out = format!(
+        "### volley A/B rounds {mark}\n\n{} rounds each, in the order {order}; each target against the first, round by round.\n\n",
+        report.rounds
+    );
+    out.push_str("| target | method | metric | first | this | ratio | 99% interval | limit | verdict |\n");
+    out.push_str("|---|---|---|---:|---:|---:|---:|---:|---|\n");
+    for r in &report.rows {
+        let (ratio, interval) = shown_ratio(r);
+        let _ = writeln!(
+            out,
+            "| {} | `{}` | {} | {} | {} | {ratio} | {interval} | {} | {} |",
+            cell(&r.target),
+            cell(&r.method),
+            r.metric.name(),
+            shown_figure(r.metric, r.first),
+            shown_figure(r.metric, r.this),
+            r.limit_shown,
+            r.verdict.name()
+        );
+    }
+    let _ = writeln!(out, "\n**{}**", cell(&report.result_line()));
+    out
+}
+
+/// JUnit XML: each figure of each method of each target a test case, a
+/// regression (or rounds that cannot be judged) a failure.
+pub fn junit(report: &AbReport) -> String {
+    use crate::report::xml;
+    use std::fmt::Write as _;
+    let mut cases: Vec<(String, Option<String>)> = (report.rows.iter())
+        .map(|r| {
+            let (ratio, interval) = shown_ratio(r);
+            let failure = (r.verdict == Change::Regression).then(|| {
+                format!(
+                    "REGRESSION {} {ratio} ({interval}, limit {})",
+                    r.metric.name(),
+                    r.limit_shown
+                )
+            });
+            (format!("{} {} {}", r.target, r.method, r.metric.name()), failure)
+        })
+        .collect();
+    if !report.invalid.is_empty() {
+        cases.push(("the rounds can be judged".into(), Some(report.invalid.join("; "))));
+    }
+    let failures = cases.iter().filter(|(_, f)| f.is_some()).count();
+    let mut out = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
+    let _ = writeln!(
+        out,
+        "<testsuites name=\"volley rounds\" tests=\"{0}\" failures=\"{failures}\" errors=\"0\">\n  <testsuite name=\"rounds\" tests=\"{0}\" failures=\"{failures}\" errors=\"0\" skipped=\"0\">",
+        cases.len()
+    );
+    for (name, failure) in &cases {
+        let _ = write!(
+            out,
+            "    <testcase name=\"{}\" classname=\"volley.rounds\"",
+            xml(name)
+        );
+        match failure {
+            None => out.push_str("/>\n"),
+            Some(message) => {
+                let _ = writeln!(
+                    out,
+                    ">\n      <failure message=\"{0}\" type=\"regression\">{0}</failure>\n    </testcase>",
+                    xml(message)
+                );
+            }
+        }
+    }
+    out.push_str("  </testsuite>\n</testsuites>\n");
+    out
+}
+
+/// A ratio `1.234x` and its interval `1.100x..1.380x`; a difference in
+/// percentage points for the error rate; `-` without one.
+pub fn shown_ratio(r: &AbRow) -> (String, String) {
+    match (r.metric, r.ratio) {
+        (_, None) => ("-".into(), "-".into()),
+        (ComparedFigure::ErrorRate, Some((d, low, high))) => (
+            format!("{:+.2}pp", d * 100.0),
+            format!("{:+.2}..{:+.2}pp", low * 100.0, high * 100.0),
+        ),
+        (_, Some((ratio, low, high))) => (format!("{ratio:.3}x"), format!("{low:.3}x..{high:.3}x")),
+    }
+}
+
+fn shown_figure(metric: ComparedFigure, value: f64) -> String {
+    match metric {
+        ComparedFigure::ErrorRate => format!("{:.2}%", value * 100.0),
+        ComparedFigure::Rps => format!("{value:.1}/s"),
+        _ => format!("{value:.3} ms"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn limit(relative: f64, absolute: f64) -> Tolerance {
+        Tolerance { relative, absolute }
+    }
+
+    #[test]
+    fn a_verdict_needs_the_limit_passed_and_the_interval_clear_of_no_change() {
+        let p50 = ComparedFigure::P50;
+        let slower = (1.6, 1.5, 1.7);
+        assert_eq!(verdict(p50, limit(0.25, 0.0), 5.0, slower), Change::Regression);
+        assert_eq!(
+            verdict(p50, limit(0.25, 5.0), 5.0, slower),
+            Change::Ok,
+            "within 25% + 5 ms"
+        );
+        assert_eq!(
+            verdict(p50, limit(0.25, 0.0), 5.0, (1.6, 0.9, 2.8)),
+            Change::Ok,
+            "the interval holds 1"
+        );
+        assert_eq!(
+            verdict(p50, limit(0.25, 0.0), 5.0, (0.5, 0.45, 0.55)),
+            Change::Improved
+        );
+        let rps = ComparedFigure::Rps;
+        assert_eq!(
+            verdict(rps, limit(0.1, 0.0), 100.0, (0.5, 0.45, 0.55)),
+            Change::Regression
+        );
+        assert_eq!(
+            verdict(rps, limit(0.1, 0.0), 100.0, (1.5, 1.4, 1.6)),
+            Change::Improved
+        );
+        let errors = ComparedFigure::ErrorRate;
+        assert_eq!(
+            verdict(errors, limit(0.0, 0.001), 0.0, (0.01, 0.005, 0.015)),
+            Change::Regression
+        );
+        assert_eq!(
+            verdict(errors, limit(0.0, 0.001), 0.0, (0.01, -0.005, 0.025)),
+            Change::Ok
+        );
+    }
+}

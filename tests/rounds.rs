@@ -1,0 +1,139 @@
+//! A/B rounds: `volley run --target A --target B --rounds N` runs the
+//! targets in turn, N rounds each in a balanced order, and judges B
+//! against A round by round: a slower server is a regression (exit 2), the
+//! same server twice is not, and what cannot be made into rounds is
+//! refused before anything is sent.
+
+mod common;
+
+use std::path::Path;
+use std::process::Stdio;
+use std::time::Duration;
+
+use common::bin::{serve, summary_json, temp_dir, text, volley, wait_or_kill};
+
+fn rounds(a: &str, b: &str, out: &Path, extra: &[&str]) -> std::process::Output {
+    let child = volley()
+        .args(["run", "--target", a, "--target", b, "--method", "eth_chainId"])
+        .args([
+            "--rate", "50", "-d", "4s", "--rounds", "4", "--no-tui", "-q", "--out",
+        ])
+        .arg(out)
+        .args(extra)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_or_kill(child, Duration::from_secs(120))
+}
+
+#[test]
+fn a_slower_server_is_a_regression_round_by_round_and_the_same_one_is_not() {
+    let (fast, a) = serve(&["--latency", "1ms"]);
+    let (slow, b) = serve(&["--latency", "12ms"]);
+    let out = temp_dir("rounds-slower");
+    let junit = out.with_extension("xml");
+    let output = rounds(&a, &b, &out, &["--junit", junit.to_str().unwrap()]);
+    let table = text(&output.stdout);
+    assert_eq!(output.status.code(), Some(2), "{table}{}", text(&output.stderr));
+    let p50 = table
+        .lines()
+        .find(|l| l.contains(" TOTAL ") && l.contains(" p50 "))
+        .unwrap_or_else(|| panic!("{table}"));
+    assert!(p50.ends_with("REGRESSION"), "{p50}");
+    assert!(table.contains("in the order AB BA AB BA"), "{table}");
+    assert!(
+        table.lines().last().unwrap_or("").starts_with("results: "),
+        "{table}"
+    );
+    assert!(table.contains("result: REGRESSION ("), "{table}");
+    let summary = summary_json(&out);
+    assert_eq!(summary["order"], "AB BA AB BA");
+    for target in summary["targets"].as_array().unwrap() {
+        let each = target["rounds"].as_array().unwrap();
+        assert_eq!(each.len(), 4, "{target}");
+        for round in each {
+            // 50/s for each round's second: the same requests every round.
+            assert_eq!(round["total"]["calls"], 50, "{round}");
+            let dir = out.join(round["dir"].as_str().unwrap());
+            assert!(dir.join("timeseries.csv").is_file(), "{}", dir.display());
+        }
+    }
+    let row = (summary["ab"]["rows"].as_array().unwrap().iter())
+        .find(|r| r["method"] == "TOTAL" && r["metric"] == "p50")
+        .unwrap();
+    let (ratio, low) = (
+        row["ratio"][0].as_f64().unwrap(),
+        row["ratio"][1].as_f64().unwrap(),
+    );
+    assert!(ratio > 3.0 && low > 1.0, "{row}");
+    let junit = std::fs::read_to_string(&junit).unwrap();
+    assert!(
+        junit.contains("failures=\"") && junit.contains("REGRESSION p50"),
+        "{junit}"
+    );
+
+    // One server against itself: no regression.
+    let same = temp_dir("rounds-same");
+    let output = rounds(&a, &a.replace("127.0.0.1", "localhost"), &same, &[]);
+    let table = text(&output.stdout);
+    assert_eq!(output.status.code(), Some(0), "{table}{}", text(&output.stderr));
+    assert!(table.contains("result: no regression"), "{table}");
+    for mut server in [fast, slow] {
+        server.kill().unwrap();
+    }
+    for dir in [out, same] {
+        let _ = std::fs::remove_dir_all(dir);
+    }
+}
+
+#[test]
+fn what_cannot_be_made_into_rounds_is_refused_before_anything_is_sent() {
+    let url = "http://127.0.0.1:1";
+    for (args, said) in [
+        (
+            vec!["--target", url, "--rounds", "4", "-d", "4s"],
+            "--rounds alternates targets",
+        ),
+        (
+            vec!["--target", url, "--target", url, "--rounds", "1", "-d", "4s"],
+            "two rounds at least",
+        ),
+        (
+            vec!["--target", url, "--target", url, "--rounds", "4", "-d", "2s"],
+            "each round would measure under 1 s",
+        ),
+        (
+            vec!["--target", url, "--target", url, "--rounds", "2", "-n", "100"],
+            "cannot be split",
+        ),
+        (
+            vec![
+                "--target",
+                url,
+                "--target",
+                url,
+                "--rounds",
+                "2",
+                "-d",
+                "4s",
+                "--parallel-targets",
+            ],
+            "--parallel-targets",
+        ),
+        (
+            vec!["--target", url, "--max-regression", "p50=10%"],
+            "give --rounds N too",
+        ),
+    ] {
+        let output = volley()
+            .arg("run")
+            .args(&args)
+            .args(["--method", "eth_chainId", "--no-tui"])
+            .output()
+            .unwrap();
+        let stderr = text(&output.stderr);
+        assert_eq!(output.status.code(), Some(1), "{args:?}: {stderr}");
+        assert!(stderr.contains(said), "{args:?}: {stderr}");
+    }
+}
