@@ -403,6 +403,10 @@ pub struct RunArgs {
     /// Time a call (or opening a connection) may take before it counts as a timeout (default 10s).
     #[arg(long, value_parser = parse_duration)]
     pub timeout: Option<Duration>,
+    /// Once the schedule ends, how long calls in flight may still take to be answered and counted;
+    /// those unanswered then are timeouts (default: the timeout). Ctrl-C skips it.
+    #[arg(long, value_parser = parse_duration)]
+    pub grace: Option<Duration>,
     /// Engine threads (default: one per core).
     #[arg(long)]
     pub threads: Option<u64>,

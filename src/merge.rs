@@ -540,6 +540,7 @@ fn meta(shards: &[ShardRun]) -> RunMeta {
             requests: load.requests.map(|_| sum(|l| l.requests)),
             warmup_s: load.warmup_s,
             timeout_s: load.timeout_s,
+            grace_s: load.grace_s,
             threads: sum(|l| Some(l.threads as u64)) as usize,
             stages: first.stage_bounds.len(),
             shard: None,

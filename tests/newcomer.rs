@@ -329,6 +329,8 @@ fn a_server_that_stops_answering_is_reported_as_such() {
             .args([
                 "-d",
                 "1s",
+                "--grace",
+                "500ms",
                 model,
                 amount,
                 "--connections",
@@ -346,25 +348,19 @@ fn a_server_that_stops_answering_is_reported_as_such() {
         // No call answered is no call succeeded: the run fails (exit 2).
         assert_eq!(output.status.code(), Some(2), "{}", text(&output.stderr));
         let table = text(&output.stdout);
-        assert!(table.contains("requests completed: 0"), "{table}");
+        // The calls waiting at the end had the grace, then counted as
+        // timeouts: none is left out of the figures.
         assert!(
-            table.contains("FAILED: no call succeeded: 4 of 4 calls ended in no answer"),
+            table.contains("FAILED: no call succeeded: 4 of 4 calls ended in timeout"),
             "{table}"
         );
-        assert!(
-            table.contains("calls in flight when the run stopped (not counted): 4"),
-            "{table}"
-        );
+        assert!(!table.contains("not counted"), "{table}");
         let json = summary_json(&out);
-        assert_eq!(json["summary"]["in_flight_at_end"], 4, "{model}");
+        assert_eq!(json["summary"]["in_flight_at_end"], 0, "{model}");
+        assert_eq!(json["summary"]["total"]["outcomes"]["timeout"], 4, "{model}");
         let warnings = json["summary"]["warnings"].to_string();
         assert!(warnings.contains(expect), "{model}: {warnings}");
-        assert!(
-            warnings.contains("timeout (10s) is longer than the run"),
-            "{model}: {warnings}"
-        );
         assert!(!warnings.contains("generator fell behind"), "{model}: {warnings}");
-        assert!(warnings.contains("4 calls still waiting"), "{model}: {warnings}");
         let verdict = &json["summary"]["verdict"];
         assert_eq!(
             verdict["valid"], false,
@@ -434,18 +430,22 @@ fn a_server_that_stops_answering_mid_run_is_told_from_a_healthy_end() {
             "1",
             "-d",
             "2s",
+            "--grace",
+            "1s",
             "--no-tui",
         ],
         &out,
     );
     assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
     let json = summary_json(&out);
-    assert_eq!(json["summary"]["total"]["calls"], 20);
+    // The 21st call, never answered, timed out when the grace ran out.
+    assert_eq!(json["summary"]["total"]["calls"], 21);
+    assert_eq!(json["summary"]["total"]["outcomes"]["timeout"], 1);
     let warnings = json["summary"]["warnings"].to_string();
     assert!(warnings.contains(r#""code":"stopped_answering""#), "{warnings}");
     assert!(
         warnings.contains("20 calls answered, then none for the last")
-            && warnings.contains("or more: the server stopped answering; 1 call still waiting"),
+            && warnings.contains("or more: the server stopped answering"),
         "{warnings}"
     );
     // Figures that hide a stalled server are no figures to pass CI on.
@@ -458,10 +458,11 @@ fn a_server_that_stops_answering_mid_run_is_told_from_a_healthy_end() {
         "{verdict}"
     );
     // A slow but healthy server has calls in flight at the end of every
-    // run: no cause for a warning.
+    // run: answered in the grace, counted, no cause for a warning.
     // Each call waits 1 s and the run lasts 1.5 s: the second call of each
-    // caller is half way through when the run ends (a latency that divides
-    // the duration left that to the scheduler's luck on a busy CI machine).
+    // caller is half way through when the schedule ends (a latency that
+    // divides the duration left that to the scheduler's luck on a busy CI
+    // machine).
     let (mut server, addr) = common::bin::serve(&["--latency", "1s"]);
     let out = temp_dir("healthy-end");
     let output = common::bin::run_guarded(
@@ -483,10 +484,14 @@ fn a_server_that_stops_answering_mid_run_is_told_from_a_healthy_end() {
     let _ = server.wait();
     assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
     let json = summary_json(&out);
-    let in_flight = json["summary"]["in_flight_at_end"].as_u64().unwrap();
-    assert!(in_flight >= 1, "each call waits 1 s: {in_flight}");
+    assert_eq!(json["summary"]["in_flight_at_end"], 0);
+    assert_eq!(
+        json["summary"]["total"]["calls"], 8,
+        "two a caller: the second in the grace"
+    );
+    assert_eq!(json["summary"]["total"]["ok"], 8);
     let warnings = json["summary"]["warnings"].to_string();
-    assert!(!warnings.contains("still waiting"), "{warnings}");
+    assert!(!warnings.contains("stopped answering"), "{warnings}");
     assert_eq!(json["summary"]["verdict"]["valid"], true);
 }
 
@@ -581,6 +586,8 @@ fn the_closed_model_keeps_exactly_its_concurrency_in_flight() {
         .args([
             "-d",
             "1s",
+            "--grace",
+            "200ms",
             "-c",
             "10",
             "--connections",
@@ -598,7 +605,9 @@ fn the_closed_model_keeps_exactly_its_concurrency_in_flight() {
     // The silent server answered no call: the run fails (exit 2).
     assert_eq!(output.status.code(), Some(2), "{}", text(&output.stderr));
     let json = summary_json(&out);
-    assert_eq!(json["summary"]["in_flight_at_end"], 10);
+    // Each timed out when the grace ran out.
+    assert_eq!(json["summary"]["total"]["outcomes"]["timeout"], 10);
+    assert_eq!(json["summary"]["in_flight_at_end"], 0);
     assert_eq!(json["meta"]["load"]["concurrency"], 10);
     assert_eq!(json["meta"]["load"]["connections"], 4);
 }

@@ -20,6 +20,7 @@ fn check_target(sweep: &Value, dir: &std::path::Path, stdout: &str) {
     let steps = sweep["steps"].as_array().unwrap();
     assert!(!steps.is_empty());
     let mut search = Search::new(50.0, 0.25, 800.0);
+    let mut undriven = None;
     for step in steps {
         // The rate, and why it was run (the search's next, a retry, a repeat).
         let asked = search.next().expect("the search asked for this step");
@@ -31,7 +32,12 @@ fn check_target(sweep: &Value, dir: &std::path::Path, stdout: &str) {
         // A failed step says why in words.
         let reason = step["reason"].as_str().unwrap();
         assert!(verdict == "pass" || !reason.is_empty(), "{step:#}");
-        search.record(asked.rate, verdict == "pass");
+        // A step volley could not drive (a busy machine) ends the search
+        // on a floor, recorded as neither a pass nor a failure.
+        match verdict {
+            "invalid" => undriven = Some(asked.rate),
+            verdict => search.record(asked.rate, verdict == "pass"),
+        }
     }
     if sweep["stopped"].is_null() {
         assert_eq!(search.next(), None, "the search had ended");
@@ -43,11 +49,22 @@ fn check_target(sweep: &Value, dir: &std::path::Path, stdout: &str) {
             failed_at: result["failed_at"].as_f64().unwrap(),
         },
         "below_start" => Found::BelowStart { start: 50.0 },
+        "floor" => Found::Floor {
+            held: result["held"].as_f64(),
+            undriven_at: result["undriven_at"].as_f64().unwrap(),
+        },
         other => Found::AtCeiling {
             rate: result["rate"].as_f64().unwrap_or_else(|| panic!("{other}")),
         },
     };
-    assert_eq!(found, search.found());
+    let expected = match undriven {
+        Some(undriven_at) => Found::Floor {
+            held: search.held(),
+            undriven_at,
+        },
+        None => search.found(),
+    };
+    assert_eq!(found, expected);
     assert!(stdout.contains(&volley::sweep::said(found)), "{stdout}");
     // No --seed given: the sweep draws one, and every step sends with it.
     let first = common::bin::summary_json(&dir.join("step-01"));

@@ -146,6 +146,8 @@ impl Live {
         let several = self.feed.parallel && self.feed.len() > 1;
         let name = &self.feed.info(target).name;
         let mut warming = !scenario.load.warmup.is_zero();
+        let mut in_grace = false;
+        let grace = scenario.load.grace.unwrap_or(scenario.timeout);
         let mut aborted = false;
         move |snapshot| {
             self.feed.publish(target, snapshot);
@@ -164,6 +166,16 @@ impl Live {
                 crate::note!(
                     "[warmup] {}: calls are sent, and left out of every figure",
                     humantime::format_duration(snapshot.warmup)
+                );
+            }
+            let over = snapshot.planned.is_some_and(|planned| snapshot.elapsed > planned);
+            if over && snapshot.in_flight > 0 && !snapshot.finished && !std::mem::replace(&mut in_grace, true)
+            {
+                // Said once: the wait that follows is otherwise silent.
+                crate::note!(
+                    "[grace] the schedule is over: {} in flight may take up to {} more to be answered and counted (--grace; Ctrl-C cuts them)",
+                    crate::stats::count(snapshot.in_flight, "call"),
+                    humantime::format_duration(grace)
                 );
             }
             for row in &snapshot.new_rows {

@@ -167,6 +167,7 @@ fn overrides(args: &RunArgs) -> Result<Overrides, ScenarioError> {
         requests: args.requests,
         connections: args.connections,
         warmup: args.warmup,
+        grace: args.grace,
         timeout: args.timeout,
         threads: args.threads,
         max_in_flight: args.max_in_flight,

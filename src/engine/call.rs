@@ -7,16 +7,36 @@ use std::time::Duration;
 
 use rand::rngs::SmallRng;
 use rand::SeedableRng;
-use tokio::time::error::Elapsed;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
 
 use crate::plan::{CallTemplate, RequestBuilder};
 use crate::rpc::{Entry, Judge};
 use crate::stats::{Cause, Outcome};
 use crate::transport::{Connection, Reply, TransportError};
 
+/// Why no answer came in time.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(super) enum NoAnswer {
+    /// The call's own timeout passed.
+    Timeout(Duration),
+    /// The run's grace (this long after the schedule's end) ran out first.
+    GraceOver(Duration),
+}
+
 /// A request's reply, or why none came: the transport failed, or the
-/// timeout passed first.
-pub(super) type Exchanged = Result<Result<Reply, TransportError>, Elapsed>;
+/// wait ended first.
+pub(super) type Exchanged = Result<Result<Reply, TransportError>, NoAnswer>;
+
+/// How long a call waits for its answer: until `until`, then it ends as
+/// `then` says; or when `cut` is cancelled (the grace ran out), as `cut_as`.
+pub(super) struct Wait<'a> {
+    pub until: Instant,
+    pub then: NoAnswer,
+    /// Heard only where the grace's end was not known as the call left.
+    pub cut: Option<&'a CancellationToken>,
+    pub cut_as: NoAnswer,
+}
 
 /// Sends one request (`calls` calls from `first_id`) and waits for its
 /// answer at most `within`.
@@ -27,7 +47,32 @@ pub(super) async fn exchange(
     calls: u64,
     within: Duration,
 ) -> Exchanged {
-    tokio::time::timeout(within, connection.exchange(body, first_id, calls)).await
+    let wait = Wait {
+        until: Instant::now() + within,
+        then: NoAnswer::Timeout(within),
+        cut: None,
+        cut_as: NoAnswer::Timeout(within),
+    };
+    exchange_until(connection, body, first_id, calls, wait).await
+}
+
+/// Sends one request and waits for its answer as `wait` says.
+pub(super) async fn exchange_until(
+    connection: &mut Connection,
+    body: bytes::Bytes,
+    first_id: u64,
+    calls: u64,
+    wait: Wait<'_>,
+) -> Exchanged {
+    let answer = tokio::time::timeout_at(wait.until, connection.exchange(body, first_id, calls));
+    let answered = match wait.cut {
+        None => answer.await,
+        Some(cut) => tokio::select! {
+            answered = answer => answered,
+            _ = cut.cancelled() => return Err(wait.cut_as),
+        },
+    };
+    answered.map_err(|_| wait.then)
 }
 
 /// The outcome of every call of a request that got no reply; `None` when
@@ -43,11 +88,12 @@ pub(super) fn failure(exchanged: &Exchanged) -> Option<Outcome> {
 
 /// Why a call failed beyond its outcome (the transport's own words), for
 /// the examples kept: borrowed, so it costs nothing until one is.
-pub(super) fn cause(exchanged: &Exchanged, within: Duration) -> Cause<'_> {
+pub(super) fn cause(exchanged: &Exchanged) -> Cause<'_> {
     match exchanged {
         Ok(Ok(_)) => Cause::Answer,
         Ok(Err(error)) => Cause::Transport(error),
-        Err(_) => Cause::Timeout(within),
+        Err(NoAnswer::Timeout(within)) => Cause::Timeout(*within),
+        Err(NoAnswer::GraceOver(grace)) => Cause::GraceOver(*grace),
     }
 }
 

@@ -73,7 +73,11 @@ pub(super) async fn run_caller(
     slot: Rc<ConnectionSlot>,
 ) {
     let mut caller = Caller::new(shared, local, slot);
-    while let Some(claim) = caller.next_due(index).await {
+    loop {
+        caller.back_off_before_claiming().await;
+        let Some(claim) = caller.next_due(index).await else {
+            break;
+        };
         // Counted while the call or flow goes: a run stopped mid-way finds
         // it busy (why an open model fell behind).
         let busy = &caller.local.busy;
@@ -110,7 +114,11 @@ impl Caller {
         let shared = &self.shared;
         loop {
             if shared.control.is_paused() {
-                shared.control.wait_resumed().await;
+                // The schedule's end ends a pause too: nothing more is due.
+                tokio::select! {
+                    _ = shared.control.wait_resumed() => {}
+                    _ = shared.clock().schedule.ending() => {}
+                }
             }
             // An idle caller never claims, so it must learn here that the
             // others took the last request.
@@ -170,8 +178,7 @@ impl Caller {
             Ok(in_hand) => in_hand,
             Err(failure) => {
                 self.count_unopened(measured.then_some(intended), &failure);
-                sleep(self.backoff).await;
-                self.backoff = (self.backoff * 2).min(BACKOFF_MAX);
+                self.back_off().await;
                 return true;
             }
         };
@@ -180,28 +187,20 @@ impl Caller {
         local.sent.set(local.sent.get() + 1);
         let calls_sent = self.builder.entries().len() as u64;
         local.in_flight.set(local.in_flight.get() + calls_sent);
-        let within = self.shared.plan.timeout;
         // The sample kept to compare targets: a copy of the request (shared
         // bytes) only for the requests it holds, warmup ones too (a warmup
         // by time ends at another request on each target).
         let keep = (self.shared.capture.as_ref())
             .filter(|c| c.wants(claim.seq))
             .map(|_| body.clone());
-        let result = call::exchange(&mut in_hand.connection, body, first_id, calls, within).await;
-        if let (Some(request), Some(capture)) = (keep, &self.shared.capture) {
-            capture.keep(super::Captured {
-                seq: claim.seq,
-                batch,
-                entries: self.builder.entries().to_vec(),
-                request,
-                answer: match &result {
-                    Ok(Ok(reply)) => Some(reply.body.clone()),
-                    _ => None,
-                },
-            });
+        let wait = super::ending::wait_for(&self.shared, local, sent);
+        let result = call::exchange_until(&mut in_hand.connection, body, first_id, calls, wait).await;
+        if let Some(request) = keep {
+            self.keep_captured(claim.seq, batch, request, &result);
         }
         local.in_flight.set(local.in_flight.get() - calls_sent);
         let answered = Instant::now();
+        super::ending::note_if_across_the_end(&self.shared, local, sent, answered);
         let failure = call::failure(&result);
         match failure {
             None => {
@@ -230,6 +229,24 @@ impl Caller {
         true
     }
 
+    /// Keeps request `seq` and its answer in the sample that compares
+    /// targets.
+    fn keep_captured(&self, seq: u64, batch: bool, request: bytes::Bytes, result: &call::Exchanged) {
+        let Some(capture) = &self.shared.capture else {
+            return;
+        };
+        capture.keep(super::Captured {
+            seq,
+            batch,
+            entries: self.builder.entries().to_vec(),
+            request,
+            answer: match result {
+                Ok(Ok(reply)) => Some(reply.body.clone()),
+                _ => None,
+            },
+        });
+    }
+
     /// The slot's connection for one request (or flow), counted against
     /// `reconnect_every`.
     pub(super) async fn connection(&mut self) -> Result<InHand, OpenFailure> {
@@ -241,9 +258,9 @@ impl Caller {
     /// The slot's connection, waiting for a caller that is opening it, or
     /// opening it (after the backoff when the last one failed at once).
     async fn slot_connection(&mut self) -> Result<InHand, OpenFailure> {
-        let (shared, local, slot) = (&self.shared, &self.local, &self.slot);
         let mut waited_for_setup = false;
         loop {
+            let (shared, local, slot) = (&self.shared, &self.local, &self.slot);
             if let Some(closed) = slot.take_closed() {
                 // A reader that panicked closed its connection (its calls
                 // failed as `io`); the panic is still a bug to report.
@@ -268,17 +285,47 @@ impl Caller {
                 slot.opened.notified().await;
                 continue;
             }
-            if self.reopen_after_failure {
-                sleep(self.backoff).await;
-                self.backoff = (self.backoff * 2).min(BACKOFF_MAX);
+            // The open model's schedule stands through the wait, which
+            // shows in the call's latency; the closed model waited before
+            // claiming (`back_off_before_claiming`).
+            if self.reopen_after_failure && self.open_model {
+                self.back_off().await;
             }
-            let connection = slot.open(shared, local).await?;
+            let connection = self.slot.open(&self.shared, &self.local).await?;
             return Ok(InHand {
                 connection,
-                waited_for_setup: !shared.setup.is_empty(),
+                waited_for_setup: !self.shared.setup.is_empty(),
                 opened_now: true,
                 last: false,
             });
+        }
+    }
+
+    /// Waits the backoff, longer each time, counted with the connections'
+    /// figures.
+    pub(super) async fn back_off(&mut self) {
+        let began = Instant::now();
+        sleep(self.backoff).await;
+        let mut recorder = self.local.recorder.borrow_mut();
+        recorder.connects.backed_off(began.elapsed());
+        self.backoff = (self.backoff * 2).min(BACKOFF_MAX);
+    }
+
+    /// In the closed model, a caller whose last opening never worked waits
+    /// its backoff before it claims the next request, when that request
+    /// would open the connection again: a call's latency starts at its
+    /// claim, and volley's own wait is no part of the server's answer.
+    async fn back_off_before_claiming(&mut self) {
+        let slot = &self.slot;
+        if self.open_model || !self.reopen_after_failure || slot.opening.get() || slot.holds_live() {
+            return;
+        }
+        // The schedule's end ends the wait: nothing more will be claimed.
+        let schedule = &self.shared.clock().schedule;
+        let deadline = schedule.end_known();
+        tokio::select! {
+            _ = self.back_off() => {}
+            _ = sleep_until(deadline.unwrap_or_else(Instant::now)), if deadline.is_some() => {}
         }
     }
 
@@ -352,7 +399,7 @@ impl Caller {
         let entries = self.builder.entries();
         let mut failed: Option<(usize, Outcome)> = None;
         let methods = &mut recorder.methods;
-        let cause = call::cause(result, shared.plan.timeout);
+        let cause = call::cause(result);
         let mut record = |i: usize, outcome: Outcome, answer: &[u8]| {
             let entry = entries[i];
             let stats = &mut methods[entry.method as usize];

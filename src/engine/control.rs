@@ -289,6 +289,7 @@ mod tests {
             requests: None,
             warmup: Duration::ZERO,
             timeout: Duration::from_secs(1),
+            grace: Duration::from_secs(1),
             threads: 1,
             seed: 0,
             stages: Vec::new(),

@@ -7,10 +7,11 @@
 use std::time::Duration;
 
 use rand::rngs::SmallRng;
-use tokio::time::{sleep, Instant};
+use tokio::time::{sleep_until, Instant};
 
 use super::call;
-use super::caller::{Caller, InHand, BACKOFF_MAX};
+use super::caller::{Caller, InHand};
+use super::ending;
 use super::schedule::Claim;
 use crate::plan::{Flow, Step, Vars};
 use crate::rpc::{Entry, Expectation, Judge};
@@ -46,6 +47,9 @@ struct Run<'f> {
     first_sent: Option<Instant>,
     /// The first call waited for the connection's setup calls.
     waited_for_setup: bool,
+    /// The run's end came before a step could go: the flow sends nothing
+    /// more and never ends (counted in flight at the end).
+    cut: bool,
 }
 
 impl Caller {
@@ -63,12 +67,16 @@ impl Caller {
             }
         };
         in_flight(1);
-        self.flow_in_flight(claim, index, rng).await;
-        in_flight(-1);
+        let began = Instant::now();
+        if self.flow_in_flight(claim, index, rng).await {
+            in_flight(-1);
+        }
+        super::ending::note_if_across_the_end(&shared, &local, began, Instant::now());
     }
 
-    /// The flow itself: its connection, its steps, its row.
-    async fn flow_in_flight(&mut self, claim: Claim, index: u32, rng: &mut SmallRng) {
+    /// The flow itself: its connection, its steps, its row; whether it
+    /// ended (not cut by the run's end).
+    async fn flow_in_flight(&mut self, claim: Claim, index: u32, rng: &mut SmallRng) -> bool {
         let shared = self.shared.clone();
         let flow = &shared.mix.flows[index as usize];
         let mut run = Run {
@@ -78,6 +86,7 @@ impl Caller {
             measured: claim.intended >= shared.clock().measure_start,
             first_sent: None,
             waited_for_setup: false,
+            cut: false,
         };
         let opened = match flow.own_connection {
             true => self.own_connection().await,
@@ -91,9 +100,8 @@ impl Caller {
                     self.record_with(&run, &flow.steps[0], failure.outcome, cause, &[], None, None);
                     self.end_flow(&run, Some((0, failure.outcome, flow.steps.len() as u64 - 1)));
                 }
-                sleep(self.backoff).await;
-                self.backoff = (self.backoff * 2).min(BACKOFF_MAX);
-                return;
+                self.back_off().await;
+                return true;
             }
         };
         run.waited_for_setup = in_hand.waited_for_setup;
@@ -104,12 +112,13 @@ impl Caller {
         } else if !broken {
             self.slot.checkin(in_hand.connection);
         }
-        if run.measured {
+        if run.measured && !run.cut {
             self.end_flow(
                 &run,
                 failed.map(|(step, outcome, skipped, _)| (step, outcome, skipped)),
             );
         }
+        !run.cut
     }
 
     /// A connection of the flow's own (`session = "per_flow"`), opened
@@ -135,6 +144,9 @@ impl Caller {
     ) -> Option<(usize, Outcome, u64, bool)> {
         let mut failed: Option<(usize, Outcome, u64, bool)> = None;
         for (i, step) in run.flow.steps.iter().enumerate() {
+            if run.cut {
+                break;
+            }
             match &mut failed {
                 Some((_, _, skipped, broken)) if !step.always || *broken => *skipped += 1,
                 Some((_, _, _, broken)) => {
@@ -172,6 +184,9 @@ impl Caller {
         for (n, item) in items.iter().enumerate() {
             run.vars.set(each.slot, item);
             let sent = self.send_step(run, step, in_hand, rng).await;
+            if run.cut {
+                break;
+            }
             if sent.outcome != Outcome::Ok {
                 failed = Some((sent.outcome, (items.len() - n - 1) as u64, sent.broken));
                 break;
@@ -200,11 +215,23 @@ impl Caller {
             tries: std::cell::Cell::new(0),
         });
         loop {
+            // A flow's first call is its request, claimed before the end;
+            // after the end it sends nothing more.
+            if run.first_sent.is_some() && !ending::steps_may_go(&self.shared, Instant::now()) {
+                run.cut = true;
+                let outcome = Outcome::Ok;
+                return Sent {
+                    outcome,
+                    broken: false,
+                };
+            }
             let (sent, holds) = self
                 .send_once(run, step, in_hand, &expect, until.as_ref(), rng)
                 .await;
             match &until {
-                Some(until) if !holds && sent.outcome == Outcome::Ok => sleep(until.every).await,
+                Some(until) if !holds && sent.outcome == Outcome::Ok => {
+                    sleep_until(ending::or_steps_end(&self.shared, Instant::now() + until.every)).await;
+                }
                 _ => return sent,
             }
         }
@@ -236,18 +263,12 @@ impl Caller {
         let sent_at = Instant::now();
         run.first_sent.get_or_insert(sent_at);
         local.in_flight.set(local.in_flight.get() + calls);
-        let result = call::exchange(
-            &mut in_hand.connection,
-            body,
-            first_id,
-            calls,
-            shared.plan.timeout,
-        )
-        .await;
+        let wait = super::ending::wait_for(&shared, &local, sent_at);
+        let result = call::exchange_until(&mut in_hand.connection, body, first_id, calls, wait).await;
         local.in_flight.set(local.in_flight.get() - calls);
         let timing = Some((sent_at, Instant::now()));
         if let Some(failure) = call::failure(&result) {
-            let cause = call::cause(&result, shared.plan.timeout);
+            let cause = call::cause(&result);
             self.record_with(run, step, failure, cause, &[], timing, None);
             return (
                 Sent {

@@ -370,3 +370,62 @@ async fn an_always_step_is_sent_after_a_failure() {
     assert_eq!((flows.failed, flows.skipped_steps), (2, 2));
     assert_eq!(flows.failed_at[0].step, 1);
 }
+
+/// Three steps of 800 ms each, on a connection carrying two flows at once.
+fn three_slow_steps() -> (Peer, Mix) {
+    let steps = vec![
+        step(0, "a", json!([]), &[]),
+        step(1, "b", json!([]), &[]),
+        step(2, "c", json!([]), &[]),
+    ];
+    let mix = flow_mix(&["a", "b", "c", "flow:f"], steps, 0);
+    (Peer::logging(Duration::from_millis(800)), mix)
+}
+
+/// A run that ends by its deadline sends no step after it: a flow in
+/// flight finishes the step it is on, in the grace, and goes no further.
+#[tokio::test(start_paused = true)]
+async fn a_flow_in_flight_at_the_deadline_finishes_its_step_and_sends_no_other() {
+    let (peer, mix) = three_slow_steps();
+    // Flows due at 0 s and 1 s: the first's `c` leaves at 1.6 s, before
+    // the end; the second's `b` at 1.8 s, and its `c` would at 2.6 s.
+    let mut plan = plan(Pacing::Open { rate: 1.0 }, 1, 2);
+    plan.duration = Some(Duration::from_secs(2));
+    let summary = run_mix(plan, mix, &peer, no_steering)
+        .await
+        .expect("the run ended");
+    let mut methods: Vec<String> = peer.counts().seen().iter().map(|s| s.method.clone()).collect();
+    methods.sort();
+    assert_eq!(methods, ["a", "a", "b", "b", "c"]);
+    let answered = |name| (row(&summary, name).calls, row(&summary, name).ok);
+    assert_eq!(
+        [answered("a"), answered("b"), answered("c")],
+        [(2, 2), (2, 2), (1, 1)]
+    );
+    let flows = &summary.flows[0];
+    let counts = (flows.started, flows.completed, flows.in_flight_at_end);
+    assert_eq!(counts, (2, 1, 1));
+    assert_eq!(summary.in_flight_at_end, 0, "no call was cut");
+}
+
+/// A run that ends by its request limit lets the flows it started go on
+/// through the grace: each is one of the requests asked for.
+#[tokio::test(start_paused = true)]
+async fn a_flow_started_before_a_limits_end_goes_on_in_the_grace() {
+    let (peer, mix) = three_slow_steps();
+    // Two callers: flows 1 and 2 end at 2.4 s; the third, claimed then,
+    // runs its steps after the other caller found nothing left.
+    let mut plan = plan(Pacing::Closed, 1, 2);
+    plan.requests = Some(3);
+    plan.timeout = Duration::from_secs(10);
+    plan.grace = plan.timeout;
+    let summary = run_mix(plan, mix, &peer, no_steering)
+        .await
+        .expect("the run ended");
+    assert_eq!(peer.counts().seen().len(), 9);
+    let flows = &summary.flows[0];
+    assert_eq!(
+        (flows.started, flows.completed, flows.in_flight_at_end),
+        (3, 3, 0)
+    );
+}

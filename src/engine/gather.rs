@@ -203,6 +203,16 @@ impl Gatherer {
         self.last_window = Some(window);
     }
 
+    /// The measured span ends `measured` in, learnt as the run goes (the
+    /// open model's request limit): later hand-overs count in its last
+    /// second and quarter, as a timed run's do.
+    pub fn close_at(&mut self, measured: Duration) {
+        let seconds = measured.as_secs_f64();
+        self.last_second.get_or_insert((seconds.ceil() as u32).max(1) - 1);
+        let ticks = seconds * f64::from(TICKS_PER_SECOND);
+        self.last_tick.get_or_insert((ticks.ceil() as u32).max(1) - 1);
+    }
+
     /// Closes the seconds still open once every thread is done; `measured`
     /// is the measured length of the run.
     pub fn finish(&mut self, measured: Duration) {

@@ -6,6 +6,7 @@ mod call;
 mod caller;
 mod capture;
 mod control;
+mod ending;
 mod flow;
 mod gather;
 mod observe;
@@ -114,34 +115,28 @@ async fn run_placed(
     all_connected(ready, threads, &stop).await;
     let start = Instant::now();
     shared.begin(start);
+    // The schedule's end is no stop: each thread ends its callers through
+    // the grace (ending.rs); `stop` is for a stop that skips it.
     let deadline = shared.plan.duration.map(|d| start + shared.plan.warmup + d);
-    if let Some(deadline) = deadline {
-        stop_at(deadline, stop.clone());
-    }
     let watching = watch_servers(&shared.observe, children, start + shared.plan.warmup);
     let snapshots = Snapshots::new(&shared.plan, start, &control, &watching);
     // The first, as the run begins: a warmup has no figures for a while.
     publish(&snapshots.now(&mut gatherer, false));
-    // The run ends at each thread's last figures, not when the threads
-    // end: after them they may still be shutting stdio children down.
-    let mut threads_done = 0;
-    while let Some(chunk) = chunks.recv().await {
-        let last = chunk.last.is_some();
-        if gatherer.add(chunk) {
-            publish(&snapshots.now(&mut gatherer, false));
-        }
-        threads_done += usize::from(last);
-        if threads_done == threads {
-            break;
-        }
-    }
+    gather_all(&shared, &mut gatherer, &mut chunks, threads, |g| {
+        publish(&snapshots.now(g, false))
+    })
+    .await;
     let end = Instant::now();
     // Read the servers now, before stdio children are shut down.
     let watched = watching.finish().await;
     stop.cancel();
     shares.join().await;
 
-    let stopped_at = deadline.map_or(end, |d| end.min(d));
+    // Measured time is the schedule's span when it ran its course (a kept
+    // schedule reads its rate, whatever the grace took), else up to the
+    // stop, or to the last answer of a closed model's request limit.
+    let stopped_at =
+        (shared.clock().schedule.span_end()).unwrap_or_else(|| deadline.map_or(end, |d| end.min(d)));
     let measured = stopped_at.saturating_duration_since(shared.clock().measure_start);
     gatherer.finish(measured);
     publish(&snapshots.now(&mut gatherer, true));
@@ -157,6 +152,35 @@ async fn run_placed(
     let mut summary = summarize(&shared, &mut gatherer, &snapshots.stage_bounds, ended, facts);
     add_server_usage(&mut summary, &watched);
     summary
+}
+
+/// Takes the threads' figures until each has handed its last over (the
+/// run ends there, not when the threads end: after them they may still be
+/// shutting stdio children down), `publish`ing as rounds come in.
+async fn gather_all(
+    shared: &RunState,
+    gatherer: &mut Gatherer,
+    chunks: &mut mpsc::UnboundedReceiver<worker::Chunk>,
+    threads: usize,
+    mut publish: impl FnMut(&mut Gatherer),
+) {
+    let mut threads_done = 0;
+    let measure_start = shared.clock().measure_start;
+    while let Some(chunk) = chunks.recv().await {
+        // Calls answered after the schedule's span (in the grace) count in
+        // its last second, as a timed run's do.
+        if let Some(span) = shared.clock().schedule.span_end() {
+            gatherer.close_at(span.saturating_duration_since(measure_start));
+        }
+        let last = chunk.last.is_some();
+        if gatherer.add(chunk) {
+            publish(gatherer);
+        }
+        threads_done += usize::from(last);
+        if threads_done == threads {
+            break;
+        }
+    }
 }
 
 /// Until every share says its connections are open (or the run is stopped).
@@ -205,7 +229,10 @@ impl Snapshots {
     /// The run now, with the figures gathered so far.
     fn now(&self, gatherer: &mut Gatherer, finished: bool) -> Snapshot {
         let elapsed = self.start.elapsed();
+        // Through the grace, the figures stay over the planned span.
+        let planned = self.base.planned.map(|p| p.saturating_sub(self.warmup));
         let measured = elapsed.saturating_sub(self.warmup);
+        let measured = planned.map_or(measured, |p| measured.min(p));
         let seconds = measured.as_secs_f64();
         let snapshot = Snapshot {
             elapsed,
@@ -276,16 +303,6 @@ fn add_server_usage(summary: &mut RunSummary, watched: &[crate::stats::Watched])
             row.server_rss_bytes = Some(seconds.iter().map(|s| s.1).sum());
         }
     }
-}
-
-/// Cancels `stop` at the deadline, unless it fires first.
-fn stop_at(deadline: Instant, stop: CancellationToken) {
-    tokio::spawn(async move {
-        tokio::select! {
-            _ = tokio::time::sleep_until(deadline) => stop.cancel(),
-            _ = stop.cancelled() => {}
-        }
-    });
 }
 
 /// The shares of the run under way, on threads or as tasks.
@@ -463,7 +480,6 @@ fn all_facts(shared: &RunState, facts: crate::stats::Facts) -> crate::stats::Fac
             connections: shared.plan.connections,
             callers: shared.plan.callers(),
         },
-        timeout: shared.plan.timeout,
         ..facts
     }
 }
@@ -483,6 +499,8 @@ fn client_cpu(shared: &RunState, wall: std::time::Duration, threads: usize) -> C
     }
 }
 
+#[cfg(test)]
+mod ending_tests;
 #[cfg(test)]
 mod flow_tests;
 #[cfg(test)]

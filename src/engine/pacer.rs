@@ -93,10 +93,11 @@ pub(super) async fn pace(shared: Arc<RunState>, local: Rc<ThreadState>, slots: V
     let mut claiming = true;
     loop {
         let paused = shared.control.is_paused();
-        if due.is_none() && claiming && !paused {
-            if schedule.is_finished() {
-                claiming = false;
-            } else if let Some(room) = free.pop_front() {
+        if due.is_none() && claiming && schedule.is_finished() {
+            // Its end ends a pause too.
+            claiming = false;
+        } else if due.is_none() && claiming && !paused {
+            if let Some(room) = free.pop_front() {
                 // A request due while every connection is full waits for a
                 // room, and shows it: it is claimed only once one is free.
                 match schedule.claim_for(0) {
@@ -132,7 +133,8 @@ pub(super) async fn pace(shared: Arc<RunState>, local: Rc<ThreadState>, slots: V
                 let call = one_call(&local, room, caller, claim);
                 calls.push(AssertUnwindSafe(call).catch_unwind());
             },
-            _ = shared.control.wait_resumed(), if paused && due.is_none() => {},
+            _ = shared.control.wait_resumed(), if paused && due.is_none() && claiming => {},
+            _ = schedule.ending(), if paused && due.is_none() && claiming => {},
             else => break,
         }
     }

@@ -8,6 +8,8 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use tokio_util::sync::CancellationToken;
+
 use super::control::Control;
 use crate::plan::{LoadPlan, Pacing, Profile, Shard};
 
@@ -22,6 +24,20 @@ pub struct Claim {
     /// target of a comparison) sends request N alike, whichever connection
     /// carries it.
     pub seq: u64,
+}
+
+/// The schedule's end on a cache line of its own: every call reads it
+/// (how long it may wait), while the counters beside it are written at
+/// every claim.
+#[derive(Debug)]
+#[repr(align(64))]
+struct End {
+    /// In ns from the start (`u64::MAX`: not yet): the deadline, the due
+    /// time of the first request past the limit, or when the mix ran out.
+    /// The grace counts from here.
+    at: AtomicU64,
+    /// The run's deadline, a copy of the schedule's.
+    deadline: Option<Instant>,
 }
 
 /// Per captured connection, its requests and how many were claimed.
@@ -60,6 +76,13 @@ pub struct Schedule {
     /// The run has no request left to hand out: its limit or deadline was
     /// reached, or its mix ran out. Idle callers look here, so they end too.
     finished: AtomicBool,
+    /// When the schedule ended (or will), read by every call.
+    end: End,
+    /// The end is a time of the schedule's own (its deadline, or a due
+    /// time of the open model's): the measured span ends there.
+    span_known: AtomicBool,
+    /// Cancelled once, as the end is first known: what the threads wait on.
+    ending: CancellationToken,
 }
 
 impl Schedule {
@@ -85,6 +108,12 @@ impl Schedule {
             limit: plan.requests,
             deadline: plan.duration.map(|d| start + plan.warmup + d),
             finished: AtomicBool::new(false),
+            end: End {
+                at: AtomicU64::new(u64::MAX),
+                deadline: plan.duration.map(|d| start + plan.warmup + d),
+            },
+            span_known: AtomicBool::new(false),
+            ending: CancellationToken::new(),
         }
     }
 
@@ -113,7 +142,18 @@ impl Schedule {
                     Some(o) => {
                         self.start + Duration::from_secs_f64(o.at_s + (local - o.at_seq) as f64 / o.rate)
                     }
-                    None => self.start + Duration::from_secs_f64(self.due_time(rate, seq)?),
+                    None => match self.due_time(rate, seq) {
+                        Some(due) => self.start + Duration::from_secs_f64(due),
+                        // Past the profile's (or a replay's) last time:
+                        // the run still lasts until its deadline.
+                        None => {
+                            match self.deadline {
+                                Some(deadline) => self.end_at(deadline, true),
+                                None => self.finish(),
+                            }
+                            return None;
+                        }
+                    },
                 };
                 (intended, seq)
             }
@@ -121,12 +161,16 @@ impl Schedule {
         // The request limit counts measured requests: a warmup comes on top.
         if let Some(limit) = self.limit {
             if intended >= self.measure_start && self.measured.fetch_add(1, Ordering::Relaxed) >= limit {
-                self.finish();
+                // The open model's span ends when the next request would
+                // have been due (200 at 100/s span 2 s); a replay's last
+                // time, or the closed model's "now", is no such end.
+                let timed = self.rate.is_some() && self.recorded.is_none() && self.groups.is_none();
+                self.end_at(intended, timed);
                 return None;
             }
         }
-        if self.deadline.is_some_and(|deadline| intended >= deadline) {
-            self.finish();
+        if let Some(deadline) = self.deadline.filter(|deadline| intended >= *deadline) {
+            self.end_at(deadline, true);
             return None;
         }
         Some(Claim { intended, seq })
@@ -159,16 +203,61 @@ impl Schedule {
         }
     }
 
-    /// The run ends at its deadline, not when its requests are claimed: in
-    /// the open model the last requests are claimed seconds before they are
-    /// due, and connections (and their subscriptions) must stay till then.
-    pub fn ends_at_deadline(&self) -> bool {
-        self.deadline.is_some() && self.limit.is_none()
+    /// Marks the run as having nothing left to send, from now.
+    pub fn finish(&self) {
+        self.end_at(Instant::now(), false);
     }
 
-    /// Marks the run as having nothing left to send.
-    pub fn finish(&self) {
+    /// Ends the schedule at `at` (the earliest end given wins); `timed`
+    /// when `at` is a time of the schedule's own, which the measured span
+    /// ends at.
+    pub fn end_at(&self, at: Instant, timed: bool) {
         self.finished.store(true, Ordering::Release);
+        let ns = u64::try_from(at.saturating_duration_since(self.start).as_nanos()).unwrap_or(u64::MAX - 1);
+        let before = self.end.at.fetch_min(ns, Ordering::AcqRel);
+        if timed && ns <= before {
+            self.span_known.store(true, Ordering::Release);
+        }
+        if before == u64::MAX {
+            self.ending.cancel();
+        }
+    }
+
+    /// When the schedule ended, once it has.
+    pub fn ended_at(&self) -> Option<Instant> {
+        match self.end.at.load(Ordering::Acquire) {
+            u64::MAX => None,
+            ns => Some(self.start + Duration::from_nanos(ns)),
+        }
+    }
+
+    /// Where the measured span ends, when the schedule ended at a time of
+    /// its own: its deadline, or the open model's due time past its limit.
+    pub fn span_end(&self) -> Option<Instant> {
+        self.span_known
+            .load(Ordering::Acquire)
+            .then(|| self.ended_at())
+            .flatten()
+    }
+
+    /// Waits until the schedule's end is known (it may lie ahead: the open
+    /// model's next due time).
+    pub async fn ending(&self) {
+        self.ending.cancelled().await;
+    }
+
+    /// The run's deadline, when it has one.
+    pub fn deadline(&self) -> Option<Instant> {
+        self.deadline
+    }
+
+    /// When the schedule ends or ended, as far as known now: its end, or
+    /// its deadline.
+    pub fn end_known(&self) -> Option<Instant> {
+        match (self.ended_at(), self.end.deadline) {
+            (Some(ended), Some(deadline)) => Some(ended.min(deadline)),
+            (ended, deadline) => ended.or(deadline),
+        }
     }
 
     /// Whether the run has nothing left to send.
@@ -219,6 +308,7 @@ mod tests {
             requests,
             warmup: Duration::ZERO,
             timeout: Duration::from_secs(1),
+            grace: Duration::from_secs(1),
             threads: 1,
             seed: 0,
             stages: Vec::new(),
@@ -348,15 +438,25 @@ mod tests {
             120,
             "not yet at the limit"
         );
-        assert!(!schedule.ends_at_deadline(), "the limit ends it");
+        assert_eq!(std::iter::from_fn(|| schedule.claim()).count(), 150);
+        assert_eq!(
+            schedule.span_end(),
+            Some(start + Duration::from_millis(1500)),
+            "the limit ends it, when the next request would have been due"
+        );
         let timed = Schedule::new(
             &plan(Pacing::Open { rate: 100.0 }, None, Some(Duration::from_secs(1))),
             start,
             Default::default(),
         );
-        assert!(timed.ends_at_deadline());
+        assert_eq!(std::iter::from_fn(|| timed.claim()).count(), 100);
+        assert_eq!(
+            timed.span_end(),
+            Some(start + Duration::from_secs(1)),
+            "its deadline"
+        );
         let unbounded = Schedule::new(&plan(Pacing::Closed, None, None), start, Default::default());
-        assert!(!unbounded.ends_at_deadline());
+        assert_eq!(unbounded.end_known(), None);
         assert_eq!(
             unbounded.due_before(start + Duration::from_secs(5)),
             0,

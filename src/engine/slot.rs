@@ -52,6 +52,11 @@ impl ConnectionSlot {
         }
     }
 
+    /// Whether the slot holds a connection still open.
+    pub(super) fn holds_live(&self) -> bool {
+        (self.connection.borrow().as_ref()).is_some_and(|c| !c.is_closed())
+    }
+
     /// Puts back a connection taken out whole; a shared one never left.
     pub(super) fn checkin(&self, connection: Connection) {
         if connection.another_handle().is_none() && !connection.is_closed() {
@@ -201,7 +206,11 @@ fn subscribe(
         let mut last: Vec<Option<Instant>> = Vec::new();
         Box::new(move |index| {
             let now = Instant::now();
-            let measured = (run.clock_if_begun()).is_some_and(|clock| now >= clock.measure_start);
+            // Within the measured span: not in the warmup, nor in the grace
+            // after the schedule's end (rates are over the span).
+            let measured = (run.clock_if_begun()).is_some_and(|clock| {
+                now >= clock.measure_start && clock.schedule.ended_at().is_none_or(|end| now < end)
+            });
             let Some(local) = weak.upgrade().filter(|_| measured) else {
                 return;
             };

@@ -64,10 +64,12 @@ pub(super) struct RunState {
     /// Wakes the threads when the clock is set.
     begun: tokio::sync::Notify,
     next_id_block: AtomicU64,
+    /// Calls a stop cut unanswered (in no figure).
     pub in_flight_at_end: AtomicU64,
-    /// Flows still going when the run stopped, per flow of the mix.
+    /// Flows started and not ended (cut by the end or a stop), per flow.
     pub flows_in_flight_at_end: Vec<AtomicU64>,
-    /// Callers inside a call or a flow when the run stopped.
+    /// Callers inside a call or a flow when the schedule ended (or a stop
+    /// came first).
     pub callers_busy_at_end: AtomicU64,
     /// Connection tasks that panicked.
     pub panicked: AtomicU64,
@@ -225,10 +227,15 @@ pub(super) struct ThreadState {
     pub in_flight: Cell<u64>,
     /// Callers inside a call or a flow now.
     pub busy: Cell<u64>,
+    /// Calls and flows that went on across the schedule's end.
+    pub across_the_end: Cell<u64>,
     /// Measured flows started and not yet ended, per flow of the mix.
     pub flows_in_flight: RefCell<Vec<u64>>,
     /// The run's token, seen through a child of this thread's own.
     pub cancel: CancellationToken,
+    /// Cancelled when the grace runs out: heard by the calls whose wait
+    /// could not know the grace's end as they left (`ending::wait_for`).
+    pub cut: CancellationToken,
 }
 
 const ID_BLOCK: u64 = 4096;
@@ -298,8 +305,10 @@ pub(super) async fn run_share(
         sent: Cell::new(0),
         in_flight: Cell::new(0),
         busy: Cell::new(0),
+        across_the_end: Cell::new(0),
         flows_in_flight: RefCell::new(vec![0; shared.mix.flows.len()]),
         cancel: shared.cancel.child_token(),
+        cut: CancellationToken::new(),
     });
     let slots: Vec<Rc<ConnectionSlot>> = connections
         .iter()
@@ -332,7 +341,7 @@ pub(super) async fn run_share(
     };
     let tick = Rc::new(Cell::new(0u32));
     let hand_over = start_hand_over(&shared, &local, thread, &tick, chunks.clone());
-    wait_for_callers(&shared, &local, tasks).await;
+    super::ending::wait_for_callers(&shared, &local, tasks).await;
     hand_over.abort();
     polls.iter().for_each(|p| p.abort());
     let mut recorder = local.recorder.replace(Recorder::new(0));
@@ -408,37 +417,6 @@ fn start_hand_over(
             tick.set(tick.get() + 1);
         }
     })
-}
-
-/// Until every caller has ended or the run is stopped (then they are
-/// aborted, and the calls they had in flight are counted).
-async fn wait_for_callers(shared: &RunState, local: &ThreadState, tasks: Vec<tokio::task::JoinHandle<()>>) {
-    // Stopping aborts the connection tasks where they wait, so no call
-    // registers for cancellation: the hot path takes no lock for it.
-    let aborts: Vec<_> = tasks.iter().map(|t| t.abort_handle()).collect();
-    let all_done = async {
-        for task in tasks {
-            if task.await.is_err_and(|e| e.is_panic()) {
-                shared.panicked.fetch_add(1, Ordering::Relaxed);
-            }
-        }
-    };
-    tokio::select! {
-        _ = all_done => {}
-        _ = local.cancel.cancelled() => {
-            aborts.iter().for_each(|a| a.abort());
-            shared.in_flight_at_end.fetch_add(local.in_flight.get(), Ordering::Relaxed);
-            shared.callers_busy_at_end.fetch_add(local.busy.get(), Ordering::Relaxed);
-            for (all, mine) in shared.flows_in_flight_at_end.iter().zip(local.flows_in_flight.borrow().iter()) {
-                all.fetch_add(*mine, Ordering::Relaxed);
-            }
-        }
-    }
-    if shared.clock().schedule.ends_at_deadline() {
-        // Callers with nothing left to claim keep their connections open
-        // (subscriptions still count) until the run's end.
-        local.cancel.cancelled().await;
-    }
 }
 
 /// The CPU time this thread has used, in µs: what tells a busy generator

@@ -41,6 +41,9 @@ pub struct LoadPlan {
     /// Sent but left out of the statistics.
     pub warmup: Duration,
     pub timeout: Duration,
+    /// How long calls in flight when the schedule ends may still take to
+    /// be answered (and counted); those unanswered then are timeouts.
+    pub grace: Duration,
     /// Engine threads, each running its own share of the connections.
     pub threads: usize,
     pub seed: u64,
@@ -267,6 +270,7 @@ mod tests {
             requests: None,
             warmup: Duration::from_secs(2),
             timeout: Duration::from_secs(1),
+            grace: Duration::from_secs(1),
             threads: 4,
             seed: 0,
             stages: vec![

@@ -102,6 +102,8 @@ pub fn connections(report: &RunReport) -> Vec<u8> {
         "connect_p99_ms",
         "connect_max_ms",
         "error",
+        "backoff_waits",
+        "backoff_s",
     ])
     .expect("writing to memory");
     out.write_record([
@@ -115,6 +117,8 @@ pub fn connections(report: &RunReport) -> Vec<u8> {
         ms(c.time.p99_ms),
         ms(c.time.max_ms),
         c.error.clone().unwrap_or_default(),
+        c.backoff_waits.to_string(),
+        format!("{:.6}", c.backoff_s),
     ])
     .expect("writing to memory");
     out.into_inner().expect("writing to memory")

@@ -113,6 +113,10 @@ pub struct LoadMeta {
     pub requests: Option<u64>,
     pub warmup_s: f64,
     pub timeout_s: f64,
+    /// How long calls in flight at the schedule's end could still take;
+    /// absent from files of a volley before the grace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grace_s: Option<f64>,
     pub threads: usize,
     /// Stages of a staged load (0: constant).
     pub stages: usize,
@@ -141,6 +145,7 @@ impl LoadMeta {
             requests: plan.requests,
             warmup_s: plan.warmup.as_secs_f64(),
             timeout_s: plan.timeout.as_secs_f64(),
+            grace_s: Some(plan.grace.as_secs_f64()),
             threads: plan.threads_used(),
             stages: plan.stages.len(),
             shard: (!plan.shard.is_whole()).then(|| plan.shard.to_string()),

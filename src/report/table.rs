@@ -250,6 +250,14 @@ fn connections_line(c: &crate::stats::ConnectSummary) -> String {
             c.recycled
         );
     }
+    if c.backoff_waits > 0 {
+        let _ = write!(
+            line,
+            " · {} before opening again ({:.3} s in all; volley's backoff)",
+            crate::stats::count(c.backoff_waits, "wait"),
+            c.backoff_s
+        );
+    }
     if c.failed > 0 {
         let _ = write!(
             line,
@@ -430,7 +438,7 @@ fn extras(out: &mut String, summary: &RunSummary) {
     if summary.in_flight_at_end > 0 {
         let _ = writeln!(
             out,
-            "calls in flight when the run stopped (not counted): {}",
+            "calls cut unanswered by the stop (not counted; a stop skips the grace): {}",
             summary.in_flight_at_end
         );
     }
@@ -441,7 +449,7 @@ fn extras(out: &mut String, summary: &RunSummary) {
     if !going.is_empty() {
         let _ = writeln!(
             out,
-            "flows still going when the run stopped (not in their rows): {}",
+            "flows still going when the run ended (sending no step after it; not in their rows): {}",
             going.join(", ")
         );
     }
@@ -543,6 +551,8 @@ mod tests {
             failed: 0,
             error: None,
             time: Default::default(),
+            backoff_waits: 0,
+            backoff_s: 0.0,
         };
         let line = super::connections_line(&c);
         assert!(
@@ -564,6 +574,12 @@ mod tests {
         );
         assert!(
             line.contains(" · 18 reopened during the run, 20 opened in all · "),
+            "{line}"
+        );
+        (c.backoff_waits, c.backoff_s) = (5, 0.31);
+        let line = super::connections_line(&c);
+        assert!(
+            line.contains(" · 5 waits before opening again (0.310 s in all; volley's backoff)"),
             "{line}"
         );
     }

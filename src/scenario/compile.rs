@@ -77,6 +77,9 @@ impl Scenario {
             requests,
             warmup: load.warmup,
             timeout: self.timeout,
+            // As k6's gracefulStop: a call sent before the end may take
+            // its whole timeout, by default.
+            grace: load.grace.unwrap_or(self.timeout),
             threads: load.threads.map_or_else(
                 || std::thread::available_parallelism().map_or(1, |n| n.get()),
                 |t| t as usize,

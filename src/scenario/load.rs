@@ -19,6 +19,7 @@ pub(super) struct RawLoad {
     requests: Option<Spanned<i64>>,
     connections: Option<Spanned<i64>>,
     warmup: Option<Spanned<String>>,
+    grace: Option<Spanned<String>>,
     threads: Option<Spanned<i64>>,
     max_in_flight: Option<Spanned<i64>>,
     stages: Option<Spanned<Vec<RawStage>>>,
@@ -66,6 +67,7 @@ impl RawLoad {
                 .map(|w| duration(at, w))
                 .transpose()?
                 .unwrap_or_default(),
+            grace: self.grace.as_ref().map(|g| duration(at, g)).transpose()?,
             threads: self
                 .threads
                 .as_ref()

@@ -198,6 +198,9 @@ pub struct Load {
     pub duration: Option<Duration>,
     pub requests: Option<u64>,
     pub warmup: Duration,
+    /// How long calls in flight at the schedule's end may still take
+    /// (`grace`); `None`: the call timeout.
+    pub grace: Option<Duration>,
     pub threads: Option<u64>,
     /// Calls in flight per connection on a multiplexed transport.
     pub max_in_flight: Option<u64>,
@@ -466,6 +469,7 @@ impl Scenario {
             ("requests", format!("{:?}", plan.requests)),
             ("warmup", duration(Some(plan.warmup))),
             ("timeout", duration(Some(plan.timeout))),
+            ("grace", duration(Some(plan.grace))),
             ("stages", stages.join(", ")),
             ("seed", format!("{:?}", plan.seed)),
         ]
@@ -519,6 +523,7 @@ impl Scenario {
                 duration: None,
                 requests: None,
                 warmup: Duration::ZERO,
+                grace: None,
                 threads: None,
                 max_in_flight: None,
                 stages: Vec::new(),

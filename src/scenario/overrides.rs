@@ -34,6 +34,8 @@ pub struct Overrides {
     pub requests: Option<u64>,
     pub connections: Option<u64>,
     pub warmup: Option<Duration>,
+    /// `--grace`: how long calls in flight at the schedule's end may take.
+    pub grace: Option<Duration>,
     pub timeout: Option<Duration>,
     pub threads: Option<u64>,
     pub max_in_flight: Option<u64>,
@@ -279,6 +281,9 @@ impl Overrides {
         }
         if let Some(warmup) = self.warmup {
             load.warmup = warmup;
+        }
+        if self.grace.is_some() {
+            load.grace = self.grace;
         }
         if let Some(threads) = self.threads {
             load.threads = Some(at_least_one(threads, "--threads")?);

@@ -30,6 +30,11 @@ pub struct Connects {
     /// How long each setup call that was answered right took (µs), from
     /// its send to its answer (a notification's: until written).
     pub setup_time: Histogram<u64>,
+    /// Waits before opening a connection again after one failed (volley's
+    /// backoff), and their time in all (µs): the closed model keeps them
+    /// out of every call's latency, so they are counted here.
+    pub backoff_waits: u64,
+    pub backoff_micros: u64,
 }
 
 impl Default for Connects {
@@ -42,6 +47,8 @@ impl Default for Connects {
             error: None,
             recycled: 0,
             setup_time: new_histogram(),
+            backoff_waits: 0,
+            backoff_micros: 0,
         }
     }
 }
@@ -61,6 +68,12 @@ impl Connects {
         self.error.get_or_insert_with(|| reason.to_string());
     }
 
+    /// A wait of `took` before opening again after a failure.
+    pub fn backed_off(&mut self, took: std::time::Duration) {
+        self.backoff_waits += 1;
+        self.backoff_micros += micros(took);
+    }
+
     /// A setup call answered right after `took`.
     pub fn set_up(&mut self, took: std::time::Duration) {
         self.setup_time.record(micros(took)).ok();
@@ -73,6 +86,8 @@ impl Connects {
         self.reopened += other.reopened;
         self.failed += other.failed;
         self.recycled += other.recycled;
+        self.backoff_waits += other.backoff_waits;
+        self.backoff_micros += other.backoff_micros;
         if self.error.is_none() {
             self.error.clone_from(&other.error);
         }
@@ -98,6 +113,10 @@ pub struct ConnectSummary {
     pub error: Option<String>,
     /// How long an opening took.
     pub time: LatencySummary,
+    /// Waits before opening again after a failure (volley's backoff), and
+    /// their seconds in all.
+    pub backoff_waits: u64,
+    pub backoff_s: f64,
 }
 
 /// `ConnectSummary` as `summary.json` holds it: a file from a volley
@@ -115,6 +134,11 @@ struct ConnectFields {
     #[serde(deserialize_with = "super::read::required")]
     error: Option<String>,
     time: LatencySummary,
+    /// Absent from a file of a volley before they were counted.
+    #[serde(default)]
+    backoff_waits: u64,
+    #[serde(default)]
+    backoff_s: f64,
 }
 
 impl From<ConnectFields> for ConnectSummary {
@@ -128,6 +152,8 @@ impl From<ConnectFields> for ConnectSummary {
             failed: f.failed,
             error: f.error,
             time: f.time,
+            backoff_waits: f.backoff_waits,
+            backoff_s: f.backoff_s,
         }
     }
 }
@@ -143,6 +169,8 @@ impl ConnectSummary {
             failed: connects.failed,
             error: connects.error.clone(),
             time: LatencySummary::from_micros(&connects.time),
+            backoff_waits: connects.backoff_waits,
+            backoff_s: connects.backoff_micros as f64 / 1e6,
         }
     }
 }

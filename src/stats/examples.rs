@@ -71,6 +71,9 @@ pub enum Cause<'a> {
     Transport(&'a dyn Display),
     /// No answer within this long.
     Timeout(Duration),
+    /// No answer when the run's grace (this long after the schedule's
+    /// end) ran out.
+    GraceOver(Duration),
 }
 
 impl ErrorExample {
@@ -110,6 +113,11 @@ impl Display for Reason<'_> {
             (Cause::Timeout(after), _) => {
                 write!(f, "no answer within {}", humantime::format_duration(after))
             }
+            (Cause::GraceOver(grace), _) => write!(
+                f,
+                "no answer by the end of the run's grace ({} after the schedule ended)",
+                humantime::format_duration(grace)
+            ),
             (Cause::Answer, Outcome::RpcError(code)) => {
                 write!(f, "the server answered with JSON-RPC error {code}")
             }

@@ -61,6 +61,11 @@ pub struct SavedRecorder {
     /// not time them (then no figure, never zeros).
     #[serde(default)]
     pub setup_time: Option<String>,
+    /// Absent from a shard of a volley before they were counted: none.
+    #[serde(default)]
+    pub backoff_waits: u64,
+    #[serde(default)]
+    pub backoff_micros: u64,
     /// Each flow's counts; its rows are the last of `methods`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub flows: Vec<SavedFlow>,
@@ -125,6 +130,8 @@ impl SavedRecorder {
             connect_error: recorder.connects.error.clone(),
             connections_recycled: recorder.connects.recycled,
             setup_time: Some(encode(&recorder.connects.setup_time)),
+            backoff_waits: recorder.connects.backoff_waits,
+            backoff_micros: recorder.connects.backoff_micros,
             flows: recorder.flows.iter().map(SavedFlow::of).collect(),
         }
     }
@@ -163,6 +170,8 @@ impl SavedRecorder {
                 Some(encoded) => decode(encoded, "setup_time")?,
                 None => new_histogram(),
             },
+            backoff_waits: self.backoff_waits,
+            backoff_micros: self.backoff_micros,
         };
         for (index, flow) in self.flows.iter().enumerate() {
             recorder
@@ -281,6 +290,7 @@ mod tests {
         recorder.connects.failed("refused");
         recorder.connects.recycled = 8;
         recorder.connects.set_up(ms * 5);
+        recorder.connects.backed_off(ms * 10);
         let text = serde_json::to_string(&SavedRecorder::of(&recorder)).unwrap();
         let back = serde_json::from_str::<SavedRecorder>(&text)
             .unwrap()
@@ -302,6 +312,10 @@ mod tests {
         let c = &back.connects;
         assert_eq!((c.opened, c.reopened, c.failed, c.time.len()), (1, 1, 1, 2));
         assert_eq!((c.recycled, c.setup_time.len()), (8, 1));
+        assert_eq!(
+            (c.backoff_waits, c.backoff_micros),
+            (1, 10 * ms.as_micros() as u64)
+        );
         assert_eq!(c.error.as_deref(), Some("refused"));
         assert_eq!(
             (back.child_exit.as_deref(), back.children_exited),

@@ -496,10 +496,11 @@ pub struct RunSummary {
     /// flows).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub flows: Vec<super::FlowSummary>,
-    /// Calls abandoned in flight when the run stopped.
+    /// Calls a stop (Ctrl-C, a threshold's abort) cut in flight, in no
+    /// figure; the schedule's end cuts none (its grace counts them).
     pub in_flight_at_end: u64,
-    /// Callers inside a call or a flow when the run stopped: a flow holds
-    /// its caller between its calls too, which `in_flight_at_end` misses.
+    /// Callers inside a call or a flow when the schedule ended (or a stop
+    /// came first): a flow holds its caller between its calls too.
     #[serde(default)]
     pub callers_busy_at_end: u64,
     /// Connection tasks that panicked (a bug); their calls so far are counted.

@@ -135,19 +135,16 @@ impl fmt::Display for Unanswered {
     }
 }
 
-/// Whether the run's figures describe the server at all. Calls still in
-/// flight at the end of a healthy run (every closed-model run has some) are
-/// answered within the usual latency and say nothing.
+/// Whether the run's figures describe the server at all. Calls a healthy
+/// server had in flight at the end are answered in the grace, within the
+/// usual latency, and say nothing.
 pub fn unanswered(summary: &RunSummary) -> Option<Unanswered> {
     let total = &summary.total;
     let calls = total.calls;
-    let waiting = summary.in_flight_at_end > 0;
+    let cut = summary.in_flight_at_end > 0;
     // Calls that ended without a word from the server: timed out, never
     // connected, or cut off.
-    let silent = [OutcomeKind::Timeout, OutcomeKind::Connect, OutcomeKind::Io]
-        .iter()
-        .map(|kind| total.outcome(*kind))
-        .sum::<u64>();
+    let silent = SILENT.iter().map(|kind| total.outcome(*kind)).sum::<u64>();
     if calls > 0 && silent == calls && summary.children_exited == 0 {
         return Some(Unanswered::NoAnswer);
     }
@@ -156,31 +153,40 @@ pub fn unanswered(summary: &RunSummary) -> Option<Unanswered> {
         if summary.subscriptions.is_some() || summary.children_exited > 0 {
             return None;
         }
-        return Some(
-            match (summary.partial && summary.measured_seconds < 1e-3, waiting) {
-                (true, _) => Unanswered::StoppedInWarmup,
-                (false, true) => Unanswered::NoAnswer,
-                (false, false) => Unanswered::NothingSent,
-            },
-        );
+        return Some(match (summary.partial && summary.measured_seconds < 1e-3, cut) {
+            (true, _) => Unanswered::StoppedInWarmup,
+            (false, true) => Unanswered::NoAnswer,
+            (false, false) => Unanswered::NothingSent,
+        });
     }
-    if !waiting {
+    // Calls left waiting at the end: cut by a stop, or timed out in the
+    // grace (which counts in the last second).
+    let timed_out = total.outcome(OutcomeKind::Timeout) > 0;
+    if !cut && !timed_out {
         return None;
     }
     // Rows cover whole seconds: the silence is at least this long.
-    let last_answering_second = summary
-        .timeseries
-        .iter()
-        .rposition(|row| row.calls > 0)
+    let last_answering_second = (summary.timeseries.iter())
+        .rposition(|row| {
+            row.calls
+                > SILENT
+                    .iter()
+                    .map(|k| row.error_outcomes.get(k.name()).unwrap_or(&0))
+                    .sum()
+        })
         .map_or(0.0, |i| i as f64 + 1.0);
     let silent_s = summary.measured_seconds - last_answering_second;
-    (silent_s >= 1.0 && silent_s * 1000.0 > summary.total.latency.max_ms).then_some(
-        Unanswered::StoppedAnswering {
-            answered: calls,
-            silent_s,
-        },
-    )
+    // A stop cuts a slow but healthy server's calls too: its silence must
+    // be longer than any call took. Calls that timed out had the grace.
+    let longer_than_a_call = timed_out || silent_s * 1000.0 > summary.total.latency.max_ms;
+    (silent_s >= 1.0 && longer_than_a_call).then_some(Unanswered::StoppedAnswering {
+        answered: calls - silent,
+        silent_s,
+    })
 }
+
+/// The outcomes of calls that ended without a word from the server.
+const SILENT: [OutcomeKind; 3] = [OutcomeKind::Timeout, OutcomeKind::Connect, OutcomeKind::Io];
 
 /// Marks the run's verdict invalid when its figures say nothing of the
 /// server: CI must never pass a run of a server that did not answer.
@@ -263,14 +269,14 @@ impl fmt::Display for NoneSucceeded {
 /// success: the scenario asked for it), and why, by the commonest cause.
 pub fn none_succeeded(summary: &RunSummary) -> Option<NoneSucceeded> {
     let total = &summary.total;
-    // Calls sent and never answered, with a timeout longer than the run:
-    // no call ended, and none succeeded either.
+    // Calls sent and never answered, cut by a stop before they could time
+    // out: no call ended, and none succeeded either.
     if total.calls == 0 && summary.in_flight_at_end > 0 {
         return Some(NoneSucceeded {
             calls: summary.in_flight_at_end,
-            cause: "no answer (still waiting when the run ended)".into(),
+            cause: "no answer (still waiting when the run was stopped)".into(),
             count: summary.in_flight_at_end,
-            hint: "Is the server answering? Give --timeout shorter than the run to count them as timeouts.",
+            hint: "Is the server answering? A stop skips the grace in which they would have timed out.",
         });
     }
     if total.calls == 0 || total.ok > 0 {

@@ -108,9 +108,8 @@ pub struct Facts {
     pub late_start: Option<Duration>,
     /// `I/N` when the run is a shard of a run with thresholds.
     pub shard_with_thresholds: Option<String>,
-    /// What the plan can carry and its timeout: the engine fills these in.
+    /// What the plan can carry: the engine fills it in.
     pub capacity: Capacity,
-    pub timeout: Duration,
     /// Why the run was stopped early by whoever steered it (`abort_on_fail`).
     pub stopped_because: Option<String>,
 }
@@ -166,7 +165,7 @@ fn of_figures(summary: &RunSummary, facts: &Facts) -> Vec<Warning> {
     }
     let run = Duration::from_secs_f64(summary.measured_seconds.max(0.0));
     let run_shown = humantime::format_duration(Duration::from_millis(run.as_millis() as u64));
-    warnings.extend(unanswered(summary, facts.timeout));
+    warnings.extend(unanswered(summary));
     if let Some(subs) = summary.subscriptions.as_ref().filter(|s| s.notifications == 0) {
         warnings.push(Warning::new(
             WarningCode::NoNotifications,
@@ -200,8 +199,8 @@ fn of_figures(summary: &RunSummary, facts: &Facts) -> Vec<Warning> {
 }
 
 /// Why the figures say nothing of the server, when they do not, with the
-/// timeout's part in it where calls were left waiting.
-fn unanswered(summary: &RunSummary, timeout: Duration) -> Option<Warning> {
+/// calls a stop left waiting.
+fn unanswered(summary: &RunSummary) -> Option<Warning> {
     let in_flight = summary.in_flight_at_end;
     let run = Duration::from_secs_f64(summary.measured_seconds.max(0.0));
     let run_shown = humantime::format_duration(Duration::from_millis(run.as_millis() as u64));
@@ -217,11 +216,10 @@ fn unanswered(summary: &RunSummary, timeout: Duration) -> Option<Warning> {
         Unanswered::NothingSent => format!(
             "nothing was measured: no call was sent in the measured {run_shown} (after any warmup); a replay file used up in the warmup, or a run shorter than a call, leaves every figure at zero"
         ),
-        // Advice about the timeout only where calls were left waiting.
-        _ if timeout > run && in_flight > 0 => format!(
-            "{silence}; {} still waiting for an answer when the run ended, in no figure: the timeout ({}) is longer than the run ({run_shown}), so none could count as a timeout. Give --timeout shorter than the run to count them",
+        // A stop skips the grace: what it cut is in no figure.
+        _ if in_flight > 0 => format!(
+            "{silence}; {} still waiting for an answer when the run was stopped, in no figure: a stop skips the grace in which each would have been answered or counted as a timeout",
             count(in_flight, "call"),
-            humantime::format_duration(timeout),
         ),
         _ => silence.to_string(),
     };
@@ -351,7 +349,6 @@ mod tests {
                 connections: 4,
                 callers: 4,
             },
-            timeout: Duration::from_secs(1),
             stopped_because: Some("threshold failed".into()),
         });
         assert_eq!(
@@ -414,16 +411,12 @@ mod tests {
     fn a_silent_server_is_warned_of_and_makes_the_verdict_invalid() {
         let mut summary = run_of(0, 5.0);
         summary.in_flight_at_end = 3;
-        summary.finish(&Facts {
-            timeout: Duration::from_secs(10),
-            ..Facts::default()
-        });
+        summary.partial = true;
+        summary.finish(&Facts::default());
         assert_eq!(codes(&summary), [WarningCode::NoAnswer]);
         assert!(
             summary.warnings[0].message.contains("3 calls still waiting")
-                && summary.warnings[0]
-                    .message
-                    .contains("timeout (10s) is longer than the run"),
+                && summary.warnings[0].message.contains("a stop skips the grace"),
             "{}",
             summary.warnings[0]
         );

@@ -46,7 +46,9 @@ impl Lateness {
             timed: summary.gathered.total.start_delay.len(),
             unsent: schedule.unsent,
             due: summary.gathered.due,
-            in_flight: summary.in_flight_at_end,
+            // Callers busy as the schedule ended (their calls then had the
+            // grace), or the calls a stop cut.
+            in_flight: summary.in_flight_at_end.max(summary.callers_busy_at_end),
             unreachable: summary.total.outcomes.get("connect").copied().unwrap_or(0),
         })
     }
@@ -305,7 +307,7 @@ pub(super) mod tests {
         RunSummary {
             requests: calls,
             schedule: Some(ScheduleSummary::of(&delays, 0, calls)),
-            in_flight_at_end: 4,
+            callers_busy_at_end: 4,
             gathered: crate::stats::Gathered {
                 total: recorder,
                 stages: Vec::new(),
@@ -348,7 +350,7 @@ pub(super) mod tests {
     #[test]
     fn a_step_volley_sent_late_with_connections_to_spare_is_invalid_not_a_failure() {
         let mut summary = run(1000, 26);
-        summary.in_flight_at_end = 1;
+        summary.callers_busy_at_end = 1;
         let step = judged(&summary, &["p99 < 50ms"], false);
         assert_eq!(step.verdict, "invalid", "{}", step.reason);
         assert!(step.reason.contains("volley itself sent late"), "{}", step.reason);

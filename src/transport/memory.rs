@@ -74,6 +74,12 @@ impl PeerCounts {
 #[derive(Clone, Debug)]
 pub struct Peer {
     latency: Duration,
+    /// Each request's latency by its number (from 0, in the order
+    /// received), in place of `latency`.
+    latency_of: Option<fn(u64) -> Duration>,
+    /// The first this many answers are cut off half way, their
+    /// connection closed with them.
+    cut_first: u64,
     counts: Arc<PeerCounts>,
     /// Keep every call in `PeerCounts::seen`.
     log: bool,
@@ -83,8 +89,28 @@ impl Peer {
     pub fn new(latency: Duration) -> Self {
         Peer {
             latency,
+            latency_of: None,
+            cut_first: 0,
             counts: Arc::default(),
             log: false,
+        }
+    }
+
+    /// A peer that answers request number `n` (from 0, in the order
+    /// received) after `latency_of(n)`.
+    pub fn scripted(latency_of: fn(u64) -> Duration) -> Self {
+        Peer {
+            latency_of: Some(latency_of),
+            ..Peer::new(Duration::ZERO)
+        }
+    }
+
+    /// A peer that cuts its first `n` answers off half way and closes their
+    /// connection, then answers after `latency`.
+    pub fn cutting(n: u64, latency: Duration) -> Self {
+        Peer {
+            cut_first: n,
+            ..Peer::new(latency)
         }
     }
 
@@ -125,26 +151,34 @@ impl Peer {
                 Ok(0) | Err(_) => return,
                 Ok(_) => {}
             }
-            let Some(answer) = self.answer(&line, index) else {
+            let Some((answer, number)) = self.answer(&line, index) else {
                 continue;
             };
             self.counts.change_on(index, 1);
             let (peer, writer) = (self.clone(), writer.clone());
+            let latency = self.latency_of.map_or(self.latency, |of| of(number));
+            let cut = number < self.cut_first;
             tokio::task::spawn_local(async move {
-                tokio::time::sleep(peer.latency).await;
+                tokio::time::sleep(latency).await;
                 peer.counts.in_flight.fetch_sub(1, Ordering::Relaxed);
                 peer.counts.change_on(index, -1);
                 // A connection whose side is gone takes no answer.
-                let _ = writer.lock().await.write_all(&answer).await;
+                let mut writer = writer.lock().await;
+                if cut {
+                    let _ = writer.write_all(&answer[..answer.len() / 2]).await;
+                    let _ = writer.shutdown().await;
+                    return;
+                }
+                let _ = writer.write_all(&answer).await;
             });
         }
     }
 
-    /// Counts a request and makes its answer; `None` for one that needs
-    /// none (notifications only).
-    fn answer(&self, line: &[u8], connection: usize) -> Option<Vec<u8>> {
+    /// Counts a request and makes its answer, with the request's number;
+    /// `None` for one that needs none (notifications only).
+    fn answer(&self, line: &[u8], connection: usize) -> Option<(Vec<u8>, u64)> {
         let counts = &self.counts;
-        counts.requests.fetch_add(1, Ordering::Relaxed);
+        let number = counts.requests.fetch_add(1, Ordering::Relaxed);
         let request: Value = serde_json::from_slice(line).ok()?;
         let calls = match &request {
             Value::Array(calls) => calls.iter().collect(),
@@ -175,6 +209,6 @@ impl Peer {
         counts.most_in_flight.fetch_max(now, Ordering::Relaxed);
         let mut text = serde_json::to_vec(&answer).ok()?;
         text.push(b'\n');
-        Some(text)
+        Some((text, number))
     }
 }

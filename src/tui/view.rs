@@ -137,7 +137,12 @@ pub(super) fn progress(dash: &Dashboard, target: usize) -> Gauge<'static> {
         Some(planned) => format!("{elapsed:.1}s / {:.1}s", planned.as_secs_f64()),
         None => format!("{elapsed:.1}s"),
     };
-    let warming = if s.elapsed < s.warmup { " (warmup)" } else { "" };
+    let warming = match s.planned {
+        _ if s.elapsed < s.warmup => " (warmup)",
+        // The schedule is over: the calls in flight have their grace.
+        Some(planned) if s.elapsed > planned && !s.finished => " (grace: waiting for the calls in flight)",
+        _ => "",
+    };
     Gauge::default()
         .gauge_style(Style::default().fg(Color::Cyan))
         .ratio(dash.progress(target).unwrap_or(0.0))

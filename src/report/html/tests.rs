@@ -305,6 +305,7 @@ pub(crate) fn meta() -> crate::report::RunMeta {
         requests: None,
         warmup_s: 2.0,
         timeout_s: 1.0,
+        grace_s: Some(1.0),
         threads: 1,
         stages: 2,
         shard: None,
