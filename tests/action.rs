@@ -367,6 +367,53 @@ fn run_writes_the_results_junit_and_summary_and_says_how_it_went() {
     std::fs::remove_dir_all(&runner.dir).unwrap();
 }
 
+/// With `baseline-target`, the run step runs A/B rounds: the baseline's
+/// server against the candidate's, round by round.
+#[test]
+fn run_with_a_baseline_target_runs_ab_rounds() {
+    if let Some(tool) = tools_missing() {
+        println!("{tool} is not installed: the run script is not run here");
+        return;
+    }
+    let runner = Runner::new("action-ab");
+    let out = runner.dir.join("results");
+    let ran = runner.script(
+        "run.sh",
+        &[
+            ("VOLLEY", env!("CARGO_BIN_EXE_volley")),
+            ("TARGET", "builtin"),
+            ("BASELINE_TARGET", "builtin"),
+            ("ROUNDS", "2"),
+            ("ARGS", "--method eth_chainId --rate 50 -d 2s"),
+            ("OUT_DIR", out.to_str().unwrap()),
+        ],
+    );
+    assert!(ran.status.success(), "{}", text(&ran.stderr));
+    let outputs = runner.outputs();
+    assert_eq!(outputs["exit-code"], "0", "{}", text(&ran.stderr));
+    if Command::new("jq").arg("--version").output().is_ok() {
+        assert_eq!(outputs["verdict"], "valid");
+    }
+    let summary = std::fs::read_to_string(out.join("run/summary.json")).unwrap();
+    assert!(summary.contains("\"order\": \"AB BA\""), "{summary}");
+    assert!(std::fs::read_to_string(out.join("summary.md"))
+        .unwrap()
+        .contains("### volley A/B rounds"));
+    // Without the candidate's endpoint, the step says so.
+    std::fs::remove_file(runner.dir.join("output")).unwrap();
+    let alone = runner.script(
+        "run.sh",
+        &[
+            ("VOLLEY", env!("CARGO_BIN_EXE_volley")),
+            ("BASELINE_TARGET", "builtin"),
+            ("OUT_DIR", out.to_str().unwrap()),
+        ],
+    );
+    assert!(text(&alone.stderr).contains("baseline-target needs target"));
+    assert_eq!(runner.outputs()["exit-code"], "1");
+    std::fs::remove_dir_all(&runner.dir).unwrap();
+}
+
 /// The run step passes `--require-valid` once, whether `args` has it or not:
 /// a gate never passes figures that cannot be trusted.
 #[test]

@@ -4,9 +4,14 @@
 # OUT_DIR. The step itself never fails: its outputs say how the run went,
 # and the action's last step fails the job, after the results are uploaded.
 #
-# Environment: VOLLEY (the binary), SCENARIO, TARGET, THRESHOLDS (one a
-# line), ARGS (shell words, quotes honoured, nothing expanded), OUT_DIR,
-# GITHUB_OUTPUT. volley appends its Markdown to $GITHUB_STEP_SUMMARY itself.
+# With BASELINE_TARGET, the run is A/B rounds: the baseline's server and
+# the candidate's (TARGET), both started by earlier steps, ROUNDS rounds
+# each in a balanced order; exit 2 on a regression.
+#
+# Environment: VOLLEY (the binary), SCENARIO, TARGET, BASELINE_TARGET,
+# ROUNDS, THRESHOLDS (one a line), ARGS (shell words, quotes honoured,
+# nothing expanded), OUT_DIR, GITHUB_OUTPUT. volley appends its Markdown to
+# $GITHUB_STEP_SUMMARY itself.
 set -euo pipefail
 
 out=${OUT_DIR:?out-dir is empty}
@@ -15,7 +20,16 @@ mkdir -p "$out"
 
 args=(run)
 [ -n "${SCENARIO:-}" ] && args+=("$SCENARIO")
-[ -n "${TARGET:-}" ] && args+=(--target "$TARGET")
+if [ -n "${BASELINE_TARGET:-}" ]; then
+  if [ -z "${TARGET:-}" ]; then
+    echo "baseline-target needs target: the candidate's endpoint" >&2
+    echo "exit-code=1" >> "$GITHUB_OUTPUT"
+    exit 0
+  fi
+  args+=(--target "$BASELINE_TARGET" --target "$TARGET" --rounds "${ROUNDS:-8}")
+elif [ -n "${TARGET:-}" ]; then
+  args+=(--target "$TARGET")
+fi
 while IFS= read -r threshold; do
   threshold=${threshold#"${threshold%%[![:space:]]*}"}
   [ -n "$threshold" ] && args+=(--threshold "$threshold")
@@ -40,7 +54,8 @@ code=0
 # to read (the run could not start) or no jq to read it.
 verdict=unknown
 if [ -f "$result/summary.json" ] && command -v jq >/dev/null; then
-  case "$(jq -r '.summary.verdict.valid' "$result/summary.json")" in
+  # A/B rounds: valid when every round of every target is.
+  case "$(jq -r 'if .ab then ([.targets[].rounds[].valid] | all) else .summary.verdict.valid end' "$result/summary.json")" in
     true) verdict=valid ;;
     false) verdict=invalid ;;
   esac
