@@ -235,10 +235,24 @@ fn summarize(shards: &[ShardRun]) -> RunSummary {
     let (due, unsent) = shards
         .iter()
         .fold((0, 0), |(d, u), s| (d + s.record.due, u + s.record.unsent));
-    let schedule = first
-        .open
-        .then(|| ScheduleSummary::of(&total.start_delay, unsent, due));
+    let schedule = first.open.then(|| ScheduleSummary {
+        late_for_connections: total.late_for_connections,
+        ..ScheduleSummary::of(&total.start_delay, unsent, due)
+    });
     let cpu = client_cpu(shards);
+    // The shards' plans are not kept whole: how many callers each had is
+    // not known here, so only the late requests' own cause counts.
+    let behind = schedule.as_ref().filter(|s| s.behind).map(|s| {
+        stats::BehindCause::of(&stats::BehindFacts {
+            late: s.late_requests,
+            late_for_connections: s.late_for_connections,
+            unsent: s.unsent,
+            busy_at_end: 0,
+            callers: 0,
+            unreachable: total.total().outcomes[stats::OutcomeKind::Connect as usize],
+            busy_share: cpu.busy_share,
+        })
+    });
     let partial = shards.iter().any(|s| s.record.partial);
     let panicked = shards.iter().map(|s| s.record.panicked_connections).sum();
     let verdict = verdict(
@@ -251,6 +265,7 @@ fn summarize(shards: &[ShardRun]) -> RunSummary {
             cpu: &cpu,
             partial,
             panicked,
+            behind,
         },
     );
     let had = |of: fn(&RunSummary) -> bool| shards.iter().any(|s| of(&s.results.report.summary));

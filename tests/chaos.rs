@@ -271,5 +271,42 @@ fn a_server_outage_is_blamed_on_the_server_not_the_generator() {
         warnings.contains("the server could not be reached for part of the run"),
         "{warnings}"
     );
-    assert!(!warnings.contains("generator fell behind"), "{warnings}");
+    assert!(!warnings.contains("volley sent late"), "{warnings}");
+}
+
+/// A server that holds every connection for a while (a stall), with
+/// volley's engine threads idle: the lateness is the server's. It is said
+/// so, with the figure of the requests that waited for a connection, never
+/// put down to volley (`--threads`), and the figures stay valid.
+#[test]
+fn lateness_while_the_server_holds_every_connection_is_put_down_to_the_server() {
+    let server = serve::spawn(ServeConfig {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        threads: 1,
+        chaos: "stall=1500ms/3s".parse::<Chaos>().unwrap(),
+        ..ServeConfig::default()
+    })
+    .unwrap();
+    let text = format!(
+        "target = \"{}\"\n[load]\nrate = 100\nconnections = 10\nduration = \"4s\"\n[[calls]]\nmethod = \"eth_chainId\"\n",
+        server.url()
+    );
+    let report = common::run(&common::scenario(&text));
+    let schedule = report.summary.schedule.as_ref().unwrap();
+    assert!(schedule.behind && schedule.late_requests > 0, "{schedule:?}");
+    assert!(
+        schedule.late_for_connections * 2 >= schedule.late_requests,
+        "most late requests waited for a connection: {schedule:?}"
+    );
+    let warnings: Vec<String> = report.summary.warnings.iter().map(|w| w.to_string()).collect();
+    let warnings = warnings.join("\n");
+    assert!(
+        warnings.contains("the server did not keep up with the offered rate"),
+        "{warnings}"
+    );
+    assert!(
+        !warnings.contains("--threads") && !warnings.contains("volley sent late"),
+        "{warnings}"
+    );
+    assert!(report.summary.verdict.valid, "{:?}", report.summary.verdict);
 }

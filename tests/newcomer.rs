@@ -314,7 +314,7 @@ fn a_server_that_stops_answering_is_reported_as_such() {
     let (addr, _accepts) = silent_server(0);
     for (model, expect) in [
         ("-c", "the server answered no call"),
-        ("--rate", "every caller was waiting"),
+        ("--rate", "the server did not keep up with the offered rate"),
     ] {
         let out = temp_dir(&format!("stalled{model}"));
         let amount = if model == "-c" { "4" } else { "200" };
@@ -360,7 +360,7 @@ fn a_server_that_stops_answering_is_reported_as_such() {
         assert_eq!(json["summary"]["total"]["outcomes"]["timeout"], 4, "{model}");
         let warnings = json["summary"]["warnings"].to_string();
         assert!(warnings.contains(expect), "{model}: {warnings}");
-        assert!(!warnings.contains("generator fell behind"), "{model}: {warnings}");
+        assert!(!warnings.contains("volley sent late"), "{model}: {warnings}");
         let verdict = &json["summary"]["verdict"];
         assert_eq!(
             verdict["valid"], false,

@@ -64,6 +64,8 @@ struct Timing {
     intended: Instant,
     sent: Instant,
     answered: Instant,
+    /// Due while every connection was busy (see `Claim`).
+    waited_for_room: bool,
 }
 
 pub(super) async fn run_caller(
@@ -223,6 +225,7 @@ impl Caller {
                 intended,
                 sent,
                 answered,
+                waited_for_room: claim.waited_for_room,
             };
             self.record(batch, &result, failure, &timing, in_hand.waited_for_setup);
         }
@@ -369,10 +372,11 @@ impl Caller {
         };
         recorder.requests += 1;
         if self.open_model {
-            recorder
-                .start_delay
-                .record(micros(timing.sent - timing.intended))
-                .ok();
+            let delay = timing.sent.saturating_duration_since(timing.intended);
+            recorder.start_delay.record(micros(delay)).ok();
+            if timing.waited_for_room && delay > crate::stats::LATE_THRESHOLD {
+                recorder.late_for_connections += 1;
+            }
         }
         if batch {
             recorder.record_batch(self.planned.len(), latency);

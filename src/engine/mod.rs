@@ -388,8 +388,22 @@ fn summarize(
     let seconds = (wall - ended.paused).max(0.0);
     let total = &gatherer.total;
     let due = shared.clock().schedule.due_before(ended.stopped_at);
-    let schedule = (shared.plan.is_open())
-        .then(|| ScheduleSummary::of(&total.start_delay, due.saturating_sub(gatherer.sent), due));
+    let schedule = (shared.plan.is_open()).then(|| ScheduleSummary {
+        late_for_connections: total.late_for_connections,
+        ..ScheduleSummary::of(&total.start_delay, due.saturating_sub(gatherer.sent), due)
+    });
+    let behind = schedule.as_ref().filter(|s| s.behind).map(|s| {
+        crate::stats::BehindCause::of(&crate::stats::BehindFacts {
+            late: s.late_requests,
+            late_for_connections: s.late_for_connections,
+            unsent: s.unsent,
+            busy_at_end: (shared.in_flight_at_end.load(Ordering::Relaxed))
+                .max(shared.callers_busy_at_end.load(Ordering::Relaxed)),
+            callers: shared.plan.callers(),
+            unreachable: total.total().outcomes[crate::stats::OutcomeKind::Connect as usize],
+            busy_share: ended.cpu.busy_share,
+        })
+    });
     let verdict = Verdict::of(&Evidence {
         schedule: schedule.as_ref(),
         requests: total.start_delay.len(),
@@ -398,6 +412,7 @@ fn summarize(
         cpu: &ended.cpu,
         partial: ended.partial,
         panicked: shared.panicked.load(Ordering::Relaxed),
+        behind,
     });
     let mut summary = RunSummary {
         methods: MethodSummary::each(&shared.mix.methods, total, seconds),

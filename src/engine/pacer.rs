@@ -91,6 +91,9 @@ pub(super) async fn pace(shared: Arc<RunState>, local: Rc<ThreadState>, slots: V
     // The claimed request the timer waits for, and the room it will take.
     let mut due: Option<(usize, Claim)> = None;
     let mut claiming = true;
+    // A request would have been claimed, but every connection was busy:
+    // the next one claimed, if already due, waited for the server.
+    let mut wanted_room = false;
     loop {
         let paused = shared.control.is_paused();
         if due.is_none() && claiming && schedule.is_finished() {
@@ -101,7 +104,12 @@ pub(super) async fn pace(shared: Arc<RunState>, local: Rc<ThreadState>, slots: V
                 // A request due while every connection is full waits for a
                 // room, and shows it: it is claimed only once one is free.
                 match schedule.claim_for(0) {
-                    Some(claim) => {
+                    Some(mut claim) => {
+                        // The backlog a full house left is the server's, up
+                        // to the first request claimed before it is due.
+                        let behind = claim.intended < Instant::now();
+                        claim.waited_for_room = wanted_room && behind;
+                        wanted_room &= behind;
                         // As a caller waits (caller.rs): one timer tick
                         // early, since tokio rounds a deadline up to its tick.
                         let wake = claim.intended.checked_sub(TIMER_TICK).unwrap_or(claim.intended);
@@ -113,6 +121,8 @@ pub(super) async fn pace(shared: Arc<RunState>, local: Rc<ThreadState>, slots: V
                         claiming = false;
                     }
                 }
+            } else {
+                wanted_room = true;
             }
         }
         if !claiming && calls.is_empty() {

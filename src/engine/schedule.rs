@@ -24,6 +24,9 @@ pub struct Claim {
     /// target of a comparison) sends request N alike, whichever connection
     /// carries it.
     pub seq: u64,
+    /// It became due while every connection was busy, and waited for one
+    /// (open model): its lateness is the server's, not volley's.
+    pub waited_for_room: bool,
 }
 
 /// The schedule's end on a cache line of its own: every call reads it
@@ -173,7 +176,11 @@ impl Schedule {
             self.end_at(deadline, true);
             return None;
         }
-        Some(Claim { intended, seq })
+        Some(Claim {
+            intended,
+            seq,
+            waited_for_room: false,
+        })
     }
 
     /// The next request of a captured connection's, and when it is due.

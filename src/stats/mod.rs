@@ -38,7 +38,8 @@ pub use verdict::{
     Verdict, SATURATED_SHARE,
 };
 pub use warnings::{
-    count, noun_for, BehindCause, Capacity, Facts, Warning, WarningCode, INSECURE, JUDGED_SECONDS, LATE_START,
+    count, noun_for, BehindCause, BehindFacts, Capacity, Facts, Warning, WarningCode, INSECURE,
+    JUDGED_SECONDS, LATE_START,
 };
 
 use std::time::Duration;
@@ -185,6 +186,10 @@ pub struct Recorder {
     pub methods: Vec<MethodStats>,
     /// How late calls left against their intended send time (open model).
     pub start_delay: Histogram<u64>,
+    /// Of the requests late by more than [`LATE_THRESHOLD`], those that
+    /// waited for a free connection: every one was busy with calls the
+    /// server had not answered (open model).
+    pub late_for_connections: u64,
     /// Requests sent (a batch is one request).
     pub requests: u64,
     /// HTTP status of every answered request.
@@ -226,6 +231,7 @@ impl Recorder {
         Recorder {
             methods: vec![MethodStats::default(); methods],
             start_delay: new_histogram(),
+            late_for_connections: 0,
             requests: 0,
             statuses: Vec::new(),
             extra_entries: 0,
@@ -305,6 +311,7 @@ impl Recorder {
             self.setup_error.clone_from(&other.setup_error);
         }
         self.unsolicited += other.unsolicited;
+        self.late_for_connections += other.late_for_connections;
         self.subscriptions += other.subscriptions;
         self.notifications += other.notifications;
         merge_histogram(&mut self.notification_gaps, &other.notification_gaps);

@@ -44,6 +44,9 @@ pub struct SavedRecorder {
     pub setup_failed: u64,
     pub setup_error: Option<String>,
     pub unsolicited: u64,
+    /// Written by volley 0.2.1 and later: older records read it as 0.
+    #[serde(default)]
+    pub late_for_connections: u64,
     pub children_exited: u64,
     pub child_exit: Option<String>,
     pub subscriptions: u64,
@@ -118,6 +121,7 @@ impl SavedRecorder {
             setup_failed: recorder.setup_failed,
             setup_error: recorder.setup_error.clone(),
             unsolicited: recorder.unsolicited,
+            late_for_connections: recorder.late_for_connections,
             children_exited: recorder.children_exited,
             child_exit: recorder.child_exit.clone(),
             subscriptions: recorder.subscriptions,
@@ -154,6 +158,7 @@ impl SavedRecorder {
         recorder.setup_failed = self.setup_failed;
         recorder.setup_error.clone_from(&self.setup_error);
         recorder.unsolicited = self.unsolicited;
+        recorder.late_for_connections = self.late_for_connections;
         recorder.children_exited = self.children_exited;
         recorder.child_exit.clone_from(&self.child_exit);
         recorder.subscriptions = self.subscriptions;

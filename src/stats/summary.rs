@@ -210,6 +210,11 @@ pub struct ScheduleSummary {
     /// Scheduled calls never sent before the run ended.
     pub unsent: u64,
     pub behind: bool,
+    /// Of the late requests, those that waited for a connection, every one
+    /// busy with calls the server had not answered: the server's lateness,
+    /// not volley's.
+    #[serde(default)]
+    pub late_for_connections: u64,
 }
 
 impl ScheduleSummary {
@@ -224,6 +229,7 @@ impl ScheduleSummary {
             late_requests,
             unsent,
             behind: fell_behind(late_requests, delays.len(), unsent, due),
+            late_for_connections: 0,
         }
     }
 

@@ -43,12 +43,16 @@ pub struct Evidence<'a> {
     pub cpu: &'a ClientCpu,
     pub partial: bool,
     pub panicked: u64,
+    /// Why the schedule fell behind, if it did: only volley's own causes
+    /// make its figures untrustworthy; the server's are findings.
+    pub behind: Option<super::BehindCause>,
 }
 
 impl Verdict {
     pub fn of(evidence: &Evidence) -> Verdict {
         let mut reasons = Vec::new();
-        if let Some(schedule) = evidence.schedule {
+        let volleys = evidence.behind.is_none_or(|cause| cause.is_volleys());
+        if let Some(schedule) = evidence.schedule.filter(|_| volleys) {
             schedule_reasons(schedule, evidence, &mut reasons);
         }
         let cpu = evidence.cpu;
@@ -396,6 +400,7 @@ mod tests {
             cpu,
             partial: false,
             panicked: 0,
+            behind: None,
         }
     }
 
@@ -405,6 +410,7 @@ mod tests {
             late_requests,
             unsent,
             behind: false,
+            late_for_connections: 0,
         }
     }
 
@@ -435,6 +441,18 @@ mod tests {
             reasons[0].starts_with("1.1% of requests (11 of 1000)"),
             "{reasons:?}"
         );
+        // Late for the server's sake (every connection busy with calls it
+        // had not answered): a finding about the server, not a reason.
+        let servers = Evidence {
+            behind: Some(super::super::BehindCause::ServerSlow { waited: 11 }),
+            ..evidence(Some(&late), &idle)
+        };
+        assert!(Verdict::of(&servers).valid);
+        let stalled = Evidence {
+            behind: Some(super::super::BehindCause::Stalled { busy_share: 0.1 }),
+            ..evidence(Some(&late), &idle)
+        };
+        assert!(!Verdict::of(&stalled).valid);
         let unsent = schedule(0, 50);
         let reasons = Verdict::of(&evidence(Some(&unsent), &idle)).reasons;
         assert!(

@@ -227,59 +227,122 @@ fn unanswered(summary: &RunSummary) -> Option<Warning> {
 }
 
 /// Why an open-model run fell behind its schedule: the one rule, which
-/// the run's warning and a sweep step's reason each put in their words.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// the run's warning, its verdict and a sweep step's reason each put in
+/// their words. Only volley's own causes make the figures untrustworthy;
+/// the server's are findings about it.
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub enum BehindCause {
-    /// Calls failed to connect: the server's outage, not the generator.
+    /// (d) Calls failed to connect: the server's outage.
     Unreachable { calls: u64 },
-    /// Every caller was waiting on an answer: the server at this rate.
-    EveryCallerBusy,
-    /// Callers to spare: volley itself sent late.
-    Generator,
+    /// (c) Requests waited for a connection, every one busy with calls the
+    /// server had not answered: the server did not keep up with the rate.
+    ServerSlow { waited: u64 },
+    /// (a) Connections to spare, and volley's engine threads busy: volley
+    /// sent late.
+    EngineBusy { busy_share: f64 },
+    /// (b) Connections to spare and the engine threads mostly idle: the
+    /// process or the machine stalled (other work, a pause).
+    Stalled { busy_share: f64 },
+}
+
+/// Engine threads busy this share of the run or more: lateness with
+/// connections to spare is theirs; below it, the machine's.
+pub const ENGINE_BUSY_SHARE: f64 = 0.5;
+
+/// What tells the causes apart, from a run's figures.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct BehindFacts {
+    pub late: u64,
+    /// Of the late, those that waited for a free connection.
+    pub late_for_connections: u64,
+    pub unsent: u64,
+    /// Callers busy as the schedule ended, and how many the plan had (0:
+    /// not known, as in a merge).
+    pub busy_at_end: u64,
+    pub callers: usize,
+    pub unreachable: u64,
+    pub busy_share: f64,
+}
+
+impl BehindFacts {
+    pub fn of(summary: &RunSummary, callers: usize) -> Self {
+        let schedule = summary.schedule.as_ref();
+        BehindFacts {
+            late: schedule.map_or(0, |s| s.late_requests),
+            late_for_connections: schedule.map_or(0, |s| s.late_for_connections),
+            unsent: schedule.map_or(0, |s| s.unsent),
+            busy_at_end: summary.in_flight_at_end.max(summary.callers_busy_at_end),
+            callers,
+            unreachable: summary.total.outcome(super::OutcomeKind::Connect),
+            busy_share: summary.client_cpu.busy_share,
+        }
+    }
 }
 
 impl BehindCause {
-    /// From the calls that failed to connect and those in flight at the
-    /// end, against what the plan could carry.
-    pub fn of(unreachable: u64, in_flight: u64, capacity: Capacity) -> Self {
-        if unreachable > 0 {
-            BehindCause::Unreachable { calls: unreachable }
-        } else if in_flight >= capacity.callers as u64 {
-            BehindCause::EveryCallerBusy
+    pub fn of(facts: &BehindFacts) -> Self {
+        let waited = facts.late_for_connections.min(facts.late);
+        let every_caller_busy = facts.callers > 0 && facts.busy_at_end >= facts.callers as u64;
+        if facts.unreachable > 0 {
+            BehindCause::Unreachable {
+                calls: facts.unreachable,
+            }
+        } else if (facts.late > 0 && waited * 2 >= facts.late) || every_caller_busy {
+            BehindCause::ServerSlow { waited }
+        } else if facts.busy_share >= ENGINE_BUSY_SHARE {
+            BehindCause::EngineBusy {
+                busy_share: facts.busy_share,
+            }
         } else {
-            BehindCause::Generator
+            BehindCause::Stalled {
+                busy_share: facts.busy_share,
+            }
+        }
+    }
+
+    /// Whether the lateness is volley's own (its figures then cannot be
+    /// trusted), not the server's.
+    pub fn is_volleys(&self) -> bool {
+        matches!(self, BehindCause::EngineBusy { .. } | BehindCause::Stalled { .. })
+    }
+
+    /// The cause in words, with its remedy.
+    pub fn said(&self, facts: &BehindFacts, capacity: Capacity) -> String {
+        match *self {
+            BehindCause::Unreachable { calls } => format!(
+                "the server could not be reached for part of the run ({} failed to connect): requests due then waited for it. This is the server's outage, not the generator",
+                count(calls, "call")
+            ),
+            BehindCause::ServerSlow { waited } => {
+                let over = match capacity.callers == capacity.connections {
+                    true => count(capacity.connections as u64, "connection"),
+                    false => format!(
+                        "{} in flight at most over {}",
+                        count(capacity.callers as u64, "call"),
+                        count(capacity.connections as u64, "connection")
+                    ),
+                };
+                format!(
+                    "the server did not keep up with the offered rate: {waited} of {} late requests waited for a connection, every one busy with calls the server had not answered ({over}). A finding about the server, as the open model counts it; if the server can take more calls at once, add connections (or --max-in-flight)",
+                    facts.late
+                )
+            }
+            BehindCause::EngineBusy { busy_share } => format!(
+                "volley sent late with connections to spare: its engine threads were busy {:.0}% of the run. Give it more threads (--threads) or lower the rate",
+                busy_share * 100.0
+            ),
+            BehindCause::Stalled { busy_share } => format!(
+                "volley sent late with connections to spare while its engine threads were busy only {:.0}% of the run: this machine stalled or was busy with other work. Run it again on a quieter machine",
+                busy_share * 100.0
+            ),
         }
     }
 }
 
 /// Why an open-model run fell behind its schedule, with the remedy.
 fn behind_cause(summary: &RunSummary, capacity: Capacity) -> String {
-    let unreachable = summary.total.outcome(super::OutcomeKind::Connect);
-    // Calls in flight, or callers held by flows between their calls.
-    let in_flight = summary.in_flight_at_end.max(summary.callers_busy_at_end);
-    match BehindCause::of(unreachable, in_flight, capacity) {
-        BehindCause::Unreachable { calls } => format!(
-            "the server could not be reached for part of the run ({} failed to connect): requests due then waited for it. This is the server's outage, not the generator",
-            count(calls, "call")
-        ),
-        BehindCause::EveryCallerBusy => {
-            let over = match capacity.callers == capacity.connections {
-                true => count(capacity.connections as u64, "connection"),
-                false => format!(
-                    "{} in flight at most over {}",
-                    count(capacity.callers as u64, "call"),
-                    count(capacity.connections as u64, "connection")
-                ),
-            };
-            format!(
-                "every caller was waiting for an answer ({} in flight at the end): the server was too slow for this rate on {over}. Add connections (or --max-in-flight) or lower the rate to measure the server alone",
-                count(in_flight, "call"),
-            )
-        }
-        BehindCause::Generator => {
-            "the generator fell behind schedule: give it more threads (--threads) or lower the rate".into()
-        }
-    }
+    let facts = BehindFacts::of(summary, capacity.callers);
+    BehindCause::of(&facts).said(&facts, capacity)
 }
 
 /// `1 connection`, `2 connections`, `3 batches`: a count and its noun,
@@ -307,14 +370,59 @@ mod tests {
 
     #[test]
     fn a_schedule_falls_behind_for_an_outage_first_then_a_slow_server_then_volley() {
+        let facts = BehindFacts {
+            late: 100,
+            late_for_connections: 80,
+            callers: 8,
+            busy_share: 0.9,
+            ..BehindFacts::default()
+        };
+        let cause = |facts: BehindFacts| BehindCause::of(&facts);
+        assert_eq!(
+            cause(BehindFacts {
+                unreachable: 3,
+                ..facts
+            }),
+            BehindCause::Unreachable { calls: 3 }
+        );
+        assert_eq!(cause(facts), BehindCause::ServerSlow { waited: 80 });
+        // Requests never sent while every caller waited on the server.
+        let unsent = BehindFacts {
+            late: 0,
+            late_for_connections: 0,
+            unsent: 5,
+            busy_at_end: 8,
+            ..facts
+        };
+        assert_eq!(cause(unsent), BehindCause::ServerSlow { waited: 0 });
+        let spare = BehindFacts {
+            late_for_connections: 10,
+            ..facts
+        };
+        assert_eq!(cause(spare), BehindCause::EngineBusy { busy_share: 0.9 });
+        let idle = BehindFacts {
+            busy_share: 0.1,
+            ..spare
+        };
+        assert_eq!(cause(idle), BehindCause::Stalled { busy_share: 0.1 });
+        assert!(cause(idle).is_volleys() && cause(spare).is_volleys());
+        assert!(!cause(facts).is_volleys());
         let capacity = Capacity {
-            connections: 4,
+            connections: 8,
             callers: 8,
         };
-        let cause = |unreachable, in_flight| BehindCause::of(unreachable, in_flight, capacity);
-        assert_eq!(cause(3, 8), BehindCause::Unreachable { calls: 3 });
-        assert_eq!(cause(0, 8), BehindCause::EveryCallerBusy);
-        assert_eq!(cause(0, 7), BehindCause::Generator);
+        let said = cause(facts).said(&facts, capacity);
+        assert!(
+            said.starts_with(
+                "the server did not keep up with the offered rate: 80 of 100 late requests waited"
+            ),
+            "{said}"
+        );
+        assert!(!said.contains("--threads"), "{said}");
+        assert!(cause(idle)
+            .said(&idle, capacity)
+            .contains("this machine stalled or was busy"));
+        assert!(cause(spare).said(&spare, capacity).contains("--threads"));
     }
 
     fn run_of(calls: u64, seconds: f64) -> RunSummary {
@@ -365,7 +473,9 @@ mod tests {
         );
         let behind = &summary.warnings[3].message;
         assert!(
-            behind.starts_with("the generator fell behind schedule") && behind.contains("50 requests left"),
+            behind.starts_with(
+                "volley sent late with connections to spare while its engine threads were busy only 0%"
+            ) && behind.contains("50 requests left"),
             "{behind}"
         );
         assert!(
@@ -399,9 +509,13 @@ mod tests {
                 .find(|w| w.code == WarningCode::BehindSchedule);
             warning.expect("behind schedule").message.clone()
         };
-        assert!(behind(4).contains("every caller"), "{}", behind(4));
         assert!(
-            behind(3).starts_with("the generator fell behind"),
+            behind(4).starts_with("the server did not keep up"),
+            "{}",
+            behind(4)
+        );
+        assert!(
+            behind(3).starts_with("volley sent late with connections to spare"),
             "{}",
             behind(3)
         );

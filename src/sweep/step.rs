@@ -8,7 +8,8 @@ use serde::Serialize;
 
 use super::Purpose;
 use crate::stats::{
-    over_one_percent, BehindCause, Capacity, ClientCpu, RunSummary, LATE_THRESHOLD, SATURATED_SHARE,
+    over_one_percent, BehindCause, BehindFacts, Capacity, ClientCpu, RunSummary, LATE_THRESHOLD,
+    SATURATED_SHARE,
 };
 use crate::thresholds::{Scope, Threshold, ThresholdResult};
 
@@ -35,6 +36,10 @@ pub struct Lateness {
     pub in_flight: u64,
     /// Calls that failed to connect.
     pub unreachable: u64,
+    /// Of the late requests, those that waited for a connection.
+    pub late_for_connections: u64,
+    /// The share of the step volley's engine threads were busy.
+    pub busy_share: f64,
 }
 
 impl Lateness {
@@ -50,12 +55,27 @@ impl Lateness {
             // grace), or the calls a stop cut.
             in_flight: summary.in_flight_at_end.max(summary.callers_busy_at_end),
             unreachable: summary.total.outcomes.get("connect").copied().unwrap_or(0),
+            late_for_connections: schedule.late_for_connections,
+            busy_share: summary.client_cpu.busy_share,
+        })
+    }
+
+    /// The step's cause, by the run's one rule.
+    fn cause(&self, capacity: Capacity) -> BehindCause {
+        BehindCause::of(&BehindFacts {
+            late: self.late,
+            late_for_connections: self.late_for_connections,
+            unsent: self.unsent,
+            busy_at_end: self.in_flight,
+            callers: capacity.callers,
+            unreachable: self.unreachable,
+            busy_share: self.busy_share,
         })
     }
 
     /// Whether volley itself sent late, with connections to spare.
     pub fn volley_sent_late(&self, capacity: Capacity) -> bool {
-        BehindCause::of(self.unreachable, self.in_flight, capacity) == BehindCause::Generator
+        self.cause(capacity).is_volleys()
     }
 
     /// The rate not kept, in words: the late and the unsent requests with
@@ -79,18 +99,22 @@ impl Lateness {
         if what.is_empty() {
             what.push("the rate was not kept".into());
         }
-        let cause = match BehindCause::of(self.unreachable, self.in_flight, capacity) {
+        let cause = match self.cause(capacity) {
             BehindCause::Unreachable { calls } => {
                 format!("the server could not be reached ({calls} calls failed to connect)")
             }
-            BehindCause::EveryCallerBusy if capacity.callers == capacity.connections => {
+            BehindCause::ServerSlow { .. } if capacity.callers == capacity.connections => {
                 format!("every connection busy waiting on the server: {AT_ITS_LIMIT}")
             }
-            BehindCause::EveryCallerBusy => format!(
+            BehindCause::ServerSlow { .. } => format!(
                 "every caller busy waiting on the server ({} calls in flight over {} connections): {AT_ITS_LIMIT}",
                 capacity.callers, capacity.connections
             ),
-            BehindCause::Generator => {
+            BehindCause::EngineBusy { busy_share } => format!(
+                "connections to spare: volley itself sent late (its engine threads busy {:.0}% of the step)",
+                busy_share * 100.0
+            ),
+            BehindCause::Stalled { .. } => {
                 "connections to spare: volley itself sent late (this machine stalled or was busy)".to_string()
             }
         };
@@ -395,6 +419,7 @@ pub(super) mod tests {
             due: 1040,
             in_flight: 8,
             unreachable: 0,
+            ..Lateness::default()
         };
         let over = |connections, callers| Capacity { connections, callers };
         assert_eq!(
