@@ -67,6 +67,15 @@ fn a_slower_server_is_a_regression_round_by_round_and_the_same_one_is_not() {
         row["ratio"][1].as_f64().unwrap(),
     );
     assert!(ratio > 3.0 && low > 1.0, "{row}");
+    let page = std::fs::read_to_string(out.join("report.html")).unwrap();
+    assert!(
+        page.contains("<title>volley A/B rounds</title>") && page.contains("REGRESSION"),
+        "report.html"
+    );
+    assert!(
+        page.contains(">eth_chainId: latency by percentile</text>"),
+        "each method's spectra"
+    );
     let junit = std::fs::read_to_string(&junit).unwrap();
     assert!(
         junit.contains("failures=\"") && junit.contains("REGRESSION p50"),

@@ -115,6 +115,25 @@ pub(super) fn run(
         .collect::<Vec<_>>()
         .join(" ");
     write(out, (names, &reports, &dirs), &judged, &shown_order)?;
+    // Each target's spectra over all its rounds, for report.html (which
+    // plots no second by second: a round's seconds overlap the next's).
+    let spectra: Vec<crate::report::html::Latencies> = (reports.iter())
+        .map(|rounds| {
+            let mut latencies = crate::report::html::Latencies::default();
+            for interval in rounds.iter().flat_map(|run| &run.summary.latency_log.intervals) {
+                latencies.add(&interval.tag, interval.second, &interval.histogram());
+            }
+            latencies
+        })
+        .collect();
+    let plotted: Vec<(&str, &crate::report::html::Spectra)> = names
+        .iter()
+        .copied()
+        .zip(spectra.iter().map(|l| &l.spectra))
+        .collect();
+    let page = rounds::html_page(&judged, &shown_order, &plotted);
+    let path = out.join("report.html");
+    std::fs::write(&path, page).with_context(|| format!("cannot write {}", path.display()))?;
     crate::output::write_ci_files(
         args.summary_md.as_deref(),
         args.junit.as_deref(),

@@ -238,6 +238,55 @@ pub fn render(report: &AbReport, order: &str) -> String {
     out
 }
 
+/// `report.html` of the rounds: the table, coloured by verdict, and each
+/// method's percentile spectrum of every target (all its rounds) on one
+/// plot.
+pub fn html_page(
+    report: &AbReport,
+    order: &str,
+    targets: &[(&str, &crate::report::html::Spectra)],
+) -> String {
+    use crate::report::html::{side_by_side_page, CompareRow};
+    let rows: Vec<CompareRow> = (report.rows.iter())
+        .map(|r| {
+            let (ratio, interval) = shown_ratio(r);
+            CompareRow {
+                cells: vec![
+                    r.target.clone(),
+                    r.method.clone(),
+                    r.metric.name().to_string(),
+                    shown_figure(r.metric, r.first),
+                    shown_figure(r.metric, r.this),
+                    ratio,
+                    interval,
+                    r.limit_shown.clone(),
+                    r.verdict.name().to_string(),
+                ],
+                verdict: r.verdict.name().to_string(),
+            }
+        })
+        .collect();
+    let head = [
+        "target",
+        "method",
+        "metric",
+        "first",
+        "this",
+        "ratio",
+        "99% interval",
+        "limit",
+        "verdict",
+    ];
+    let lines = [
+        format!(
+            "{} rounds each, in the order {order}; each target against the first, round by round",
+            report.rounds
+        ),
+        report.result_line(),
+    ];
+    side_by_side_page("volley A/B rounds", &head, &rows, &lines, targets)
+}
+
 /// The rounds as GitHub-flavoured Markdown.
 pub fn markdown(report: &AbReport, order: &str) -> String {
     use crate::report::cell;

@@ -92,10 +92,20 @@ fn intervals(target: Option<&str>, report: &RunReport) -> Vec<u8> {
 /// start.
 pub fn lines<'a>(tagged: impl IntoIterator<Item = (&'a str, &'a Histogram<u64>, u32, Duration)>) -> Vec<u8> {
     let mut out = Vec::new();
-    let mut serializer = V2DeflateSerializer::new();
+    lines_into(&mut out, &mut V2DeflateSerializer::new(), tagged);
+    out
+}
+
+/// As [`lines`], into `out` with `serializer`: a run writing its seconds
+/// as they close keeps both, so no second allocates them anew.
+pub fn lines_into<'a>(
+    out: &mut Vec<u8>,
+    serializer: &mut V2DeflateSerializer,
+    tagged: impl IntoIterator<Item = (&'a str, &'a Histogram<u64>, u32, Duration)>,
+) {
     // With no comment and no times, the builder writes nothing of its own.
-    let Ok(mut log) = IntervalLogWriterBuilder::new().begin_log_with(&mut out, &mut serializer) else {
-        return Vec::new();
+    let Ok(mut log) = IntervalLogWriterBuilder::new().begin_log_with(out, serializer) else {
+        return;
     };
     for (tag, histogram, second, length) in tagged {
         let start = Duration::from_secs(u64::from(second));
@@ -103,7 +113,6 @@ pub fn lines<'a>(tagged: impl IntoIterator<Item = (&'a str, &'a Histogram<u64>, 
         // encode; volley's own can.
         let _ = log.write_histogram(histogram, start, length, Tag::new(tag));
     }
-    out
 }
 
 /// One interval read back: its tag, histogram, start (seconds since the

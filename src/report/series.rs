@@ -136,6 +136,9 @@ pub struct FileSpool {
     kept: Series,
     /// Samples written since the last flush: kept again if it fails.
     pending: Vec<Sample>,
+    /// Kept from second to second, so that none allocates them anew.
+    serializer: hdrhistogram::serialization::V2DeflateSerializer,
+    lines: Vec<u8>,
     /// Each file's length after the last second written whole: a failed
     /// write is cut back to it, so the file reads back whole.
     whole: [u64; 3],
@@ -188,6 +191,8 @@ impl FileSpool {
             handles,
             kept: Series::default(),
             pending: Vec::new(),
+            serializer: hdrhistogram::serialization::V2DeflateSerializer::new(),
+            lines: Vec::new(),
             whole: [0; 3],
         };
         spool.flush()?;
@@ -234,7 +239,9 @@ impl FileSpool {
         files.timeseries.write_record(timeseries_row(closed.row, true))?;
         let second = closed.row.second;
         let tagged = (closed.histograms.iter()).map(|(tag, h)| (tag.as_str(), *h, second, closed.length));
-        files.hlog.write_all(&hlog::lines(tagged))?;
+        self.lines.clear();
+        hlog::lines_into(&mut self.lines, &mut self.serializer, tagged);
+        files.hlog.write_all(&self.lines)?;
         self.flush()
     }
 
