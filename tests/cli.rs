@@ -284,8 +284,7 @@ fn a_slow_server_warning_counts_calls_in_flight_apart_from_connections() {
     let _ = server.wait();
     let stdout = text(&output.stdout);
     assert!(
-        stdout
-            .contains("the server was too slow for this rate on 2 calls in flight at most over 1 connection"),
+        stdout.contains("the server had not answered (2 calls in flight at most over 1 connection)"),
         "{stdout}"
     );
     assert!(!stdout.contains("on 2 connections"), "{stdout}");
@@ -318,7 +317,9 @@ fn a_slow_server_in_rate_mode_shows_in_the_latency() {
     let stdout = text(&output.stdout);
     // Every connection was waiting for the slow server: its fault, not volley's.
     assert!(
-        stdout.contains("the server was too slow for this rate on 10 connections"),
+        stdout.contains("the server did not keep up with the offered rate")
+            && stdout.contains("the server had not answered (10 connections)")
+            && stdout.contains("verdict: valid"),
         "{stdout}"
     );
     let json = summary_json(&out);

@@ -46,26 +46,35 @@ fn intervals(dir: &Path) -> Vec<(String, u32, u64)> {
     found
 }
 
-#[test]
-fn a_run_killed_with_sigkill_leaves_its_seconds_and_a_summary_marked_unfinished() {
-    let out = temp_dir("killed");
-    let run = volley()
-        .args([
-            "run",
-            "scenarios/demo.toml",
-            "--rate",
-            "400",
-            "-d",
-            "120s",
-            "--warmup",
-            "0s",
-        ])
+/// `volley run scenarios/demo.toml` with `args` into `out`, quiet, its
+/// output dropped: a run to be killed.
+fn start_demo(args: &[&str], out: &Path) -> std::process::Child {
+    volley()
+        .args(["run", "scenarios/demo.toml"])
+        .args(args)
         .args(["--no-tui", "-q", "--out"])
-        .arg(&out)
+        .arg(out)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
+        .unwrap()
+}
+
+/// `volley ARGS` to its end (bounded), its output kept.
+fn volley_ran<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> std::process::Output {
+    let child = volley()
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
         .unwrap();
+    wait_or_kill(child, Duration::from_secs(60))
+}
+
+#[test]
+fn a_run_killed_with_sigkill_leaves_its_seconds_and_a_summary_marked_unfinished() {
+    let out = temp_dir("killed");
+    let run = start_demo(&["--rate", "400", "-d", "120s", "--warmup", "0s"], &out);
     let mut guard = Guard(Some(run));
     // Waiting for what the run writes, bounded: no figure is timed.
     let start = Instant::now();
@@ -117,15 +126,7 @@ fn a_run_killed_with_sigkill_leaves_its_seconds_and_a_summary_marked_unfinished(
         if args[0] == "compare" {
             args.push(dir);
         }
-        let output = wait_or_kill(
-            volley()
-                .args(&args)
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped())
-                .spawn()
-                .unwrap(),
-            Duration::from_secs(60),
-        );
+        let output = volley_ran(&args);
         let said = text(&output.stderr);
         assert_ne!(output.status.code(), Some(0), "{args:?}: {said}");
         assert!(said.contains("the run did not finish"), "{args:?}: {said}");
@@ -135,26 +136,21 @@ fn a_run_killed_with_sigkill_leaves_its_seconds_and_a_summary_marked_unfinished(
 #[test]
 fn a_finished_run_writes_its_files_whole_and_its_seconds_add_up_to_its_figures() {
     let out = temp_dir("finished");
-    let output = wait_or_kill(
-        volley()
-            .args([
-                "run",
-                "scenarios/demo.toml",
-                "--rate",
-                "300",
-                "-d",
-                "3s",
-                "--warmup",
-                "0s",
-            ])
-            .args(["--no-tui", "-q", "--out"])
-            .arg(&out)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap(),
-        Duration::from_secs(60),
-    );
+    let run = [
+        "run",
+        "scenarios/demo.toml",
+        "--rate",
+        "300",
+        "-d",
+        "3s",
+        "--warmup",
+        "0s",
+        "--no-tui",
+        "-q",
+    ];
+    let mut args: Vec<&std::ffi::OsStr> = run.iter().map(std::ffi::OsStr::new).collect();
+    args.extend([std::ffi::OsStr::new("--out"), out.as_os_str()]);
+    let output = volley_ran(&args);
     assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
     let summary = summary_json(&out);
     assert!(
@@ -186,16 +182,7 @@ fn a_finished_run_writes_its_files_whole_and_its_seconds_add_up_to_its_figures()
         .sum();
     assert_eq!(samples, total);
     // And it reads back as a run.
-    let report = wait_or_kill(
-        volley()
-            .arg("report")
-            .arg(&out)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap(),
-        Duration::from_secs(60),
-    );
+    let report = volley_ran(&[std::ffi::OsStr::new("report"), out.as_os_str()]);
     assert_eq!(report.status.code(), Some(0), "{}", text(&report.stderr));
 }
 
@@ -221,23 +208,7 @@ fn written(path: &Path) -> bool {
 fn a_run_killed_before_its_first_second_leaves_no_empty_summary() {
     // A long warmup: no measured second closes before the kill.
     let out = temp_dir("killed-early");
-    let run = volley()
-        .args([
-            "run",
-            "scenarios/demo.toml",
-            "--rate",
-            "100",
-            "-d",
-            "10s",
-            "--warmup",
-            "60s",
-        ])
-        .args(["--no-tui", "-q", "--out"])
-        .arg(&out)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let run = start_demo(&["--rate", "100", "-d", "10s", "--warmup", "60s"], &out);
     kill_when(run, || written(&out.join("summary.json")));
     let summary = summary_json(&out);
     assert_eq!(summary["finished"], false, "{summary}");
@@ -245,39 +216,18 @@ fn a_run_killed_before_its_first_second_leaves_no_empty_summary() {
 
     // Several targets: the comparison's own summary.json says so too.
     let out = temp_dir("killed-comparison");
-    let run = volley()
-        .args([
-            "run",
-            "scenarios/demo.toml",
-            "--target",
-            "builtin",
-            "--target",
-            "builtin",
-        ])
-        .args([
-            "--rate", "100", "-d", "60s", "--warmup", "0s", "--no-tui", "-q", "--out",
-        ])
-        .arg(&out)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let targets = ["--target", "builtin", "--target", "builtin"];
+    let run = start_demo(
+        &[&targets[..], &["--rate", "100", "-d", "60s", "--warmup", "0s"]].concat(),
+        &out,
+    );
     let first = out.clone();
     kill_when(run, || {
         std::fs::read_dir(&first).is_ok_and(|dirs| dirs.flatten().any(|d| rows(&d.path()).len() >= 2))
     });
     let summary = summary_json(&out);
     assert_eq!(summary["finished"], false, "{summary}");
-    let output = wait_or_kill(
-        volley()
-            .arg("report")
-            .arg(&out)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap(),
-        Duration::from_secs(60),
-    );
+    let output = volley_ran(&[std::ffi::OsStr::new("report"), out.as_os_str()]);
     assert!(
         text(&output.stderr).contains("did not finish"),
         "{}",

@@ -36,6 +36,12 @@ fn a_slower_server_is_a_regression_round_by_round_and_the_same_one_is_not() {
     let output = rounds(&a, &b, &out, &["--junit", junit.to_str().unwrap()]);
     let table = text(&output.stdout);
     assert_eq!(output.status.code(), Some(2), "{table}{}", text(&output.stderr));
+    // Each round wrote its seconds as it went, into its own directory.
+    assert!(
+        !text(&output.stderr).contains("cannot write"),
+        "{}",
+        text(&output.stderr)
+    );
     let p50 = table
         .lines()
         .find(|l| l.contains(" TOTAL ") && l.contains(" p50 "))

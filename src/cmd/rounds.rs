@@ -69,6 +69,12 @@ pub(super) fn run(
     out: &Path,
 ) -> anyhow::Result<ExitCode> {
     let rounds = args.rounds.unwrap_or(2) as usize;
+    // Each target's directory first: its rounds write their seconds into
+    // theirs as they go.
+    for name in names {
+        let dir = out.join(name);
+        std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    }
     let mut reports: Vec<Vec<RunReport>> = names.iter().map(|_| Vec::new()).collect();
     let mut dirs: Vec<Vec<PathBuf>> = names.iter().map(|_| Vec::new()).collect();
     'rounds: for round in 0..rounds {

@@ -142,7 +142,6 @@ pub fn markdown(comparison: &Comparison) -> String {
 /// JUnit XML: each metric of each method a test case; a regression (or a
 /// run that cannot be compared) a failure.
 pub fn junit(comparison: &Comparison) -> String {
-    use crate::report::xml;
     let mut cases = Vec::new();
     for r in &comparison.rows {
         let (change, limit) = change_and_limit(r);
@@ -163,23 +162,30 @@ pub fn junit(comparison: &Comparison) -> String {
             Some(comparison.invalid.join("; ")),
         ));
     }
+    junit_of("compare", &cases)
+}
+
+/// JUnit XML of one suite, `volley NAME`: each case a name and, when it
+/// failed, its message (a regression). Compare's and the rounds' files.
+pub(super) fn junit_of(name: &str, cases: &[(String, Option<String>)]) -> String {
+    use crate::report::xml;
     let failures = cases.iter().filter(|(_, f)| f.is_some()).count();
     let mut out = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
     let _ = writeln!(
         out,
-        "<testsuites name=\"volley compare\" tests=\"{}\" failures=\"{failures}\" errors=\"0\">",
+        "<testsuites name=\"volley {name}\" tests=\"{}\" failures=\"{failures}\" errors=\"0\">",
         cases.len()
     );
     let _ = writeln!(
         out,
-        "  <testsuite name=\"compare\" tests=\"{}\" failures=\"{failures}\" errors=\"0\" skipped=\"0\">",
+        "  <testsuite name=\"{name}\" tests=\"{}\" failures=\"{failures}\" errors=\"0\" skipped=\"0\">",
         cases.len()
     );
-    for (name, failure) in &cases {
+    for (case, failure) in cases {
         let _ = write!(
             out,
-            "    <testcase name=\"{}\" classname=\"volley.compare\"",
-            xml(name)
+            "    <testcase name=\"{}\" classname=\"volley.{name}\"",
+            xml(case)
         );
         match failure {
             None => out.push_str("/>\n"),

@@ -319,8 +319,6 @@ pub fn markdown(report: &AbReport, order: &str) -> String {
 /// JUnit XML: each figure of each method of each target a test case, a
 /// regression (or rounds that cannot be judged) a failure.
 pub fn junit(report: &AbReport) -> String {
-    use crate::report::xml;
-    use std::fmt::Write as _;
     let mut cases: Vec<(String, Option<String>)> = (report.rows.iter())
         .map(|r| {
             let (ratio, interval) = shown_ratio(r);
@@ -337,32 +335,7 @@ pub fn junit(report: &AbReport) -> String {
     if !report.invalid.is_empty() {
         cases.push(("the rounds can be judged".into(), Some(report.invalid.join("; "))));
     }
-    let failures = cases.iter().filter(|(_, f)| f.is_some()).count();
-    let mut out = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
-    let _ = writeln!(
-        out,
-        "<testsuites name=\"volley rounds\" tests=\"{0}\" failures=\"{failures}\" errors=\"0\">\n  <testsuite name=\"rounds\" tests=\"{0}\" failures=\"{failures}\" errors=\"0\" skipped=\"0\">",
-        cases.len()
-    );
-    for (name, failure) in &cases {
-        let _ = write!(
-            out,
-            "    <testcase name=\"{}\" classname=\"volley.rounds\"",
-            xml(name)
-        );
-        match failure {
-            None => out.push_str("/>\n"),
-            Some(message) => {
-                let _ = writeln!(
-                    out,
-                    ">\n      <failure message=\"{0}\" type=\"regression\">{0}</failure>\n    </testcase>",
-                    xml(message)
-                );
-            }
-        }
-    }
-    out.push_str("  </testsuite>\n</testsuites>\n");
-    out
+    super::render::junit_of("rounds", &cases)
 }
 
 /// A ratio `1.234x` and its interval `1.100x..1.380x`; a difference in

@@ -78,6 +78,50 @@ impl Callers {
     }
 }
 
+/// Whose a backlog of late requests is: the server's when they waited for
+/// a connection, every one busy with calls it had not answered; volley's
+/// when its own timer woke late (its threads busy, or the process stopped:
+/// the requests then due burst out at once and fill every connection, but
+/// the server did not make them late).
+#[derive(Default)]
+struct Backlog {
+    /// A request would have been claimed, but every connection was busy.
+    wanted_room: bool,
+    /// The timer woke late: the backlog is volley's until it catches up.
+    volleys: bool,
+    /// Where the timer of the request claimed ahead of its time should
+    /// wake (`None`: claimed already due).
+    wake: Option<Instant>,
+}
+
+impl Backlog {
+    /// A request claimed, to wake at `wake`: already due after waiting for
+    /// a connection, it waited for the server, unless the backlog is
+    /// volley's; one claimed ahead of its time ends the backlog.
+    fn claimed(&mut self, claim: &mut Claim, wake: Instant) {
+        let now = Instant::now();
+        let behind = claim.intended < now;
+        if !behind {
+            (self.wanted_room, self.volleys) = (false, false);
+        }
+        claim.waited_for_room = self.wanted_room && behind && !self.volleys;
+        self.wake = (wake > now).then_some(wake);
+    }
+
+    /// The timer fired for `claim`: one set ahead that fires late says
+    /// volley itself fell behind.
+    fn woke(&mut self, claim: &mut Claim) {
+        if self
+            .wake
+            .take()
+            .is_some_and(|wake| Instant::now() > wake + crate::stats::LATE_THRESHOLD)
+        {
+            self.volleys = true;
+            claim.waited_for_room = false;
+        }
+    }
+}
+
 /// Paces the thread's share of an open-model run over its connections
 /// until the schedule has nothing left, then waits for its calls to end.
 /// Dropping it drops the calls it carries.
@@ -91,9 +135,7 @@ pub(super) async fn pace(shared: Arc<RunState>, local: Rc<ThreadState>, slots: V
     // The claimed request the timer waits for, and the room it will take.
     let mut due: Option<(usize, Claim)> = None;
     let mut claiming = true;
-    // A request would have been claimed, but every connection was busy:
-    // the next one claimed, if already due, waited for the server.
-    let mut wanted_room = false;
+    let mut backlog = Backlog::default();
     loop {
         let paused = shared.control.is_paused();
         if due.is_none() && claiming && schedule.is_finished() {
@@ -105,14 +147,10 @@ pub(super) async fn pace(shared: Arc<RunState>, local: Rc<ThreadState>, slots: V
                 // room, and shows it: it is claimed only once one is free.
                 match schedule.claim_for(0) {
                     Some(mut claim) => {
-                        // The backlog a full house left is the server's, up
-                        // to the first request claimed before it is due.
-                        let behind = claim.intended < Instant::now();
-                        claim.waited_for_room = wanted_room && behind;
-                        wanted_room &= behind;
                         // As a caller waits (caller.rs): one timer tick
                         // early, since tokio rounds a deadline up to its tick.
                         let wake = claim.intended.checked_sub(TIMER_TICK).unwrap_or(claim.intended);
+                        backlog.claimed(&mut claim, wake);
                         timer.as_mut().reset(wake);
                         due = Some((room, claim));
                     }
@@ -122,7 +160,7 @@ pub(super) async fn pace(shared: Arc<RunState>, local: Rc<ThreadState>, slots: V
                     }
                 }
             } else {
-                wanted_room = true;
+                backlog.wanted_room = true;
             }
         }
         if !claiming && calls.is_empty() {
@@ -132,7 +170,8 @@ pub(super) async fn pace(shared: Arc<RunState>, local: Rc<ThreadState>, slots: V
             biased;
             Some(ended) = calls.next(), if !calls.is_empty() => call_ended(&shared, &mut free, &mut callers, ended),
             _ = &mut timer, if due.is_some() => {
-                let Some((room, claim)) = due.take() else { continue };
+                let Some((room, mut claim)) = due.take() else { continue };
+                backlog.woke(&mut claim);
                 if shared.control.is_paused() {
                     // Paused before it was due: the schedule restarts on resume.
                     schedule.withdraw();
