@@ -1,6 +1,7 @@
 //! What a new user met first: a target that never answers, a closed pipe,
 //! a mistyped port, two runs at once, a replay that stops, a server that
-//! stalls (flags against a file: flag_rules.rs; refusals: refusals.rs).
+//! stalls, `--http2` against a server of HTTP/1.1 alone (flags against a
+//! file: flag_rules.rs; refusals: refusals.rs).
 
 mod common;
 
@@ -610,4 +611,50 @@ fn the_closed_model_keeps_exactly_its_concurrency_in_flight() {
     assert_eq!(json["summary"]["in_flight_at_end"], 0);
     assert_eq!(json["meta"]["load"]["concurrency"], 10);
     assert_eq!(json["meta"]["load"]["connections"], 4);
+}
+
+/// A server of HTTP/1.1 that meets the h2c preface in silence (ganache
+/// does) or by closing: named before anything is sent, exit 1, instead of
+/// a run of timeouts that asks whether the server answers.
+#[test]
+fn http2_to_a_server_silent_on_the_preface_is_refused_naming_why() {
+    for close in [false, true] {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        std::thread::spawn(move || {
+            let mut held = Vec::new();
+            for stream in listener.incoming().flatten() {
+                let mut stream = stream;
+                let mut preface = [0u8; 24];
+                let _ = std::io::Read::read_exact(&mut stream, &mut preface);
+                if !close {
+                    held.push(stream); // read, never answered
+                }
+            }
+        });
+        let url = format!("http://{addr}");
+        let output = wait_or_kill(
+            volley()
+                .args(["run", "--target", &url, "--method", "eth_chainId", "-n", "5"])
+                .args(["--http2", "--timeout", "1s", "-q", "--no-tui"])
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap(),
+            Duration::from_secs(60),
+        );
+        let said = text(&output.stderr);
+        assert_eq!(output.status.code(), Some(1), "{said}");
+        let what = match close {
+            false => "sent nothing within 1s (the timeout)",
+            true => "closed the connection without a word",
+        };
+        assert!(
+            said.contains(&format!(
+                "the server {what} after volley's HTTP/2 preface (h2c, by prior knowledge): it does not speak HTTP/2 in cleartext; without --http2 volley speaks HTTP/1.1"
+            )),
+            "{said}"
+        );
+        assert!(text(&output.stdout).is_empty(), "nothing was run");
+    }
 }
