@@ -75,6 +75,64 @@ pub(super) fn run(
         let dir = out.join(name);
         std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
     }
+    let (reports, dirs) = run_rounds(live, args, (runs, names), out, rounds)?;
+    let complete = reports.iter().all(|r| r.len() == rounds);
+    let each: Vec<Vec<&RunReport>> = reports.iter().map(|r| r.iter().collect()).collect();
+    let tolerances = args.max_regression.clone().unwrap_or_default();
+    let mut judged = rounds::judge(names, &each, &tolerances);
+    if !complete {
+        judged
+            .invalid
+            .push("the rounds were stopped before they all ran".into());
+    }
+    let shown_order = (0..rounds)
+        .map(|r| {
+            order(r, names.len())
+                .iter()
+                .map(|&t| letter(t))
+                .collect::<String>()
+        })
+        .collect::<Vec<_>>()
+        .join(" ");
+    write(out, (names, &reports, &dirs), &judged, &shown_order)?;
+    write_page(out, names, &reports, &judged, &shown_order)?;
+    crate::output::write_ci_files(
+        args.summary_md.as_deref(),
+        args.junit.as_deref(),
+        || rounds::markdown(&judged, &shown_order),
+        || rounds::junit(&judged),
+    )?;
+    let table = table(names, &reports) + &rounds::render(&judged, &shown_order);
+    crate::output::print(&table);
+    crate::output::print(&format!(
+        "\nresults: {} (each target's rounds in a directory named after it)\n",
+        out.display()
+    ));
+    if reports
+        .iter()
+        .flatten()
+        .any(|r| r.summary.panicked_connections > 0)
+    {
+        return Ok(ExitCode::from(EXIT_BUG));
+    }
+    Ok(ExitCode::from(match judged.failed() {
+        true => EXIT_FAILED_CHECK,
+        false => 0,
+    }))
+}
+
+/// Per target, per round.
+type PerTarget<T> = Vec<Vec<T>>;
+
+/// Every round in its order, each target's run written into its round's
+/// directory; a stop ends them where they are.
+fn run_rounds(
+    live: &Live,
+    args: &RunArgs,
+    (runs, names): (&[Scenario], &[&str]),
+    out: &Path,
+    rounds: usize,
+) -> anyhow::Result<(Vec<Vec<RunReport>>, PerTarget<PathBuf>)> {
     let mut reports: Vec<Vec<RunReport>> = names.iter().map(|_| Vec::new()).collect();
     let mut dirs: Vec<Vec<PathBuf>> = names.iter().map(|_| Vec::new()).collect();
     'rounds: for round in 0..rounds {
@@ -102,25 +160,17 @@ pub(super) fn run(
             dirs[t].push(dir);
         }
     }
-    let complete = reports.iter().all(|r| r.len() == rounds);
-    let each: Vec<Vec<&RunReport>> = reports.iter().map(|r| r.iter().collect()).collect();
-    let tolerances = args.max_regression.clone().unwrap_or_default();
-    let mut judged = rounds::judge(names, &each, &tolerances);
-    if !complete {
-        judged
-            .invalid
-            .push("the rounds were stopped before they all ran".into());
-    }
-    let shown_order = (0..rounds)
-        .map(|r| {
-            order(r, names.len())
-                .iter()
-                .map(|&t| letter(t))
-                .collect::<String>()
-        })
-        .collect::<Vec<_>>()
-        .join(" ");
-    write(out, (names, &reports, &dirs), &judged, &shown_order)?;
+    Ok((reports, dirs))
+}
+
+/// `report.html`: the judged rounds and every target's spectra.
+fn write_page(
+    out: &Path,
+    names: &[&str],
+    reports: &[Vec<RunReport>],
+    judged: &AbReport,
+    shown_order: &str,
+) -> anyhow::Result<()> {
     // Each target's spectra over all its rounds, for report.html (which
     // plots no second by second: a round's seconds overlap the next's).
     let spectra: Vec<crate::report::html::Latencies> = (reports.iter())
@@ -137,32 +187,10 @@ pub(super) fn run(
         .copied()
         .zip(spectra.iter().map(|l| &l.spectra))
         .collect();
-    let page = rounds::html_page(&judged, &shown_order, &plotted);
+    let page = rounds::html_page(judged, shown_order, &plotted);
     let path = out.join("report.html");
     std::fs::write(&path, page).with_context(|| format!("cannot write {}", path.display()))?;
-    crate::output::write_ci_files(
-        args.summary_md.as_deref(),
-        args.junit.as_deref(),
-        || rounds::markdown(&judged, &shown_order),
-        || rounds::junit(&judged),
-    )?;
-    let table = table(names, &reports) + &rounds::render(&judged, &shown_order);
-    crate::output::print(&table);
-    crate::output::print(&format!(
-        "\nresults: {} (each target's rounds in a directory named after it)\n",
-        out.display()
-    ));
-    if reports
-        .iter()
-        .flatten()
-        .any(|r| r.summary.panicked_connections > 0)
-    {
-        return Ok(ExitCode::from(EXIT_BUG));
-    }
-    Ok(ExitCode::from(match judged.failed() {
-        true => EXIT_FAILED_CHECK,
-        false => 0,
-    }))
+    Ok(())
 }
 
 /// A, B, C... for the order's line.
