@@ -563,9 +563,13 @@ fn results_that_cannot_be_written_go_elsewhere_and_say_where() {
     while !out.join("summary.json").exists() {
         std::thread::sleep(Duration::from_millis(5));
     }
-    std::fs::remove_dir_all(&out).unwrap();
+    // A rename, not a removal: the run writes into the directory each
+    // second, and a removal racing a new file fails with "not empty".
+    let moved = dir.join("moved");
+    std::fs::rename(&out, &moved).unwrap();
     std::fs::write(&out, "not a directory").unwrap();
     let output = child.wait_with_output().unwrap();
+    std::fs::remove_dir_all(&moved).unwrap();
     assert_eq!(output.status.code(), Some(3));
     let stderr = text(&output.stderr);
     assert!(stderr.contains("cannot create result directory"), "{stderr}");
