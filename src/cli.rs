@@ -457,6 +457,11 @@ pub struct RunArgs {
     /// `load.reconnect_every`.
     #[arg(long, value_name = "N")]
     pub reconnect_every: Option<u64>,
+    /// At most N flows in flight give their HTTP connection back between steps (open model; default
+    /// 10000); past it, a flow keeps its connection throughout, and the run says so; replaces the
+    /// file's `load.max_flows`.
+    #[arg(long, value_name = "N")]
+    pub max_flows: Option<u64>,
     /// Directory for the result files (default: results/<UTC time>-<scenario>/).
     #[arg(short = 'o', long)]
     pub out: Option<PathBuf>,

@@ -126,6 +126,30 @@ fn flows_run_over_a_childs_stdio_and_in_the_open_model() {
     assert!(report.summary.schedule.is_some(), "an open-model run");
 }
 
+/// Over HTTP/1.1 and h2, flows of the open model give their connection
+/// back between steps and while they wait: over one connection, every
+/// flow whole and each call answered once, with no connection reopened.
+#[test]
+fn flows_over_http_share_one_connection_between_their_steps() {
+    for http2 in [false, true] {
+        let server = chain(0);
+        let text = format!(
+            "target = \"{}\"\nhttp2 = {http2}\nseed = 5\n[load]\nrequests = 6\nrate = 50\nconnections = 1\n{SEND_THEN_WAIT}",
+            server.url()
+        );
+        let report = run(&scenario(&text));
+        assert_send_then_wait(&report, 6);
+        let connections = &report.summary.connections;
+        assert_eq!(
+            (connections.opened_in_all, connections.reopened),
+            (1, 0),
+            "http2: {http2}"
+        );
+        assert_eq!(report.summary.flows[0].held_connection, 0);
+        assert_eq!(count(&server.stats.receipts_asked), 18);
+    }
+}
+
 /// One block of 5 transactions: each of the first 3 asked for until its
 /// receipt comes (`for_each` capped), the receipt's hash the one asked for.
 #[test]
@@ -395,28 +419,30 @@ fn the_shipped_journeys_run_clean_against_the_built_in_server() {
         ..ServeConfig::default()
     })
     .unwrap();
-    let text = shipped(
-        "ethereum-journeys.toml",
-        &[
-            ("target = ", format!("target = \"{}\"", server.url())),
-            ("requests = ", "requests = 12".into()),
-            (
-                "until = ",
-                "until = { result = \"non-null\", every = \"1ms\", within = \"10s\" }".into(),
-            ),
-        ],
-    );
-    // Read as if from the file's place, whose data file it names.
-    let file = concat!(env!("CARGO_MANIFEST_DIR"), "/scenarios/ethereum-journeys.toml");
-    let ethereum = volley::scenario::Scenario::parse(&text, file, "ethereum-journeys", &|_| None).unwrap();
-    let report = run(&ethereum);
-    assert_whole(&report, &["flow:send"]);
-    assert!(
-        report.thresholds.iter().all(|t| t.passed),
-        "{:?}",
-        report.thresholds
-    );
-    assert_eq!(count(&server.stats.receipts_unknown), 0);
+    for file in ["ethereum-journeys.toml", "ethereum-send.toml"] {
+        let text = shipped(
+            file,
+            &[
+                ("target = ", format!("target = \"{}\"", server.url())),
+                ("requests = ", "requests = 12".into()),
+                (
+                    "until = ",
+                    "until = { result = \"non-null\", every = \"1ms\", within = \"10s\" }".into(),
+                ),
+            ],
+        );
+        // Read as if from the file's place, whose data file it names.
+        let path = format!("{}/scenarios/{file}", env!("CARGO_MANIFEST_DIR"));
+        let ethereum = volley::scenario::Scenario::parse(&text, &path, file, &|_| None).unwrap();
+        let report = run(&ethereum);
+        assert_whole(&report, &["flow:send"]);
+        assert!(
+            report.thresholds.iter().all(|t| t.passed),
+            "{:?}",
+            report.thresholds
+        );
+        assert_eq!(count(&server.stats.receipts_unknown), 0);
+    }
     let volley = env!("CARGO_BIN_EXE_volley");
     let stand_ins = [
         (

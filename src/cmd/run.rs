@@ -183,6 +183,7 @@ fn overrides(args: &RunArgs) -> Result<Overrides, ScenarioError> {
         headers: args.headers.clone(),
         jwt_secret: args.jwt_secret.clone(),
         reconnect_every: args.reconnect_every,
+        max_flows: args.max_flows,
         thresholds: args.thresholds.clone(),
         abort_on_fail: args.abort_on_fail,
         shard,

@@ -45,6 +45,11 @@ pub(super) struct Caller {
     pub(super) open_model: bool,
     /// Only HTTP answers have a status worth counting.
     pub(super) http: bool,
+    /// The open model's rooms, which a flow on a stateless transport
+    /// takes for each step and gives back between them.
+    pub(super) rooms: Option<Rc<super::rooms::Rooms>>,
+    /// The room this caller holds now (the open model's).
+    pub(super) room: Option<usize>,
 }
 
 /// A connection in the caller's hand, and what it took to get it.
@@ -107,6 +112,8 @@ impl Caller {
             planned: Vec::new(),
             backoff: BACKOFF_MIN,
             reopen_after_failure: false,
+            rooms: None,
+            room: None,
         }
     }
 

@@ -298,6 +298,7 @@ mod tests {
             recorded: None,
             groups: None,
             reconnect_every: None,
+            max_flows: crate::plan::DEFAULT_MAX_FLOWS,
         };
         let start = Instant::now()
             .checked_sub(ago)

@@ -50,6 +50,14 @@ struct Run<'f> {
     /// The run's end came before a step could go: the flow sends nothing
     /// more and never ends (counted in flight at the end).
     cut: bool,
+    /// The connection in hand, if any: a flow that roams holds one only
+    /// while a step goes.
+    held: Option<InHand>,
+    /// It gives its connection and room back after each step.
+    roams: bool,
+    /// When the step going now could go (its latency runs from there: a
+    /// wait for a room is the server's connections being busy).
+    ready: Instant,
 }
 
 impl Caller {
@@ -87,12 +95,15 @@ impl Caller {
             first_sent: None,
             waited_for_setup: false,
             cut: false,
+            held: None,
+            roams: false,
+            ready: Instant::now(),
         };
         let opened = match flow.own_connection {
             true => self.own_connection().await,
             false => self.connection().await,
         };
-        let mut in_hand = match opened {
+        let in_hand = match opened {
             Ok(in_hand) => in_hand,
             Err(failure) => {
                 if run.measured {
@@ -105,12 +116,14 @@ impl Caller {
             }
         };
         run.waited_for_setup = in_hand.waited_for_setup;
-        let failed = self.run_steps(&mut run, &mut in_hand, rng).await;
-        let broken = failed.is_some_and(|(_, _, _, broken)| broken);
-        if in_hand.last {
-            super::slot::retire(&self.shared, &self.local, in_hand.connection);
-        } else if !broken {
-            self.slot.checkin(in_hand.connection);
+        run.held = Some(in_hand);
+        run.roams = self.roams(flow, run.measured);
+        let failed = self.run_steps(&mut run, rng).await;
+        if let Some(in_hand) = run.held.take() {
+            self.put_back(in_hand);
+        }
+        if let (true, Some(rooms)) = (run.roams, &self.rooms) {
+            rooms.end_roaming();
         }
         if run.measured && !run.cut {
             self.end_flow(
@@ -119,6 +132,59 @@ impl Caller {
             );
         }
         !run.cut
+    }
+
+    /// Whether the flow gives its connection back between steps: on a
+    /// stateless transport, in the open model (whose rooms it takes for
+    /// each step), within the bound of flows in flight. One past the bound
+    /// keeps its connection throughout, and is counted so.
+    fn roams(&self, flow: &Flow, measured: bool) -> bool {
+        let Some(rooms) = &self.rooms else {
+            return false;
+        };
+        if flow.own_connection || !self.shared.target.is_stateless() {
+            return false;
+        }
+        let roams = rooms.begin_roaming();
+        if !roams && measured {
+            let mut recorder = self.local.recorder.borrow_mut();
+            let first_flow = recorder.call_rows().len();
+            if let Some(counts) = recorder.flows.get_mut(flow.row as usize - first_flow) {
+                counts.held += 1;
+            }
+        }
+        roams
+    }
+
+    /// Puts a connection back in its slot after the flow's last use of it.
+    fn put_back(&self, in_hand: InHand) {
+        if in_hand.last {
+            super::slot::retire(&self.shared, &self.local, in_hand.connection);
+        } else {
+            self.slot.checkin(in_hand.connection);
+        }
+    }
+
+    /// A roaming flow's step is done: its connection and room go back.
+    fn let_go(&mut self, run: &mut Run<'_>) {
+        if let Some(in_hand) = run.held.take() {
+            self.put_back(in_hand);
+        }
+        if let (Some(room), Some(rooms)) = (self.room.take(), &self.rooms) {
+            rooms.give_back(room);
+        }
+    }
+
+    /// A connection for a roaming flow's next step: a room first, waiting
+    /// in turn, then that room's connection.
+    async fn hold_again(&mut self, run: &mut Run<'_>) -> Result<(), super::slot::OpenFailure> {
+        if let (None, Some(rooms)) = (self.room, self.rooms.clone()) {
+            let room = rooms.take().await;
+            self.room = Some(room);
+            self.slot = rooms.slot(room);
+        }
+        run.held = Some(self.connection().await?);
+        Ok(())
     }
 
     /// A connection of the flow's own (`session = "per_flow"`), opened
@@ -139,7 +205,6 @@ impl Caller {
     async fn run_steps(
         &mut self,
         run: &mut Run<'_>,
-        in_hand: &mut InHand,
         rng: &mut SmallRng,
     ) -> Option<(usize, Outcome, u64, bool)> {
         let mut failed: Option<(usize, Outcome, u64, bool)> = None;
@@ -150,11 +215,11 @@ impl Caller {
             match &mut failed {
                 Some((_, _, skipped, broken)) if !step.always || *broken => *skipped += 1,
                 Some((_, _, _, broken)) => {
-                    let cleanup = self.send_each(run, step, in_hand, rng).await;
+                    let cleanup = self.send_each(run, step, rng).await;
                     *broken |= cleanup.is_some_and(|(_, _, broke)| broke);
                 }
                 None => {
-                    if let Some((outcome, left, broken)) = self.send_each(run, step, in_hand, rng).await {
+                    if let Some((outcome, left, broken)) = self.send_each(run, step, rng).await {
                         failed = Some((i, outcome, left, broken));
                     }
                 }
@@ -169,11 +234,10 @@ impl Caller {
         &mut self,
         run: &mut Run<'_>,
         step: &Step,
-        in_hand: &mut InHand,
         rng: &mut SmallRng,
     ) -> Option<(Outcome, u64, bool)> {
         let Some(each) = step.for_each else {
-            let sent = self.send_step(run, step, in_hand, rng).await;
+            let sent = self.send_step(run, step, rng).await;
             return (sent.outcome != Outcome::Ok).then_some((sent.outcome, 0, sent.broken));
         };
         // The list goes out of the flow's values while each pass sets the
@@ -183,7 +247,7 @@ impl Caller {
         let mut failed = None;
         for (n, item) in items.iter().enumerate() {
             run.vars.set(each.slot, item);
-            let sent = self.send_step(run, step, in_hand, rng).await;
+            let sent = self.send_step(run, step, rng).await;
             if run.cut {
                 break;
             }
@@ -198,13 +262,7 @@ impl Caller {
 
     /// Sends one step, again every `until.every` until its `until` holds;
     /// each send a call of the step's row.
-    async fn send_step(
-        &mut self,
-        run: &mut Run<'_>,
-        step: &Step,
-        in_hand: &mut InHand,
-        rng: &mut SmallRng,
-    ) -> Sent {
+    async fn send_step(&mut self, run: &mut Run<'_>, step: &Step, rng: &mut SmallRng) -> Sent {
         // Made once per step, not per try: the judge reads them in place.
         let expect = [step.expect.as_ref().map(|c| c.resolve(&run.vars, rng))];
         let until = step.until.as_ref().map(|u| Waiting {
@@ -225,9 +283,10 @@ impl Caller {
                     broken: false,
                 };
             }
-            let (sent, holds) = self
-                .send_once(run, step, in_hand, &expect, until.as_ref(), rng)
-                .await;
+            let (sent, holds) = self.send_once(run, step, &expect, until.as_ref(), rng).await;
+            if run.roams {
+                self.let_go(run);
+            }
             match &until {
                 Some(until) if !holds && sent.outcome == Outcome::Ok => {
                     sleep_until(ending::or_steps_end(&self.shared, Instant::now() + until.every)).await;
@@ -244,11 +303,25 @@ impl Caller {
         &mut self,
         run: &mut Run<'_>,
         step: &Step,
-        in_hand: &mut InHand,
         expect: &[Option<Expectation>; 1],
         until: Option<&Waiting>,
         rng: &mut SmallRng,
     ) -> (Sent, bool) {
+        run.ready = Instant::now();
+        if run.held.is_none() {
+            if let Err(failure) = self.hold_again(run).await {
+                let cause = Cause::Transport(&failure.reason);
+                self.record_with(run, step, failure.outcome, cause, &[], None, None);
+                let broken = true;
+                return (
+                    Sent {
+                        outcome: failure.outcome,
+                        broken,
+                    },
+                    false,
+                );
+            }
+        }
         let (shared, local) = (self.shared.clone(), self.local.clone());
         let calls = u64::from(!step.notification);
         let first_id = local.take_ids(&shared, calls);
@@ -264,10 +337,17 @@ impl Caller {
         run.first_sent.get_or_insert(sent_at);
         local.in_flight.set(local.in_flight.get() + calls);
         let wait = super::ending::wait_for(&shared, &local, sent_at);
+        let Some(in_hand) = run.held.as_mut() else {
+            unreachable!("a step goes with a connection in hand")
+        };
         let result = call::exchange_until(&mut in_hand.connection, body, first_id, calls, wait).await;
         local.in_flight.set(local.in_flight.get() - calls);
         let timing = Some((sent_at, Instant::now()));
         if let Some(failure) = call::failure(&result) {
+            // The connection is in an unknown state: it goes no further.
+            if let Some(in_hand) = run.held.take().filter(|h| h.last) {
+                super::slot::retire(&shared, &local, in_hand.connection);
+            }
             let cause = call::cause(&result);
             self.record_with(run, step, failure, cause, &[], timing, None);
             return (
@@ -407,7 +487,7 @@ impl Caller {
     /// their own send, since each waits for the one before.
     fn call_start(&self, run: &Run<'_>, sent: Instant) -> Instant {
         if run.first_sent != Some(sent) {
-            return sent;
+            return run.ready.min(sent);
         }
         if run.waited_for_setup && !self.open_model {
             sent

@@ -429,3 +429,90 @@ async fn a_flow_started_before_a_limits_end_goes_on_in_the_grace() {
         (3, 3, 0)
     );
 }
+
+/// Sends then waits for `["mined"]` every 100 ms within 550 ms (never, from
+/// the peer): a flow that spends over half a second polling.
+fn send_then_wait() -> Mix {
+    let send = step(0, "send", json!(["0xab"]), &[]);
+    let mut wait = step(1, "wait", json!(["pending"]), &[]);
+    wait.until = Some(never_mined(Duration::from_millis(550)));
+    flow_mix(&["send", "wait", "flow:f"], vec![send, wait], 0)
+}
+
+/// Over a stateless transport (HTTP), a flow gives its connection back
+/// between steps and while its `until` waits: 10 flows of over half a
+/// second, due 100 ms apart, all go on time over one connection, where
+/// holding it made them queue for 5 s.
+#[tokio::test(start_paused = true)]
+async fn flows_over_http_give_their_connection_back_between_steps() {
+    let peer = Peer::logging(Duration::from_millis(1)).stateless();
+    let mut plan = plan(Pacing::Open { rate: 10.0 }, 1, 1);
+    plan.requests = Some(10);
+    let summary = run_mix(plan, send_then_wait(), &peer, no_steering)
+        .await
+        .expect("the run ended");
+    let schedule = summary.schedule.as_ref().expect("open");
+    assert_eq!((schedule.late_requests, schedule.unsent), (0, 0));
+    assert_eq!(
+        peer.counts()
+            .connections
+            .load(std::sync::atomic::Ordering::Relaxed),
+        1
+    );
+    let flows = &summary.flows[0];
+    assert_eq!((flows.started, flows.failed, flows.held_connection), (10, 10, 0));
+    assert_eq!(flows.failed_at[0].step, 2, "each at its until");
+    // Tries about 101 ms apart from 1 ms (a try may wait a millisecond for
+    // the room): the sixth answered by about 520, the next would end past 551.
+    assert_eq!(row(&summary, "wait").calls, 60);
+    let flow = row(&summary, "flow:f");
+    assert!(flow.latency.max_ms < 560.0, "{:?}", flow.latency);
+    assert!(!summary
+        .warnings
+        .iter()
+        .any(|w| w.code == crate::stats::WarningCode::FlowBound));
+}
+
+/// Past the bound of flows in flight, a flow keeps its connection
+/// throughout, and the run says so.
+#[tokio::test(start_paused = true)]
+async fn a_flow_past_the_bound_keeps_its_connection_and_is_said() {
+    let peer = Peer::new(Duration::from_millis(1)).stateless();
+    let mut plan = plan(Pacing::Open { rate: 10.0 }, 1, 1);
+    plan.requests = Some(4);
+    plan.max_flows = 2;
+    let summary = run_mix(plan, send_then_wait(), &peer, no_steering)
+        .await
+        .expect("the run ended");
+    let flows = &summary.flows[0];
+    assert_eq!(flows.started, 4);
+    // The first two roam; of the two after them, at least the third finds
+    // both still going.
+    assert!((1..=2).contains(&flows.held_connection), "{flows:?}");
+    let said = (summary.warnings.iter())
+        .find(|w| w.code == crate::stats::WarningCode::FlowBound)
+        .expect("the bound is said");
+    assert!(
+        said.message.contains("2 flows were in flight at once"),
+        "{}",
+        said.message
+    );
+}
+
+/// Over a transport that may hold a session (a socket, a child), a flow
+/// keeps its connection: one connection carries one flow at a time.
+#[tokio::test(start_paused = true)]
+async fn flows_over_a_stateful_transport_keep_their_connection() {
+    let peer = Peer::new(Duration::from_millis(1));
+    let mut plan = plan(Pacing::Open { rate: 10.0 }, 1, 1);
+    plan.requests = Some(4);
+    let summary = run_mix(plan, send_then_wait(), &peer, no_steering)
+        .await
+        .expect("the run ended");
+    let schedule = summary.schedule.as_ref().expect("open");
+    assert!(schedule.late_requests >= 3, "{schedule:?}");
+    assert_eq!(
+        summary.flows[0].held_connection, 0,
+        "held by the transport, not the bound"
+    );
+}

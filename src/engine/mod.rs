@@ -12,6 +12,7 @@ mod gather;
 mod observe;
 mod pacer;
 mod poll;
+mod rooms;
 mod schedule;
 mod single;
 mod slot;
@@ -491,6 +492,7 @@ fn rate_at_end(shared: &RunState) -> Option<f64> {
 fn all_facts(shared: &RunState, facts: crate::stats::Facts) -> crate::stats::Facts {
     crate::stats::Facts {
         stopped_because: shared.control.stopped_because(),
+        max_flows: shared.plan.max_flows,
         capacity: crate::stats::Capacity {
             connections: shared.plan.connections,
             callers: shared.plan.callers(),

@@ -11,7 +11,6 @@
 //! the pacer's only while it goes (no task spawned: a spawn a call cost 13%
 //! more CPU a call at 64 connections), and an idle caller is its buffers.
 
-use std::collections::VecDeque;
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::rc::Rc;
@@ -24,16 +23,10 @@ use futures_util::FutureExt;
 use tokio::time::{sleep_until, Instant};
 
 use super::caller::{Caller, BACKOFF_MIN, TIMER_TICK};
+use super::rooms::Rooms;
 use super::schedule::Claim;
 use super::slot::ConnectionSlot;
 use super::worker::{RunState, ThreadState};
-
-/// Room for one more call on a connection: `per_connection` rooms each,
-/// first one on each connection in turn, so calls spread over every
-/// connection before any carries two.
-fn rooms(connections: usize, per_connection: usize) -> VecDeque<usize> {
-    (0..per_connection).flat_map(|_| 0..connections).collect()
-}
 
 /// Callers not in a call, their buffers kept, and what each connection's
 /// last caller left of its backoff: callers are made only as many as
@@ -53,27 +46,37 @@ impl Callers {
         }
     }
 
-    /// A caller for connection `slot`, as its last caller left it.
+    /// A caller in room `room`, as its connection's last caller left it.
     fn take(
         &mut self,
         shared: &Arc<RunState>,
         local: &Rc<ThreadState>,
-        slots: &[Rc<ConnectionSlot>],
-        slot: usize,
+        rooms: &Rc<Rooms>,
+        room: usize,
     ) -> Caller {
         let mut caller = match self.idle.pop() {
             Some(mut caller) => {
-                caller.slot = slots[slot].clone();
+                caller.slot = rooms.slot(room);
                 caller
             }
-            None => Caller::new(shared.clone(), local.clone(), slots[slot].clone()),
+            None => {
+                let mut caller = Caller::new(shared.clone(), local.clone(), rooms.slot(room));
+                caller.rooms = Some(rooms.clone());
+                caller
+            }
         };
-        (caller.backoff, caller.reopen_after_failure) = self.backoff[slot];
+        caller.room = Some(room);
+        (caller.backoff, caller.reopen_after_failure) = self.backoff[room];
         caller
     }
 
-    fn give_back(&mut self, slot: usize, caller: Caller) {
-        self.backoff[slot] = (caller.backoff, caller.reopen_after_failure);
+    /// A caller done: its room (if it still holds one: a flow may have
+    /// given it back) free again.
+    fn give_back(&mut self, rooms: &Rooms, mut caller: Caller) {
+        if let Some(room) = caller.room.take() {
+            self.backoff[room] = (caller.backoff, caller.reopen_after_failure);
+            rooms.give_back(room);
+        }
         self.idle.push(caller);
     }
 }
@@ -126,25 +129,49 @@ impl Backlog {
 /// until the schedule has nothing left, then waits for its calls to end.
 /// Dropping it drops the calls it carries.
 pub(super) async fn pace(shared: Arc<RunState>, local: Rc<ThreadState>, slots: Vec<Rc<ConnectionSlot>>) {
-    let mut free = rooms(slots.len(), shared.plan.callers_per_connection());
-    let mut callers = Callers::new(slots.len());
+    let most_roaming = shared.plan.max_flows.div_ceil(shared.plan.threads.max(1));
+    let rooms = Rc::new(Rooms::new(
+        slots,
+        shared.plan.callers_per_connection(),
+        most_roaming,
+    ));
+    let mut callers = Callers::new(rooms.connections());
     let mut calls = FuturesUnordered::new();
     let schedule = &shared.clock().schedule;
     let timer = sleep_until(Instant::now());
     tokio::pin!(timer);
-    // The claimed request the timer waits for, and the room it will take.
-    let mut due: Option<(usize, Claim)> = None;
+    // The claimed request the timer waits for, and whether it is due: it
+    // takes a room only then, so that flows between their steps have every
+    // room until a request needs one.
+    let mut due: Option<Claim> = None;
+    let mut fired = false;
     let mut claiming = true;
     let mut backlog = Backlog::default();
     loop {
         let paused = shared.control.is_paused();
+        if let (true, Some(claim)) = (fired, due.as_mut()) {
+            match rooms.try_take() {
+                Some(room) => {
+                    let claim = due.take().expect("due");
+                    fired = false;
+                    let caller = callers.take(&shared, &local, &rooms, room);
+                    calls.push(AssertUnwindSafe(one_call(&local, caller, claim)).catch_unwind());
+                }
+                // A flow took the room there was: the request waits for
+                // the server's connections.
+                None => {
+                    claim.waited_for_room |= !backlog.volleys;
+                    rooms.wanted();
+                }
+            }
+        }
         if due.is_none() && claiming && schedule.is_finished() {
             // Its end ends a pause too.
             claiming = false;
         } else if due.is_none() && claiming && !paused {
-            if let Some(room) = free.pop_front() {
-                // A request due while every connection is full waits for a
-                // room, and shows it: it is claimed only once one is free.
+            // A request due while every connection is full waits for a
+            // room, and shows it: it is claimed only once one is free.
+            if rooms.has_free() {
                 match schedule.claim_for(0) {
                     Some(mut claim) => {
                         // As a caller waits (caller.rs): one timer tick
@@ -152,36 +179,34 @@ pub(super) async fn pace(shared: Arc<RunState>, local: Rc<ThreadState>, slots: V
                         let wake = claim.intended.checked_sub(TIMER_TICK).unwrap_or(claim.intended);
                         backlog.claimed(&mut claim, wake);
                         timer.as_mut().reset(wake);
-                        due = Some((room, claim));
+                        (due, fired) = (Some(claim), false);
                     }
-                    None => {
-                        free.push_front(room);
-                        claiming = false;
-                    }
+                    None => claiming = false,
                 }
             } else {
                 backlog.wanted_room = true;
+                rooms.wanted();
             }
         }
-        if !claiming && calls.is_empty() {
+        if !claiming && calls.is_empty() && due.is_none() {
             break;
         }
         tokio::select! {
             biased;
-            Some(ended) = calls.next(), if !calls.is_empty() => call_ended(&shared, &mut free, &mut callers, ended),
-            _ = &mut timer, if due.is_some() => {
-                let Some((room, mut claim)) = due.take() else { continue };
-                backlog.woke(&mut claim);
+            Some(ended) = calls.next(), if !calls.is_empty() => call_ended(&shared, &rooms, &mut callers, ended),
+            _ = &mut timer, if due.is_some() && !fired => {
+                let Some(claim) = due.as_mut() else { continue };
+                backlog.woke(claim);
                 if shared.control.is_paused() {
                     // Paused before it was due: the schedule restarts on resume.
                     schedule.withdraw();
-                    free.push_front(room);
+                    due = None;
                     continue;
                 }
-                let caller = callers.take(&shared, &local, &slots, room);
-                let call = one_call(&local, room, caller, claim);
-                calls.push(AssertUnwindSafe(call).catch_unwind());
+                fired = true;
             },
+            // A room came free (a flow gave it back between its steps).
+            _ = rooms.freed(), if (!paused && due.is_none() && claiming) || fired => {},
             _ = shared.control.wait_resumed(), if paused && due.is_none() && claiming => {},
             _ = schedule.ending(), if paused && due.is_none() && claiming => {},
             else => break,
@@ -193,17 +218,16 @@ pub(super) async fn pace(shared: Arc<RunState>, local: Rc<ThreadState>, slots: V
 /// panicked: then both go with it), and the schedule ends if the mix has.
 fn call_ended(
     shared: &RunState,
-    free: &mut VecDeque<usize>,
+    rooms: &Rooms,
     callers: &mut Callers,
-    ended: std::thread::Result<(usize, Caller, bool)>,
+    ended: std::thread::Result<(Caller, bool)>,
 ) {
     match ended {
-        Ok((room, caller, more)) => {
+        Ok((caller, more)) => {
             if !more {
                 shared.clock().schedule.finish();
             }
-            callers.give_back(room, caller);
-            free.push_back(room);
+            callers.give_back(rooms, caller);
         }
         Err(_) => {
             shared.panicked.fetch_add(1, Ordering::Relaxed);
@@ -211,14 +235,13 @@ fn call_ended(
     }
 }
 
-/// One call on connection `room`, giving back the room and the caller
-/// when it ends, with whether the mix has more to send.
+/// One call in the caller's room, giving back the caller when it ends,
+/// with whether the mix has more to send.
 fn one_call(
     local: &Rc<ThreadState>,
-    room: usize,
     mut caller: Caller,
     claim: Claim,
-) -> impl Future<Output = (usize, Caller, bool)> + use<> {
+) -> impl Future<Output = (Caller, bool)> + use<> {
     // Counted while the call or flow goes: a run stopped mid-way finds it
     // busy (why an open model fell behind).
     let busy = local.clone();
@@ -226,6 +249,6 @@ fn one_call(
     async move {
         let more = caller.call(claim).await;
         busy.busy.set(busy.busy.get() - 1);
-        (room, caller, more)
+        (caller, more)
     }
 }

@@ -324,6 +324,7 @@ mod tests {
             recorded: None,
             groups: None,
             reconnect_every: None,
+            max_flows: crate::plan::DEFAULT_MAX_FLOWS,
         }
     }
 

@@ -36,6 +36,7 @@ pub(super) fn plan(pacing: Pacing, connections: usize, per_connection: usize) ->
         recorded: None,
         groups: None,
         reconnect_every: None,
+        max_flows: crate::plan::DEFAULT_MAX_FLOWS,
     }
 }
 

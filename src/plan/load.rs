@@ -67,7 +67,15 @@ pub struct LoadPlan {
     /// A connection is closed after carrying this many requests (a batch or
     /// a flow is one), and opened anew with its setup calls.
     pub reconnect_every: Option<u64>,
+    /// Flows in flight at once that give their connection back between
+    /// steps (stateless transports, the open model); past it, a flow keeps
+    /// its connection throughout.
+    pub max_flows: usize,
 }
+
+/// Flows in flight by default: ample (each is a caller's buffers, a few
+/// kilobytes), so that connections, not this, bound a run.
+pub const DEFAULT_MAX_FLOWS: usize = 10_000;
 
 /// One step of a staged load: ramp to `target` over `duration`.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -288,6 +296,7 @@ mod tests {
             recorded: None,
             groups: None,
             reconnect_every: None,
+            max_flows: crate::plan::DEFAULT_MAX_FLOWS,
         }
     }
 

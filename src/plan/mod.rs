@@ -20,7 +20,7 @@ pub use call::{CallTemplate, RequestBuilder, SetupCall};
 pub use expr::Scope;
 pub use flow::{Capture, Check, Flow, ForEach, Pick, Step, Until, FOR_EACH_LIMIT};
 pub use header::{HeaderTemplate, HeaderText};
-pub use load::{LoadPlan, Pacing, Profile, Stage};
+pub use load::{LoadPlan, Pacing, Profile, Stage, DEFAULT_MAX_FLOWS};
 pub use mix::{BatchSize, Mix, MixBatch, MixCall, Next, Planned, ReplaySource};
 pub use pointer::Pointer;
 pub use poll::{Poll, PollSpec, Polled};

@@ -91,6 +91,9 @@ impl Scenario {
             recorded,
             groups,
             reconnect_every: load.reconnect_every,
+            max_flows: (load.max_flows).map_or(crate::plan::DEFAULT_MAX_FLOWS, |n| {
+                usize::try_from(n).unwrap_or(usize::MAX)
+            }),
         }
     }
 

@@ -24,6 +24,7 @@ pub(super) struct RawLoad {
     max_in_flight: Option<Spanned<i64>>,
     stages: Option<Spanned<Vec<RawStage>>>,
     reconnect_every: Option<Spanned<i64>>,
+    max_flows: Option<Spanned<i64>>,
 }
 
 #[derive(Deserialize)]
@@ -78,6 +79,9 @@ impl RawLoad {
                 .reconnect_every
                 .as_ref()
                 .map(|n| positive(at, n, "reconnect_every"))
+                .transpose()?,
+            max_flows: (self.max_flows.as_ref())
+                .map(|n| positive(at, n, "max_flows"))
                 .transpose()?,
         };
         if let Some(length) = load.duration {

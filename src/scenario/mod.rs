@@ -209,6 +209,9 @@ pub struct Load {
     /// A connection is closed after this many requests and opened anew,
     /// with its setup calls (`reconnect_every`).
     pub reconnect_every: Option<u64>,
+    /// Flows in flight that give their connection back between steps
+    /// (`max_flows`); `None`: `plan::DEFAULT_MAX_FLOWS`.
+    pub max_flows: Option<u64>,
 }
 
 #[derive(Clone, Debug)]
@@ -528,6 +531,7 @@ impl Scenario {
                 max_in_flight: None,
                 stages: Vec::new(),
                 reconnect_every: None,
+                max_flows: None,
             },
             flows: Vec::new(),
             calls: vec![CallSpec {

@@ -55,6 +55,8 @@ pub struct Overrides {
     pub jwt_secret: Option<PathBuf>,
     /// `--reconnect-every N`: each connection closed after N requests.
     pub reconnect_every: Option<u64>,
+    /// `--max-flows N`: flows in flight that give their connection back.
+    pub max_flows: Option<u64>,
     /// Added to the file's `[thresholds]`.
     pub thresholds: Vec<crate::thresholds::Threshold>,
     /// `--abort-on-fail GRACE`.
@@ -298,6 +300,9 @@ impl Overrides {
         }
         if let Some(every) = self.reconnect_every {
             scenario.load.reconnect_every = Some(at_least_one(every, "--reconnect-every")?);
+        }
+        if let Some(max) = self.max_flows {
+            scenario.load.max_flows = Some(at_least_one(max, "--max-flows")?);
         }
         if let Some(max) = self.max_in_flight {
             scenario.load.max_in_flight = Some(at_least_one(max, "--max-in-flight")?);

@@ -16,6 +16,9 @@ pub struct FlowCounts {
     pub failed_at: Vec<[u64; OutcomeKind::COUNT]>,
     /// Steps not sent because an earlier step of their flow failed.
     pub skipped: u64,
+    /// Flows that kept their connection through every step, the bound of
+    /// flows in flight (`max_flows`) being reached.
+    pub held: u64,
 }
 
 impl FlowCounts {
@@ -23,6 +26,7 @@ impl FlowCounts {
         FlowCounts {
             failed_at: vec![[0; OutcomeKind::COUNT]; steps],
             skipped: 0,
+            held: 0,
         }
     }
 
@@ -45,6 +49,7 @@ impl FlowCounts {
             }
         }
         self.skipped += other.skipped;
+        self.held += other.held;
     }
 }
 
@@ -63,6 +68,10 @@ pub struct FlowSummary {
     pub in_flight_at_end: u64,
     /// Steps never sent because an earlier one failed.
     pub skipped_steps: u64,
+    /// Flows that kept their connection through every step, the bound of
+    /// flows in flight (`max_flows`) being reached.
+    #[serde(default)]
+    pub held_connection: u64,
     /// Each step (from 1, in the file's order) and the flows that stopped
     /// there, by outcome; steps where none stopped are left out.
     pub failed_at: Vec<FailedStep>,
@@ -115,6 +124,7 @@ impl FlowSummary {
             failed: row.calls() - row.ok(),
             in_flight_at_end: 0,
             skipped_steps: counts.skipped,
+            held_connection: counts.held,
             failed_at,
         }
     }

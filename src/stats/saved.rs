@@ -80,6 +80,9 @@ pub struct SavedFlow {
     /// Per step, the flows that stopped there, by outcome name.
     pub failed_at: Vec<BTreeMap<String, u64>>,
     pub skipped: u64,
+    /// Absent from a shard of a volley before `max_flows`: none.
+    #[serde(default)]
+    pub held: u64,
 }
 
 impl SavedFlow {
@@ -89,6 +92,7 @@ impl SavedFlow {
                 .map(|outcomes| by_name(OutcomeKind::ALL.iter().map(|k| k.name()), outcomes))
                 .collect(),
             skipped: counts.skipped,
+            held: counts.held,
         }
     }
 
@@ -103,6 +107,7 @@ impl SavedFlow {
             }
         }
         counts.skipped = self.skipped;
+        counts.held = self.held;
         Ok(counts)
     }
 }

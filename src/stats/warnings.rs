@@ -45,6 +45,9 @@ pub enum WarningCode {
     BehindSchedule,
     /// Added up from the shards of one run by `volley merge`.
     Merged,
+    /// Flows kept their connection throughout: the bound of flows in
+    /// flight was reached.
+    FlowBound,
     /// A code a later volley added, unknown to this one.
     #[serde(other)]
     Other,
@@ -112,6 +115,9 @@ pub struct Facts {
     pub capacity: Capacity,
     /// Why the run was stopped early by whoever steered it (`abort_on_fail`).
     pub stopped_because: Option<String>,
+    /// The bound of flows in flight that give their connection back: the
+    /// engine fills it in.
+    pub max_flows: usize,
 }
 
 impl RunSummary {
@@ -180,6 +186,17 @@ fn of_figures(summary: &RunSummary, facts: &Facts) -> Vec<Warning> {
         warnings.push(Warning::new(
             WarningCode::TooShortToCompare,
             format!("a measured run of {run_shown} is too short for `volley compare` to tell a change from chance: measure at least {judged} s"),
+        ));
+    }
+    for flow in summary.flows.iter().filter(|f| f.held_connection > 0) {
+        warnings.push(Warning::new(
+            WarningCode::FlowBound,
+            format!(
+                "{} of {} kept a connection through every step: {} flows were in flight at once, the bound (--max-flows, load.max_flows); the others gave theirs back between steps",
+                count(flow.held_connection, "flow"),
+                flow.flow,
+                facts.max_flows
+            ),
         ));
     }
     if let Some(schedule) = summary.schedule.as_ref().filter(|s| s.behind) {
@@ -458,6 +475,7 @@ mod tests {
                 callers: 4,
             },
             stopped_because: Some("threshold failed".into()),
+            max_flows: 10,
         });
         assert_eq!(
             codes(&summary),

@@ -83,6 +83,9 @@ pub struct Peer {
     counts: Arc<PeerCounts>,
     /// Keep every call in `PeerCounts::seen`.
     log: bool,
+    /// Stands for a stateless transport (HTTP): flows give their
+    /// connection back between steps.
+    stateless: bool,
 }
 
 impl Peer {
@@ -93,6 +96,7 @@ impl Peer {
             cut_first: 0,
             counts: Arc::default(),
             log: false,
+            stateless: false,
         }
     }
 
@@ -120,6 +124,18 @@ impl Peer {
             log: true,
             ..Peer::new(latency)
         }
+    }
+
+    /// The same peer, standing for a stateless transport (HTTP).
+    pub fn stateless(self) -> Self {
+        Peer {
+            stateless: true,
+            ..self
+        }
+    }
+
+    pub fn is_stateless(&self) -> bool {
+        self.stateless
     }
 
     pub fn counts(&self) -> &PeerCounts {

@@ -346,6 +346,17 @@ impl Target {
         }
     }
 
+    /// Whether a connection carries no session, so that any connection
+    /// serves a flow's next step (HTTP/1.1 and h2; a WebSocket, a socket
+    /// or a child may hold a session's state).
+    pub fn is_stateless(&self) -> bool {
+        match self {
+            Target::Http(_) => true,
+            Target::Stream(_) => false,
+            Target::Memory(peer) => peer.is_stateless(),
+        }
+    }
+
     pub fn transport_name(&self) -> &'static str {
         match self {
             Target::Http(t) => transport_label(t.url(), t.http2),
