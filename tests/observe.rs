@@ -73,6 +73,46 @@ fn observe_pid_reports_the_cpu_proc_counts_for_the_run() {
 }
 
 #[test]
+fn each_stdio_childs_cpu_is_per_its_own_calls() {
+    let out = temp_dir("observe-children");
+    let scenario = out.with_extension("toml");
+    std::fs::write(
+        &scenario,
+        format!(
+            "command = [\"{}\", \"serve\", \"--stdio\"]\n[load]\nconcurrency = 3\nconnections = 3\nrequests = 300\n[[calls]]\nmethod = \"burn\"\nparams = [1]\n",
+            env!("CARGO_BIN_EXE_volley")
+        ),
+    )
+    .unwrap();
+    let output = volley()
+        .arg("run")
+        .arg(&scenario)
+        .args(["--no-tui", "-q", "--out"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
+    let summary = summary_json(&out);
+    let usage = summary["summary"]["server"].as_array().unwrap();
+    assert_eq!(usage.len(), 3, "one per connection: {usage:?}");
+    let shares: Vec<u64> = usage.iter().map(|u| u["calls"].as_u64().unwrap()).collect();
+    assert_eq!(
+        shares.iter().sum::<u64>(),
+        300,
+        "the run's calls, shared: {shares:?}"
+    );
+    assert!(shares.iter().all(|&n| n > 0 && n < 300), "{shares:?}");
+    for child in usage {
+        let (cpu, calls) = (
+            child["cpu_seconds"].as_f64().unwrap(),
+            child["calls"].as_f64().unwrap(),
+        );
+        let per_1000 = child["cpu_seconds_per_1000_calls"].as_f64().unwrap();
+        assert!((per_1000 - cpu * 1000.0 / calls).abs() < 1e-9, "{child}");
+    }
+}
+
+#[test]
 fn a_stdio_childs_memory_is_in_the_output_and_a_bad_pid_is_refused() {
     let out = temp_dir("observe-stdio");
     let scenario = out.with_extension("toml");

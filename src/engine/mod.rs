@@ -151,7 +151,11 @@ async fn run_placed(
         partial: cancel.is_cancelled(),
     };
     let mut summary = summarize(&shared, &mut gatherer, &snapshots.stage_bounds, ended, facts);
-    add_server_usage(&mut summary, &watched);
+    let sent_to = match &shared.target {
+        Target::Stream(t) => t.calls_by_child(),
+        _ => Vec::new(),
+    };
+    add_server_usage(&mut summary, &watched, &sent_to);
     summary
 }
 
@@ -288,11 +292,20 @@ fn watch_servers(observe: &[u32], children: Option<observe::Children>, measure_s
     Watching { task, stop, now }
 }
 
-/// Each watched process's usage over the run, and every second's.
-fn add_server_usage(summary: &mut RunSummary, watched: &[crate::stats::Watched]) {
+/// Each watched process's usage over the run, and every second's. A
+/// stdio child's CPU is per 1,000 of its own calls: the run's, by its
+/// share of the calls `sent_to` each child; another process's, per 1,000
+/// of all the run's.
+fn add_server_usage(summary: &mut RunSummary, watched: &[crate::stats::Watched], sent_to: &[(u32, u64)]) {
+    let own = |pid: u32| sent_to.iter().find(|(child, _)| *child == pid).map(|(_, n)| *n);
+    let to_watched: u64 = watched.iter().filter_map(|w| own(w.pid)).sum();
+    let calls = summary.total.calls;
     summary.server = watched
         .iter()
-        .filter_map(|w| w.summary(summary.total.calls))
+        .filter_map(|w| match own(w.pid) {
+            Some(sent) if to_watched > 0 => w.summary(share_of(calls, sent, to_watched)),
+            _ => w.summary(calls),
+        })
         .collect();
     if summary.server.is_empty() {
         return;
@@ -304,6 +317,11 @@ fn add_server_usage(summary: &mut RunSummary, watched: &[crate::stats::Watched])
             row.server_rss_bytes = Some(seconds.iter().map(|s| s.1).sum());
         }
     }
+}
+
+/// `calls` in the proportion `part` of `whole`, rounded.
+fn share_of(calls: u64, part: u64, whole: u64) -> u64 {
+    (calls as f64 * part as f64 / whole as f64).round() as u64
 }
 
 /// The shares of the run under way, on threads or as tasks.

@@ -525,6 +525,7 @@ mod tests {
             label: "pid 42".into(),
             cpu_seconds: 3.1,
             cpu_seconds_per_1000_calls: 0.5125,
+            calls: 6049,
             peak_rss_bytes: 45_200_000,
             final_rss_bytes: 44_000_000,
             samples: 4,

@@ -33,9 +33,14 @@ pub struct ServerUsage {
     /// CPU time used between the first reading in the measured run and the
     /// last one.
     pub cpu_seconds: f64,
-    /// That, per 1,000 calls the run counted (all processes' calls: the
-    /// server's own share of them is not known).
+    /// That, per 1,000 calls: a stdio child's own share of the run's
+    /// calls (by the calls sent to each child), any other process's all
+    /// the run's calls (its own share is not known).
     pub cpu_seconds_per_1000_calls: f64,
+    /// The calls that figure is per (absent from summaries written before
+    /// it was kept).
+    #[serde(default)]
+    pub calls: u64,
     pub peak_rss_bytes: u64,
     pub final_rss_bytes: u64,
     /// Readings taken (once a second, and at the end).
@@ -64,6 +69,7 @@ impl Watched {
             } else {
                 cpu_seconds * 1000.0 / calls as f64
             },
+            calls,
             peak_rss_bytes: measured.iter().map(|s| s.rss_bytes).max().unwrap_or(0),
             final_rss_bytes: last.rss_bytes,
             samples: measured.len(),

@@ -55,7 +55,8 @@ pub enum ChildEnd {
 
 impl StreamTarget {
     /// Starts the command; the child is killed and reaped when dropped.
-    pub(super) fn spawn(&self) -> Result<tokio::process::Child, TransportError> {
+    /// With it, the count of calls sent to it, which its connection keeps.
+    pub(super) fn spawn(&self) -> Result<(tokio::process::Child, super::ChildCalls), TransportError> {
         let StreamAddr::Stdio { argv, .. } = &self.addr else {
             unreachable!("a command target")
         };
@@ -70,10 +71,13 @@ impl StreamTarget {
             .kill_on_drop(true)
             .spawn()
             .map_err(|e| self.connect_error(e))
-            .inspect(|child| {
+            .map(|child| {
+                let calls = super::ChildCalls::default();
                 if let Some(pid) = child.id() {
-                    self.children.lock().unwrap_or_else(|p| p.into_inner()).push(pid);
+                    let mut children = self.children.lock().unwrap_or_else(|p| p.into_inner());
+                    children.push((pid, calls.clone()));
                 }
+                (child, calls)
             })
     }
 }

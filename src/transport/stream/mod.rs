@@ -18,3 +18,7 @@ mod target;
 pub use child::{hurry_shutdowns, ChildEnd};
 pub use mux::MuxConnection;
 pub use target::{StreamAddr, StreamTarget};
+
+/// The calls sent to one stdio child, shared by its connection (which
+/// counts them) and its target (which reads them).
+pub(crate) type ChildCalls = std::sync::Arc<std::sync::atomic::AtomicU64>;

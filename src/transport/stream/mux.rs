@@ -76,6 +76,8 @@ pub struct MuxConnection {
     pub(super) writer: tokio::sync::Mutex<Writer>,
     /// The child process of a stdio target, killed and reaped on drop.
     pub(super) child: RefCell<Option<tokio::process::Child>>,
+    /// The calls sent to that child, counted for its share of the load.
+    child_calls: std::cell::OnceCell<super::ChildCalls>,
     /// The last bytes the child wrote to stderr.
     pub(super) stderr_tail: RefCell<Vec<u8>>,
     /// First id of each request in flight.
@@ -102,6 +104,7 @@ impl MuxConnection {
         Rc::new(MuxConnection {
             writer: tokio::sync::Mutex::new(writer),
             child: RefCell::new(None),
+            child_calls: std::cell::OnceCell::new(),
             stderr_tail: RefCell::new(Vec::new()),
             waiting: RefCell::new(BTreeMap::new()),
             closed: Cell::new(false),
@@ -120,7 +123,7 @@ impl MuxConnection {
         let new = |writer| MuxConnection::new(writer, target.server_answers.clone());
         if let StreamAddr::Stdio { framing, .. } = target.addr {
             let content_length = framing == Framing::ContentLength;
-            let mut child = target.spawn()?;
+            let (mut child, calls) = target.spawn()?;
             let stdin = child.stdin.take().expect("piped");
             let stdout = child.stdout.take().expect("piped");
             let stderr = child.stderr.take().expect("piped");
@@ -131,6 +134,7 @@ impl MuxConnection {
             };
             let connection = new(writer);
             *connection.child.borrow_mut() = Some(child);
+            let _ = connection.child_calls.set(calls);
             let weak = Rc::downgrade(&connection);
             tokio::task::spawn_local(keep_stderr_tail(weak.clone(), stderr));
             if content_length {
@@ -233,6 +237,9 @@ impl MuxConnection {
                 "the connection had already closed when this call was made: {}",
                 self.closed_because()
             )));
+        }
+        if let Some(sent) = self.child_calls.get() {
+            sent.fetch_add(calls, std::sync::atomic::Ordering::Relaxed);
         }
         let answer = if calls > 0 {
             let (sender, receiver) = oneshot::channel();

@@ -41,8 +41,9 @@ pub struct StreamTarget {
     /// Sent with a WebSocket's opening handshake (an API key, say).
     headers: HandshakeHeaders,
     /// The process ids of the children started so far (stdio targets),
-    /// for whoever watches what the server spends.
-    pub(super) children: std::sync::Arc<std::sync::Mutex<Vec<u32>>>,
+    /// each with the calls sent to it, for whoever watches what the server
+    /// spends.
+    pub(super) children: std::sync::Arc<std::sync::Mutex<Vec<(u32, super::ChildCalls)>>>,
 }
 
 /// Header values may be secrets: `Debug` shows the names only. The made
@@ -129,7 +130,17 @@ impl StreamTarget {
 
     /// The children started so far, by process id (a stdio target's).
     pub fn children(&self) -> Vec<u32> {
-        self.children.lock().unwrap_or_else(|p| p.into_inner()).clone()
+        let children = self.children.lock().unwrap_or_else(|p| p.into_inner());
+        children.iter().map(|(pid, _)| *pid).collect()
+    }
+
+    /// The calls sent to each child so far, by process id: each child's
+    /// share of the load (setup calls and the warmup's too).
+    pub fn calls_by_child(&self) -> Vec<(u32, u64)> {
+        let children = self.children.lock().unwrap_or_else(|p| p.into_inner());
+        (children.iter())
+            .map(|(pid, calls)| (*pid, calls.load(std::sync::atomic::Ordering::Relaxed)))
+            .collect()
     }
 
     /// Whether connections are child processes.
