@@ -177,7 +177,7 @@ pub fn html(compared: Compared) -> String {
         let _ = write!(out, "<th>{name}</th>");
     }
     out.push_str("</tr>\n");
-    let mut after = Vec::new();
+    let mut after = String::new();
     for m in &report.methods {
         let row = [m.method.clone(), m.target.clone(), m.compared.to_string()];
         let row = row.map(|cell| esc(&cell));
@@ -208,14 +208,21 @@ pub fn html(compared: Compared) -> String {
                 esc(&values)
             );
         }
-        let label = format!("{} on {}", m.method, m.target);
-        after.extend(hint_of(report, m).map(|h| (label.clone(), hint_lines(h).join(" "))));
-        after.extend((m.examples.first()).map(|e| (label.clone(), format!("again: {}", e.reproduce))));
+        let label = esc(&format!("{} on {}", m.method, m.target));
+        if let Some(hint) = hint_of(report, m) {
+            let lines = hint_lines(hint);
+            let _ = write!(after, "<p>{label}: {}</p>\n<ul>", esc(&lines[0]));
+            for line in &lines[1..] {
+                let _ = write!(after, "<li>{}</li>", esc(line.trim_start()));
+            }
+            after.push_str("</ul>\n");
+        }
+        if let Some(example) = m.examples.first() {
+            let _ = writeln!(after, "<p>{label}: again: {}</p>", esc(&example.reproduce));
+        }
     }
     out.push_str("</table>\n");
-    for (label, line) in after {
-        let _ = writeln!(out, "<p>{}: {}</p>", esc(&label), esc(&line));
-    }
+    out.push_str(&after);
     out
 }
 
