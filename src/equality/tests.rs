@@ -278,8 +278,8 @@ fn blocks(count: u64, first: fn(u64) -> Value, other: fn(u64) -> Value) -> Equal
 fn every_answer_is_tallied_by_pointer_ranked_with_a_hint_for_what_every_answer_differs_at() {
     let report = blocks(
         10,
-        |_| ok(json!({"hash": "0x1", "gasLimit": "0x1", "miner": "0x0", "blobGasUsed": "0x0"})),
-        |n| ok(json!({"hash": "0x2", "gasLimit": "0x2", "miner": format!("0x{}", n % 3)})),
+        |_| ok(json!({"hash": "0x1", "gasLimit": "0x1", "author": "0x0", "blobGasUsed": "0x0"})),
+        |n| ok(json!({"hash": "0x2", "gasLimit": "0x2", "author": format!("0x{}", n % 3)})),
     );
     let row = &report.methods[0];
     assert_eq!((row.compared, row.mismatched), (10, 10));
@@ -288,14 +288,15 @@ fn every_answer_is_tallied_by_pointer_ranked_with_a_hint_for_what_every_answer_d
         .iter()
         .map(|f| (f.pointer.as_str(), f.kind, f.answers))
         .collect();
-    // n % 3 is 0 for 0, 3, 6 and 9: the miner differs in the other 6.
+    // n % 3 is 0 for 0, 3, 6 and 9: the author differs in the other 6,
+    // ranked last though its pointer comes first.
     assert_eq!(
         tally,
         [
             ("/result/blobGasUsed", DiffKind::Missing, 10),
             ("/result/gasLimit", DiffKind::Value, 10),
             ("/result/hash", DiffKind::Value, 10),
-            ("/result/miner", DiffKind::Value, 6),
+            ("/result/author", DiffKind::Value, 6),
         ]
     );
     let remedies: Vec<(&str, &[String])> = report.hints[0]

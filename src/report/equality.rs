@@ -276,4 +276,36 @@ mod tests {
         );
         assert!(!table.contains("compared       0 differ"), "{table}");
     }
+
+    #[test]
+    fn a_row_prints_sixteen_pointers_and_says_where_the_rest_are() {
+        let fields = (0..18)
+            .map(|i| FieldTally {
+                pointer: format!("/result/f{i:02}"),
+                kind: DiffKind::Extra,
+                answers: 3,
+                first: String::new(),
+                other: "1".into(),
+            })
+            .collect();
+        let report = EqualityReport {
+            compared: 3,
+            mismatched: 3,
+            methods: vec![MethodEquality {
+                method: "m".into(),
+                target: "b".into(),
+                compared: 3,
+                mismatched: 3,
+                fields,
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let table = table((&report, 1.0, None));
+        let lines: Vec<&str> = table.lines().filter(|l| l.starts_with("    ")).collect();
+        assert_eq!(lines.len(), 17, "{table}");
+        assert_eq!(lines[0], "    /result/f00  only on b  3 of 3");
+        assert_eq!(lines[15], "    /result/f15  only on b  3 of 3");
+        assert_eq!(lines[16], "    … 2 more pointers in summary.json");
+    }
 }
