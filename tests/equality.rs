@@ -37,12 +37,13 @@ fn anvil(request: &Value) -> (u16, String) {
     answer(request, block(), "0x7a69")
 }
 
-/// Ganache: no `blobGasUsed`, its own hash, root, time and mixHash, and
-/// its own chain id.
+/// Ganache: no `blobGasUsed`, a nonce that is a number, its own hash,
+/// root, time and mixHash, and its own chain id.
 fn ganache(request: &Value) -> (u16, String) {
     let mut block = block();
     let fields = block.as_object_mut().unwrap();
     fields.remove("blobGasUsed");
+    fields.insert("nonce".into(), json!(0));
     for (key, value) in [
         ("hash", "0xa2"),
         ("stateRoot", "0xb2"),
@@ -234,6 +235,7 @@ fn each_pointer_is_tallied_over_every_answer_ranked_and_told_missing_changed_or_
         tally(blocks),
         [
             field("/result/blobGasUsed", "missing", n),
+            field("/result/nonce", "type", n),
             field("/result/hash", "value", n),
             field("/result/mixHash", "value", n),
             field("/result/stateRoot", "value", n),
@@ -300,6 +302,7 @@ fn what_every_answer_differed_at_gets_a_hint_naming_the_set_or_writing_the_rule(
             &r#"a rule { method = "eth_chainId", rule = "ignore" }: /result"#.to_string(),
             &"ignore_sets = [\"dev_chain\"]: /result/hash, /result/mixHash, /result/stateRoot, /result/timestamp (what independent development chains differ in by construction)".to_string(),
             &rule("blobGasUsed"),
+            &rule("nonce"),
             &set.to_string(),
             &rule("nonce"),
             &rule("gasLimit"),
@@ -325,10 +328,14 @@ fn an_ignore_set_leaves_out_values_by_construction_and_fail_on_diff_judges_what_
     let c = calls(&out, "anvil", "eth_chainId");
     let equality = &summary_json(&out)["equality"];
     assert_eq!(equality["ignore_sets"], json!(["dev_chain"]));
-    // The hash, root, time and mixHash are gone; the field missing is not.
+    // The hash, root, time and mixHash are gone; the field missing, and
+    // the nonce of another type, are not.
     assert_eq!(
         tally(row(equality, "eth_getBlockByNumber", "ganache")),
-        [field("/result/blobGasUsed", "missing", n)]
+        [
+            field("/result/blobGasUsed", "missing", n),
+            field("/result/nonce", "type", n)
+        ]
     );
     assert_eq!(
         tally(row(equality, "eth_chainId", "ganache")),
