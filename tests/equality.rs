@@ -393,4 +393,14 @@ fn an_unknown_ignore_set_is_refused_with_its_file_line_and_key_before_anything_i
         "{stderr}"
     );
     assert_eq!(ASKED.load(Ordering::SeqCst), 0);
+    // A known set is said by `volley validate`, beside the rules.
+    let file = scenario("equality-known-set", &servers, r#"ignore_sets = ["dev_chain"]"#);
+    let said = volley().arg("validate").arg(&file).output().unwrap();
+    assert!(
+        text(&said.stdout)
+            .contains("answers:     compared on a 100% sample, 0 rule(s), ignore sets: dev_chain\n"),
+        "{}",
+        text(&said.stdout)
+    );
+    assert_eq!(ASKED.load(Ordering::SeqCst), 0);
 }
