@@ -364,13 +364,15 @@ pub struct RunArgs {
     #[arg(long, value_name = "LIMITS")]
     pub max_regression: Option<crate::compare::Tolerances>,
     /// With several targets, compare their answers to a sample of the same requests (key order,
-    /// ids and hex zeros ignored; the file's [equality] rules applied); mismatches per method.
+    /// ids and hex zeros ignored; the file's [equality] rules and ignore sets applied); mismatches
+    /// per method, and per JSON pointer over every answer compared.
     #[arg(long)]
     pub check_equal: bool,
     /// The share of requests whose answers are compared (default 1%); implies --check-equal.
     #[arg(long, value_name = "SHARE", value_parser = crate::scenario::parse_share)]
     pub check_equal_sample: Option<f64>,
-    /// Exit 2 when a target answered a compared call unlike the first (implies --check-equal).
+    /// Exit 2 when a target answered a compared call unlike the first, once the file's [equality]
+    /// rules and ignore sets are applied (implies --check-equal).
     #[arg(long)]
     pub fail_on_diff: bool,
     /// Method of a one-liner; with a file, replaces its mix with this one method.

@@ -51,14 +51,14 @@ pub fn describe(scenario: &Scenario, file: &str) -> String {
     if let Some(equality) = scenario.equality.as_ref().filter(|_| scenario.targets.len() > 1) {
         let _ = writeln!(
             out,
-            "answers:     compared on a {}% sample{}, {} rule(s)",
+            "answers:     compared on a {}% sample{}, {}",
             equality.sample * 100.0,
             if equality.pin_block {
                 ", \"latest\" pinned to the first target's head"
             } else {
                 ""
             },
-            equality.rules.len()
+            rules_said(equality)
         );
     }
     if scenario.version == crate::rpc::Version::V1 {
@@ -74,6 +74,31 @@ pub fn describe(scenario: &Scenario, file: &str) -> String {
 
     write_samples(&mut out, scenario, &plan, &mix, &polls);
     out
+}
+
+/// The file's `[equality]` rules and ignore sets, in words.
+fn rules_said(equality: &crate::scenario::Equality) -> String {
+    let sets: Vec<&str> = equality.ignore_sets.iter().map(|s| s.name).collect();
+    match sets.is_empty() {
+        true => format!("{} rule(s)", equality.rules.len()),
+        false => format!(
+            "{} rule(s), ignore sets: {}",
+            equality.rules.len(),
+            sets.join(", ")
+        ),
+    }
+}
+
+/// A replay's rules, those of ignore sets told apart (one set is many).
+fn replay_rules_said(rules: &[crate::scenario::EqualityRule]) -> String {
+    let from_sets = (rules.iter())
+        .filter(|r| r.kind == crate::scenario::RuleKind::IgnoreValue)
+        .count();
+    let own = rules.len() - from_sets;
+    match from_sets {
+        0 => format!("{own} [equality] rule(s)"),
+        n => format!("{own} [equality] rule(s) and {n} pointers of its ignore sets"),
+    }
 }
 
 fn write_tls(out: &mut String, tls: &TlsOptions) {
@@ -210,10 +235,10 @@ fn write_mix(out: &mut String, scenario: &Scenario) {
         if let Some(answers) = &replay.answers {
             let _ = writeln!(
                 out,
-                "expect:      every answer against the recorded one ({} of {} requests have one), {} [equality] rule(s)",
+                "expect:      every answer against the recorded one ({} of {} requests have one), {}",
                 answers.iter().filter(|a| a.is_some()).count(),
                 answers.len(),
-                replay.rules.len()
+                replay_rules_said(&replay.rules)
             );
         }
     } else {

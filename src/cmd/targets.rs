@@ -106,7 +106,7 @@ pub fn command(args: &RunArgs, mut scenario: Scenario) -> anyhow::Result<ExitCod
     )?;
     crate::output::print(&report::targets::table(&side_by_side, args.parallel_targets));
     if let Some((report, sample, pinned)) = compared {
-        crate::output::print(&report::targets::equality_table(report, sample, pinned));
+        crate::output::print(&report::equality::table((report, sample, pinned)));
     }
     crate::output::print(&format!(
         "\nresults: {} (each target's own in a directory named after it)\n",
@@ -142,7 +142,7 @@ fn compare_answers(
             captured: &run.report.captured,
         })
         .collect();
-    crate::equality::compare(&answers, &equality.rules)
+    crate::equality::compare(&answers, equality)
 }
 
 /// The live views over every target, said insecure first where they are.

@@ -284,7 +284,7 @@ pub fn html_page(
         ),
         report.result_line(),
     ];
-    side_by_side_page("volley A/B rounds", &head, &rows, &lines, targets)
+    side_by_side_page("volley A/B rounds", &head, &rows, (&lines, ""), targets)
 }
 
 /// The rounds as GitHub-flavoured Markdown.

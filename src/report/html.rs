@@ -94,7 +94,7 @@ svg{background:#fff;border:1px solid #e5e5e5}.warning{color:#9a6700}\
 svg text{font:12px system-ui,sans-serif;fill:#333}";
 
 /// Text safe in HTML and SVG.
-fn esc(text: &str) -> String {
+pub(super) fn esc(text: &str) -> String {
     text.replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")
@@ -203,7 +203,7 @@ pub fn compare_page(
     current: &Spectra,
 ) -> String {
     let runs = [("baseline", baseline), ("current", current)];
-    side_by_side_page("volley compare", head, rows, lines, &runs)
+    side_by_side_page("volley compare", head, rows, (lines, ""), &runs)
 }
 
 /// A page of runs side by side: a table (`head` its column names; a row's
@@ -213,7 +213,7 @@ pub fn side_by_side_page(
     title: &str,
     head: &[&str],
     rows: &[CompareRow],
-    lines: &[String],
+    (lines, section): (&[String], &str),
     runs: &[(&str, &Spectra)],
 ) -> String {
     let title = esc(title);
@@ -240,6 +240,8 @@ pub fn side_by_side_page(
     for line in lines {
         let _ = writeln!(out, "<p>{}</p>", esc(line));
     }
+    // A section of its own, already HTML (the answers compared).
+    out.push_str(section);
     out.push_str("<div class=\"charts\">\n");
     let tags: std::collections::BTreeSet<&String> = runs.iter().flat_map(|(_, s)| s.keys()).collect();
     for tag in tags {

@@ -3,6 +3,7 @@
 pub mod checkpoint;
 mod ci;
 mod csv;
+pub mod equality;
 pub mod hlog;
 pub mod html;
 mod json;

@@ -8,13 +8,10 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
+use super::equality::Compared;
 use super::{csv, hlog, html, ReportError, RunReport};
 use crate::equality::EqualityReport;
 use crate::stats::MethodSummary;
-
-/// The targets' answers compared: the findings, the share of requests
-/// sampled, and the block pinned for `"latest"`, if one was.
-pub type Compared<'a> = (&'a EqualityReport, f64, Option<&'a str>);
 
 #[derive(Serialize)]
 struct EqualityDocument<'a> {
@@ -340,17 +337,12 @@ fn page(runs: &[TargetRun], compared: Option<Compared>) -> Vec<u8> {
         .collect();
     let spectra: Vec<html::Spectra> = runs.iter().map(|r| super::latencies(r.report).spectra).collect();
     let named: Vec<(&str, &html::Spectra)> = runs.iter().map(|r| r.name).zip(&spectra).collect();
-    let mut lines = vec![format!(
+    let lines = [format!(
         "Ratios are to {first}; each target's own report is in its directory."
     )];
-    if let Some(compared) = compared {
-        lines.extend(
-            equality_table(compared.0, compared.1, compared.2)
-                .lines()
-                .map(String::from),
-        );
-    }
-    html::side_by_side_page("volley: targets side by side", &head, &rows, &lines, &named).into_bytes()
+    let answers = compared.map_or(String::new(), super::equality::html);
+    let title = "volley: targets side by side";
+    html::side_by_side_page(title, &head, &rows, (&lines, &answers), &named).into_bytes()
 }
 
 /// Writes the side-by-side files into `dir` (each target's own are in
@@ -369,53 +361,6 @@ pub fn write_files(
         ("summary.json", summary_json(runs, parallel, compared)),
     ];
     super::write_whole(dir, files.iter().map(|(name, bytes)| (*name, bytes.as_slice())))
-}
-
-/// The targets' answers compared: per method, the share that differed,
-/// and the first example of each with what reproduces it.
-pub fn equality_table(report: &EqualityReport, sample: f64, pinned: Option<&str>) -> String {
-    let mut out = format!(
-        "\nanswers compared with the first target's (a {}% sample of the requests{}): {} calls, {} answered otherwise",
-        sample * 100.0,
-        pinned.map_or(String::new(), |b| format!(", \"latest\" pinned to block {b}")),
-        report.compared,
-        report.mismatched
-    );
-    if report.ignored > 0 {
-        let _ = write!(out, ", {} ignored by a rule", report.ignored);
-    }
-    if report.not_compared > 0 {
-        let _ = write!(
-            out,
-            ", {} not compared (unanswered on a target)",
-            report.not_compared
-        );
-    }
-    out.push('\n');
-    for m in &report.methods {
-        if m.compared == 0 && m.ignored > 0 {
-            let _ = writeln!(
-                out,
-                "  {:<24} {:<16} {:>7} ignored (a rule without a pointer: its answers are not compared)",
-                m.method, m.target, m.ignored
-            );
-            continue;
-        }
-        let _ = writeln!(
-            out,
-            "  {:<24} {:<16} {:>7} compared {:>7} differ ({:.2}%)",
-            m.method,
-            m.target,
-            m.compared,
-            m.mismatched,
-            m.mismatch_rate * 100.0
-        );
-        if let Some(example) = m.examples.first() {
-            let _ = writeln!(out, "    {}", example.differences.join("; "));
-            let _ = writeln!(out, "    again: {}", example.reproduce);
-        }
-    }
-    out
 }
 
 #[cfg(test)]
@@ -449,52 +394,5 @@ mod tests {
         assert_eq!((none.calls_per_s, none.p50, none.p99), (None, None, None));
         let infinite = Ratios::of(&summary(f64::INFINITY, 1.0, 8.0), &first);
         assert_eq!(infinite.calls_per_s, None);
-    }
-
-    #[test]
-    fn the_equality_line_says_what_was_not_compared_only_when_something_was_not() {
-        let mut report = EqualityReport {
-            compared: 10,
-            mismatched: 1,
-            ..Default::default()
-        };
-        let line = equality_table(&report, 0.5, Some("0x10"));
-        assert_eq!(
-            line,
-            "\nanswers compared with the first target's (a 50% sample of the requests, \"latest\" pinned to block 0x10): 10 calls, 1 answered otherwise\n"
-        );
-        report.not_compared = 1;
-        let line = equality_table(&report, 1.0, None);
-        assert!(
-            line.ends_with("10 calls, 1 answered otherwise, 1 not compared (unanswered on a target)\n"),
-            "{line}"
-        );
-    }
-
-    #[test]
-    fn a_method_a_rule_ignores_is_said_to_be_ignored_not_compared() {
-        let report = EqualityReport {
-            compared: 10,
-            ignored: 4,
-            methods: vec![crate::equality::MethodEquality {
-                method: "eth_blockNumber".into(),
-                target: "b".into(),
-                ignored: 4,
-                ..Default::default()
-            }],
-            ..Default::default()
-        };
-        let table = equality_table(&report, 1.0, None);
-        assert!(
-            table.contains("10 calls, 0 answered otherwise, 4 ignored by a rule\n"),
-            "{table}"
-        );
-        assert!(
-            table.contains(
-                "eth_blockNumber          b                      4 ignored (a rule without a pointer"
-            ),
-            "{table}"
-        );
-        assert!(!table.contains("compared       0 differ"), "{table}");
     }
 }

@@ -6,6 +6,9 @@ use toml::Spanned;
 
 use super::error::{Locator, ScenarioError};
 
+mod ignore_sets;
+pub use ignore_sets::{IgnoreSet, IGNORE_SETS};
+
 /// Comparing the targets' answers to the same requests.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Equality {
@@ -15,6 +18,27 @@ pub struct Equality {
     /// param says `"latest"`, so every target answers about the same block.
     pub pin_block: bool,
     pub rules: Vec<EqualityRule>,
+    /// Named sets of pointers whose values are left out (`ignore_sets`).
+    pub ignore_sets: Vec<&'static IgnoreSet>,
+}
+
+impl Equality {
+    /// Compares every answer, by no rule and no set, on `sample` of them.
+    pub fn sampled(sample: f64) -> Equality {
+        Equality {
+            sample,
+            pin_block: false,
+            rules: Vec::new(),
+            ignore_sets: Vec::new(),
+        }
+    }
+
+    /// The rules answers are compared by: the sets' first, so a rule of
+    /// the file's own at the same pointer (the last that matches) wins.
+    pub fn all_rules(&self) -> Vec<EqualityRule> {
+        let sets = self.ignore_sets.iter().flat_map(|s| s.rules());
+        sets.chain(self.rules.iter().cloned()).collect()
+    }
 }
 
 pub use crate::rpc::same::{glob, pointer_matches, EqualityRule, RuleKind};
@@ -30,6 +54,8 @@ pub(super) struct RawEquality {
     pin_block: bool,
     #[serde(default)]
     rules: Vec<Spanned<RawRule>>,
+    #[serde(default)]
+    ignore_sets: Vec<Spanned<String>>,
 }
 
 #[derive(Deserialize)]
@@ -80,10 +106,20 @@ impl RawEquality {
                     .map_err(|m| at.error(Some(raw.span()), Some(&key), m))
             })
             .collect::<Result<_, _>>()?;
+        let mut ignore_sets: Vec<&'static IgnoreSet> = Vec::new();
+        for (i, name) in self.ignore_sets.iter().enumerate() {
+            let key = format!("equality.ignore_sets[{i}]");
+            let set =
+                IgnoreSet::named(name.get_ref()).map_err(|m| at.error(Some(name.span()), Some(&key), m))?;
+            if !ignore_sets.contains(&set) {
+                ignore_sets.push(set);
+            }
+        }
         Ok(Equality {
             sample,
             pin_block: self.pin_block,
             rules,
+            ignore_sets,
         })
     }
 }

@@ -12,7 +12,9 @@ mod raw;
 mod replay;
 
 pub use compile::Compiled;
-pub use equality::{glob, parse_share, pointer_matches, Equality, EqualityRule, RuleKind};
+pub use equality::{
+    glob, parse_share, pointer_matches, Equality, EqualityRule, IgnoreSet, RuleKind, IGNORE_SETS,
+};
 pub use error::{Located, ScenarioError};
 pub use overrides::{parse_header, Overrides};
 

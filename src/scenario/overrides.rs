@@ -216,11 +216,8 @@ impl Overrides {
             scenario.targets = super::NamedTarget::from_urls(&urls);
         }
         if self.check_equal || self.check_equal_sample.is_some() {
-            let equality = scenario.equality.get_or_insert_with(|| super::Equality {
-                sample: super::equality::DEFAULT_SAMPLE,
-                pin_block: false,
-                rules: Vec::new(),
-            });
+            let equality = (scenario.equality)
+                .get_or_insert_with(|| super::Equality::sampled(super::equality::DEFAULT_SAMPLE));
             if let Some(share) = self.check_equal_sample {
                 equality.sample = share;
             }

@@ -198,7 +198,7 @@ impl RawScenario {
         let version = self.version(at)?;
         let equality = self.equality.as_ref().map(|e| e.validate(at)).transpose()?;
         if let (Some(replay), Some(equality)) = (&mut replay, &equality) {
-            replay.rules.clone_from(&equality.rules);
+            replay.rules = equality.all_rules();
         }
         let abort_on_fail = self.abort_on_fail(at)?;
         let protocol_at = self.protocol.as_ref().map(Spanned::span);

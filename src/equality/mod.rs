@@ -2,7 +2,12 @@
 //! every target kept in its sample (request N is the same everywhere) is
 //! compared call by call with the first target's answer: structurally
 //! (key order and `id` ignored, hex quantities as numbers), under the
-//! scenario's rules per method and JSON pointer.
+//! scenario's rules per method and JSON pointer and its ignore sets. Each
+//! method's differences on each target are tallied by pointer (`tally.rs`);
+//! pointers every answer differed at get a hint (`hint.rs`).
+
+mod hint;
+mod tally;
 
 use std::collections::BTreeMap;
 
@@ -10,8 +15,12 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::engine::Captured;
-use crate::rpc::same::{differences, method_ignored};
-use crate::scenario::EqualityRule;
+use crate::rpc::same::{diff, method_ignored};
+use crate::scenario::{Equality, EqualityRule};
+
+pub use hint::{Hint, Remedy};
+pub use tally::FieldTally;
+use tally::Tally;
 
 /// Examples of mismatches kept per method.
 pub const EXAMPLES: usize = 5;
@@ -50,6 +59,10 @@ pub struct MethodEquality {
     /// Calls a rule left out whole (`rule = "ignore"` without a pointer):
     /// neither compared nor counted as not compared.
     pub ignored: u64,
+    /// Per JSON pointer, the answers that differed there, most first.
+    pub fields: Vec<FieldTally>,
+    /// Differences at pointers past the first 256 of this row, not tallied.
+    pub fields_untallied: u64,
     pub examples: Vec<Mismatch>,
 }
 
@@ -65,6 +78,11 @@ pub struct EqualityReport {
     /// comparison and of this count: the other target never sent them.
     pub not_compared: u64,
     pub methods: Vec<MethodEquality>,
+    /// The ignore sets whose values were left out.
+    pub ignore_sets: Vec<&'static str>,
+    /// Where every answer of a method differed at the same pointers: the
+    /// set or rule that would leave each out.
+    pub hints: Vec<Hint>,
 }
 
 impl EqualityReport {
@@ -73,10 +91,16 @@ impl EqualityReport {
     }
 }
 
-/// Compares every other target's answers with the first's.
-pub fn compare(targets: &[TargetAnswers], rules: &[EqualityRule]) -> EqualityReport {
+/// A method's row as it is counted, with its tally.
+type Rows = BTreeMap<(String, usize), (MethodEquality, Tally)>;
+
+/// Compares every other target's answers with the first's, by the rules
+/// and ignore sets of `equality`.
+pub fn compare(targets: &[TargetAnswers], equality: &Equality) -> EqualityReport {
     let mut report = EqualityReport::default();
-    let mut methods: BTreeMap<(String, usize), MethodEquality> = BTreeMap::new();
+    let mut methods: Rows = BTreeMap::new();
+    let rules = equality.all_rules();
+    let rules = rules.as_slice();
     let Some((first, others)) = targets.split_first() else {
         return report;
     };
@@ -102,11 +126,14 @@ pub fn compare(targets: &[TargetAnswers], rules: &[EqualityRule]) -> EqualityRep
     }
     report.methods = methods
         .into_values()
-        .map(|mut m| {
+        .map(|(mut m, tally)| {
             m.mismatch_rate = m.mismatched as f64 / m.compared.max(1) as f64;
+            (m.fields, m.fields_untallied) = tally.ranked();
             m
         })
         .collect();
+    report.ignore_sets = equality.ignore_sets.iter().map(|s| s.name).collect();
+    report.hints = hint::hints(&report.methods, &equality.ignore_sets);
     report
 }
 
@@ -127,7 +154,7 @@ impl Pair<'_> {
         n: usize,
         rules: &[EqualityRule],
         report: &mut EqualityReport,
-        methods: &mut BTreeMap<(String, usize), MethodEquality>,
+        methods: &mut Rows,
     ) {
         if self.kept.entries[k].id.is_none() {
             return;
@@ -139,7 +166,7 @@ impl Pair<'_> {
         };
         let method = call["method"].as_str().unwrap_or("?").to_string();
         if method_ignored(&method, rules) {
-            let stats = methods_row(methods, &method, n, self.other.name);
+            let (stats, _) = methods_row(methods, &method, n, self.other.name);
             stats.ignored += 1;
             report.ignored += 1;
             return;
@@ -148,21 +175,22 @@ impl Pair<'_> {
             report.not_compared += 1;
             return;
         };
-        let differences = differences(&method, &a, &b, rules);
-        let stats = methods_row(methods, &method, n, self.other.name);
+        let found = diff(&method, &a, &b, rules);
+        let (stats, tally) = methods_row(methods, &method, n, self.other.name);
         stats.compared += 1;
         report.compared += 1;
-        if differences.is_empty() {
+        if found.is_empty() {
             return;
         }
         stats.mismatched += 1;
         report.mismatched += 1;
+        tally.add(&found.fields);
         if stats.examples.len() < EXAMPLES {
             let request = serde_json::to_string(call).unwrap_or_default();
             stats.examples.push(Mismatch {
                 method,
                 target: self.other.name.to_string(),
-                differences,
+                differences: found.listed.iter().map(ToString::to_string).collect(),
                 reproduce: reproduce(&request, self.other),
                 request,
             });
@@ -172,18 +200,20 @@ impl Pair<'_> {
 
 /// The row of `method` against other target number `n`, made on first use.
 fn methods_row<'m>(
-    methods: &'m mut BTreeMap<(String, usize), MethodEquality>,
+    methods: &'m mut Rows,
     method: &str,
     n: usize,
     target: &str,
-) -> &'m mut MethodEquality {
-    methods
-        .entry((method.to_string(), n))
-        .or_insert_with(|| MethodEquality {
+) -> (&'m mut MethodEquality, &'m mut Tally) {
+    let (row, tally) = methods.entry((method.to_string(), n)).or_insert_with(|| {
+        let row = MethodEquality {
             method: method.to_string(),
             target: target.to_string(),
             ..Default::default()
-        })
+        };
+        (row, Tally::default())
+    });
+    (row, tally)
 }
 
 /// The answer to entry `k` of a kept request: the whole answer of a single
@@ -218,153 +248,4 @@ fn reproduce(request: &str, target: &TargetAnswers) -> String {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::scenario::RuleKind;
-    use serde_json::json;
-
-    fn rule(method: &str, pointer: Option<&str>, kind: RuleKind) -> EqualityRule {
-        EqualityRule {
-            method: method.into(),
-            pointer: pointer.map(String::from),
-            kind,
-        }
-    }
-
-    fn ok(result: Value) -> Value {
-        json!({"jsonrpc": "2.0", "result": result, "id": 1})
-    }
-
-    fn err(code: i64, message: &str) -> Value {
-        json!({"jsonrpc": "2.0", "error": {"code": code, "message": message}, "id": 2})
-    }
-
-    fn alike(a: &Value, b: &Value, rules: &[EqualityRule]) -> bool {
-        differences("eth_call", a, b, rules).is_empty()
-    }
-
-    #[test]
-    fn key_order_ids_and_hex_zeros_do_not_count() {
-        let a = json!({"jsonrpc": "2.0", "result": {"a": 1, "b": "0x01"}, "id": 1});
-        let b: Value =
-            serde_json::from_str(r#"{"id": 99, "result": {"b": "0x1", "a": 1}, "jsonrpc": "2.0"}"#).unwrap();
-        assert!(alike(&a, &b, &[]));
-        assert!(!alike(&ok(json!("0x1")), &ok(json!("0x2")), &[]));
-        assert!(
-            !alike(&ok(json!("0xzz")), &ok(json!("0xZZ")), &[]),
-            "not hex: compared as text"
-        );
-        assert_eq!(
-            differences(
-                "m",
-                &ok(json!({"a": [1, 2]})),
-                &ok(json!({"a": [1, 3], "c": 0})),
-                &[]
-            ),
-            ["/a/1: 2 against 3", "/c: missing in the first"]
-        );
-    }
-
-    #[test]
-    fn ignore_skips_the_pointers_it_names() {
-        let ignore = [rule("eth_*", Some("/blocks/*/timestamp"), RuleKind::Ignore)];
-        let a = ok(json!({"blocks": [{"timestamp": 1, "n": 1}]}));
-        let b = ok(json!({"blocks": [{"timestamp": 2, "n": 1}]}));
-        let c = ok(json!({"blocks": [{"timestamp": 2, "n": 2}]}));
-        assert!(alike(&a, &b, &ignore));
-        assert!(!alike(&a, &c, &ignore), "only the pointer named");
-        assert!(
-            !differences("net_version", &a, &b, &ignore).is_empty(),
-            "only the methods named"
-        );
-    }
-
-    #[test]
-    fn a_rule_without_a_pointer_takes_the_whole_answer() {
-        let ignore = [rule("eth_blockNumber", None, RuleKind::Ignore)];
-        let (a, b) = (ok(json!("0x1")), ok(json!("0x2")));
-        assert!(differences("eth_blockNumber", &a, &b, &ignore).is_empty());
-        assert!(differences("eth_blockNumber", &a, &err(-1, "x"), &ignore).is_empty());
-        assert!(
-            !differences("eth_chainId", &a, &b, &ignore).is_empty(),
-            "only the method named"
-        );
-        let close = [rule("eth_gasPrice", None, RuleKind::NumericTolerance(0.1))];
-        assert!(differences("eth_gasPrice", &ok(json!("0x64")), &ok(json!("0x6a")), &close).is_empty());
-        assert!(!differences("eth_gasPrice", &ok(json!("0x64")), &ok(json!("0x78")), &close).is_empty());
-        // An error rule before a value rule does not hide it.
-        let both = [
-            rule("*", Some("/a"), RuleKind::Ignore),
-            rule("*", None, RuleKind::ErrorCodeOnly),
-        ];
-        assert!(differences("m", &ok(json!({"a": 1})), &ok(json!({"a": 2})), &both).is_empty());
-    }
-
-    #[test]
-    fn numeric_tolerance_takes_close_numbers_and_hex_quantities() {
-        let tolerance = [rule("*", Some("/gas"), RuleKind::NumericTolerance(0.05))];
-        assert!(
-            alike(
-                &ok(json!({"gas": "0x64"})),
-                &ok(json!({"gas": "0x67"})),
-                &tolerance
-            ),
-            "100 and 103"
-        );
-        assert!(
-            !alike(
-                &ok(json!({"gas": "0x64"})),
-                &ok(json!({"gas": "0x6e"})),
-                &tolerance
-            ),
-            "100 and 110"
-        );
-        assert!(
-            alike(&ok(json!({"gas": 1000})), &ok(json!({"gas": 1050})), &tolerance),
-            "within 5% of the larger"
-        );
-        assert!(!alike(
-            &ok(json!({"gas": 1000})),
-            &ok(json!({"gas": 1060})),
-            &tolerance
-        ));
-    }
-
-    #[test]
-    fn errors_are_equal_by_code_or_presence_only_when_a_rule_says() {
-        let (a, b, c) = (
-            err(-32000, "out of gas"),
-            err(-32000, "execution reverted"),
-            err(3, "reverted"),
-        );
-        assert!(!alike(&a, &b, &[]), "by default the whole error counts");
-        let by_code = [rule("eth_call", None, RuleKind::ErrorCodeOnly)];
-        assert!(alike(&a, &b, &by_code));
-        assert!(!alike(&a, &c, &by_code));
-        let by_presence = [rule("eth_call", None, RuleKind::ErrorPresenceOnly)];
-        assert!(alike(&a, &c, &by_presence));
-        assert!(
-            !alike(&a, &ok(json!(null)), &by_presence),
-            "an error is no result"
-        );
-        assert_eq!(
-            differences("eth_call", &ok(json!(1)), &c, &[]),
-            ["a result against an error (code 3)"]
-        );
-    }
-
-    #[test]
-    fn a_mismatch_can_be_sent_again_without_showing_secrets() {
-        let target = TargetAnswers {
-            name: "b",
-            url: "http://127.0.0.1:8545",
-            header_names: &["Authorization".to_string()],
-            captured: &[],
-        };
-        let line = reproduce(r#"{"method":"it's"}"#, &target);
-        assert_eq!(
-            line,
-            r#"curl -sS -X POST -H 'Content-Type: application/json' -H 'Authorization: <value not shown>' --data '{"method":"it'\''s"}' http://127.0.0.1:8545"#
-        );
-    }
-}
+mod tests;
