@@ -14,7 +14,7 @@ pub use encode::{request, About, Figures, CALL_DURATION, STATES};
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use prost::Message;
 use tokio::task::JoinHandle;
@@ -38,8 +38,11 @@ struct Shared {
     poster: Poster,
     feed: Arc<Feed>,
     about: About,
-    /// Each target's start, ns since 1970, fixed when first seen.
-    starts: Mutex<BTreeMap<String, u64>>,
+    /// Each target's start (ns since 1970) and the run time its last
+    /// snapshot had: the start is fixed when first seen, and again when a
+    /// new run of the target begins (an A/B round), since a cumulative
+    /// series that starts over must say so by a new start.
+    starts: Mutex<BTreeMap<String, (u64, Duration)>>,
     /// The one warning: said at once, or kept for the end while the
     /// dashboard holds the terminal.
     warning: Mutex<Warning>,
@@ -116,6 +119,18 @@ async fn push_every_interval(shared: Arc<Shared>, stop: CancellationToken) {
     }
 }
 
+/// A target's start, from `kept` (its start and the run time last seen;
+/// zeros when never seen): fixed when first seen, and again when its run
+/// time goes back, a new run of it having begun.
+fn start_of(kept: &mut (u64, Duration), elapsed: Duration, now: SystemTime) -> u64 {
+    let (started, seen) = kept;
+    if *started == 0 || elapsed < *seen {
+        *started = unix_nanos(now.checked_sub(elapsed).unwrap_or(now));
+    }
+    *seen = elapsed;
+    *started
+}
+
 fn unix_nanos(time: SystemTime) -> u64 {
     let since = time.duration_since(UNIX_EPOCH).unwrap_or_default();
     since.as_nanos().min(u128::from(u64::MAX)) as u64
@@ -133,15 +148,14 @@ impl Shared {
             let now = SystemTime::now();
             let mut starts = self.starts.lock().unwrap_or_else(|p| p.into_inner());
             let targets: Vec<Figures> = (snapshots.iter())
-                .map(|(info, snapshot)| {
-                    let started = *starts
-                        .entry(info.name.clone())
-                        .or_insert_with(|| unix_nanos(now.checked_sub(snapshot.elapsed).unwrap_or(now)));
-                    Figures {
-                        info,
-                        snapshot,
-                        started_ns: started,
-                    }
+                .map(|(info, snapshot)| Figures {
+                    info,
+                    snapshot,
+                    started_ns: start_of(
+                        starts.entry(info.name.clone()).or_default(),
+                        snapshot.elapsed,
+                        now,
+                    ),
                 })
                 .collect();
             let request = request(&self.about, &targets, unix_nanos(now));
@@ -212,4 +226,34 @@ fn run_id() -> String {
         &hex[16..20],
         &hex[20..]
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_target_s_start_holds_until_a_new_run_of_it_begins() {
+        let at = |s: u64| UNIX_EPOCH + Duration::from_secs(s);
+        let mut kept = Default::default();
+        let first = start_of(&mut kept, Duration::from_secs(2), at(100));
+        assert_eq!(first, 98_000_000_000);
+        assert_eq!(
+            start_of(&mut kept, Duration::from_secs(7), at(105)),
+            first,
+            "the same run"
+        );
+        let again = start_of(&mut kept, Duration::from_secs(1), at(200));
+        assert_eq!(again, 199_000_000_000, "an A/B round starts over");
+    }
+
+    #[test]
+    fn a_run_id_is_written_as_a_version_4_uuid() {
+        let id = run_id();
+        let parts: Vec<usize> = id.split('-').map(str::len).collect();
+        assert_eq!(parts, [8, 4, 4, 4, 12], "{id}");
+        assert_eq!(&id[14..15], "4", "{id}");
+        assert!("89ab".contains(&id[19..20]), "{id}");
+        assert_ne!(run_id(), id);
+    }
 }
