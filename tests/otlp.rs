@@ -325,6 +325,36 @@ fn a_collector_that_is_down_is_said_once_and_the_run_ends_as_without_it() {
 }
 
 #[test]
+fn a_collector_that_never_answers_holds_up_neither_the_run_nor_its_end() {
+    // Connections are taken into the backlog and never answered.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let collector = format!("http://{}", silent.local_addr().unwrap());
+    let args = [
+        "--target",
+        "builtin",
+        "--method",
+        "eth_blockNumber",
+        "-d",
+        "1s",
+        "-c",
+        "2",
+    ];
+    let env = [
+        ("OTEL_EXPORTER_OTLP_TIMEOUT", "200"),
+        ("OTEL_METRIC_EXPORT_INTERVAL", "50"),
+    ];
+    let out = temp_dir("otlp-silent");
+    let output = run(&[&args[..], &["--otlp", &collector]].concat(), &env, &out);
+    let stderr = text(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    let said: Vec<&str> = stderr.lines().filter(|l| l.contains("OTLP")).collect();
+    assert_eq!(said.len(), 1, "{stderr}");
+    assert!(said[0].contains("did not answer within 200ms"), "{}", said[0]);
+    assert!(summary_json(&out)["summary"]["total"]["calls"].as_u64().unwrap() > 0);
+    drop(silent);
+}
+
+#[test]
 fn a_bad_otlp_url_is_refused_naming_the_flag_or_the_key_before_anything_is_sent() {
     let out = temp_dir("otlp-bad-flag");
     let output = run(
