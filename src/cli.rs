@@ -514,6 +514,11 @@ pub struct RunArgs {
     /// long (e.g. 30s), so a last scrape finds them; Ctrl-C ends it at once.
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     pub linger: Option<Duration>,
+    /// Push the run's metrics to an OpenTelemetry collector at URL/v1/metrics (OTLP/HTTP), every
+    /// few seconds and at the end, by OpenTelemetry's JSON-RPC conventions; replaces the file's
+    /// `otlp` (default: $OTEL_EXPORTER_OTLP_ENDPOINT; headers from $OTEL_EXPORTER_OTLP_HEADERS).
+    #[arg(long, value_name = "URL")]
+    pub otlp: Option<String>,
     /// Run shard I of N (from 0): this machine takes every N-th request from the I-th, its share
     /// of the connections, rate and calls in flight, and ids no other shard uses. `volley merge`
     /// joins the shards' result directories.

@@ -15,6 +15,7 @@ pub mod init;
 pub mod jwt;
 pub mod merge;
 pub mod metrics;
+pub mod otlp;
 pub mod output;
 pub mod plan;
 pub mod proxy;

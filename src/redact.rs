@@ -8,6 +8,10 @@
 //! `https://NAME.quiknode.pro/TOKEN/`) and the query (`?apikey=KEY`). Each
 //! goes; the scheme, host, port and the rest of the path stay, so two runs
 //! are still told apart.
+//!
+//! A value that is a secret whole (a header's from
+//! `OTEL_EXPORTER_OTLP_HEADERS`) is held as a [`Secret`], which no print
+//! shows.
 
 /// What stands where a secret was.
 pub const HIDDEN: &str = "…";
@@ -32,6 +36,35 @@ const KEY_SEGMENTS: &[(&str, usize)] = &[
     ("getblock.io", 0),    // /KEY/...
     ("drpc.org", 1),       // /ogrpc?network=...&dkey=KEY, or /eth/KEY
 ];
+
+/// A value never shown: its `Display` and `Debug` both write `…`, so no
+/// error, log or debug print of what holds it can leak it. Only `expose`
+/// hands it over, to where it is sent.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(String);
+
+impl Secret {
+    pub fn new(value: impl Into<String>) -> Secret {
+        Secret(value.into())
+    }
+
+    /// The value whole: for the request it goes in, never for output.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Display for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(HIDDEN)
+    }
+}
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Secret({HIDDEN})")
+    }
+}
 
 /// `v1`, `v2`, `v3`...: a version, after which providers put the key.
 fn is_version(segment: &str) -> bool {
@@ -146,7 +179,15 @@ fn shown_query(query: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::{host, url};
+    use super::{host, url, Secret};
+
+    #[test]
+    fn a_secret_never_shows_in_any_print() {
+        let secret = Secret::new("Bearer s3cret-token");
+        let printed = format!("{secret} {secret:?} {:?}", vec![("authorization", &secret)]);
+        assert!(!printed.contains("s3cret"), "{printed}");
+        assert_eq!(secret.expose(), "Bearer s3cret-token");
+    }
 
     #[test]
     fn user_information_is_never_shown() {

@@ -10,8 +10,8 @@ use std::path::Path;
 const LAYERS: &[&[&str]] = &[
     &["cli", "cmd"],
     &[
-        "check", "compare", "endpoint", "equality", "feed", "init", "merge", "metrics", "output", "proxy",
-        "report", "results", "serve", "sweep", "tui", "validate", "web",
+        "check", "compare", "endpoint", "equality", "feed", "init", "merge", "metrics", "otlp", "output",
+        "proxy", "report", "results", "serve", "sweep", "tui", "validate", "web",
     ],
     &["scenario"],
     &["engine", "thresholds"],

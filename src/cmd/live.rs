@@ -20,6 +20,7 @@ use crate::cli::RunArgs;
 use crate::endpoint::View;
 use crate::engine::Control;
 use crate::feed::{Feed, TargetInfo};
+use crate::otlp::Exporter;
 use crate::report::{self, RunReport};
 use crate::scenario::{NamedTarget, Scenario, TargetSpec};
 use crate::stats::Snapshot;
@@ -42,6 +43,8 @@ pub(super) struct Live {
     serving: bool,
     web: Option<Web>,
     tui: Option<Tui>,
+    /// `--otlp`: the pushes to a collector.
+    otlp: Option<Exporter>,
 }
 
 impl Live {
@@ -65,9 +68,11 @@ impl Live {
         Ok(())
     }
 
-    /// Catches the signals, binds `--metrics-listen` and `--web-listen` and
-    /// takes the terminal for the dashboard: all before anything is sent.
+    /// Catches the signals, binds `--metrics-listen` and `--web-listen`,
+    /// readies `--otlp` and takes the terminal for the dashboard: all
+    /// before anything is sent.
     pub fn start(args: &RunArgs, scenario: &Scenario, targets: Vec<TargetInfo>) -> anyhow::Result<Live> {
+        let otlp = Exporter::prepare(scenario)?;
         let endpoints = [args.metrics_listen, args.web_listen].iter().flatten().count();
         let serving = endpoints > 0;
         // Idle clients may fill every endpoint's slots: open files for them
@@ -92,6 +97,15 @@ impl Live {
             true => None,
             false => Tui::start(Dashboard::new(feed.clone()), cancel.clone()).ok(),
         };
+        let otlp = otlp.map(|prepared| {
+            let _runtime = runtime.enter();
+            Exporter::start(
+                prepared,
+                feed.clone(),
+                crate::otlp::about(scenario),
+                tui.is_some(),
+            )
+        });
         Ok(Live {
             runtime,
             cancel,
@@ -102,6 +116,7 @@ impl Live {
             serving,
             web,
             tui,
+            otlp,
         })
     }
 
@@ -198,7 +213,8 @@ impl Live {
         }
     }
 
-    /// The end, once the files are written: the final event to every open
+    /// The end, once the files are written: the last push to the OTLP
+    /// collector (within its timeout), the final event to every open
     /// page (waiting a second at most for them to take it), then `linger`
     /// of serving the final figures unless a signal came (said unless
     /// `quiet`); then every server stops, and connections still open are
@@ -208,7 +224,11 @@ impl Live {
         self.feed.close();
         let (web, servers, signalled) = (self.web.take(), self.servers.clone(), self.signalled.clone());
         let serving = self.serving;
+        let otlp = self.otlp.take();
         self.runtime.block_on(async move {
+            if let Some(otlp) = otlp {
+                otlp.finish().await;
+            }
             if let Some(web) = &web {
                 web.finish(FINAL_EVENT_WAIT).await;
             }

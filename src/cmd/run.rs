@@ -189,6 +189,7 @@ fn overrides(args: &RunArgs) -> Result<Overrides, ScenarioError> {
         shard,
         start_at: args.start_at,
         observe: args.observe_pid.clone(),
+        otlp: args.otlp.clone(),
     })
 }
 

@@ -248,6 +248,10 @@ impl Gatherer {
             .take(self.methods.len())
             .map(|stats| BucketCounts::of(&stats.latency))
             .collect();
+        snapshot.call_durations = (self.total.methods.iter())
+            .take(self.methods.len())
+            .map(|stats| stats.durations.clone())
+            .collect();
         snapshot.total = MethodSummary::new("TOTAL", &total, seconds);
         snapshot.histogram = latency_buckets(&total.latency, HISTOGRAM_BUCKETS);
         snapshot.rpc_codes = total.rpc_codes.iter().copied().collect();

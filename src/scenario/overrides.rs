@@ -67,6 +67,8 @@ pub struct Overrides {
     pub start_at: Option<std::time::SystemTime>,
     /// `--observe-pid`, each checked readable before anything is sent.
     pub observe: Vec<u32>,
+    /// `--otlp URL`: replaces the file's `otlp`.
+    pub otlp: Option<String>,
 }
 
 fn flag(flag: &'static str, message: impl Into<String>) -> ScenarioError {
@@ -99,6 +101,9 @@ impl Scenario {
             ));
         }
         scenario.observe.clone_from(&flags.observe);
+        if let Some(url) = &flags.otlp {
+            scenario.otlp = Some(super::OtlpEndpoint::parse(url).map_err(|m| flag("--otlp", m))?);
+        }
         if let Some(shard) = flags.shard {
             scenario.take_shard(shard)?;
         }

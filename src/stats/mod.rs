@@ -3,6 +3,7 @@
 
 mod buckets;
 mod connects;
+mod durations;
 mod examples;
 mod flows;
 mod latency_log;
@@ -19,6 +20,7 @@ mod warnings;
 
 pub use buckets::{BucketCounts, BUCKET_BOUNDS_US};
 pub use connects::{ConnectSummary, Connects};
+pub use durations::{CallDurations, DurationCounts, OutcomeKey, DURATION_BUCKETS};
 pub use examples::{excerpt, Cause, ErrorExample, EXAMPLES_PER_OUTCOME, EXCERPT_BYTES};
 pub use flows::{FailedStep, FlowCounts, FlowSummary};
 pub use latency_log::{tag_for, tagged, Interval, LatencyLog, TOTAL_TAG};
@@ -79,6 +81,8 @@ pub struct MethodStats {
     /// The first few failed calls of each outcome (indexed by
     /// [`OutcomeKind`]; `ok` stays empty).
     pub error_examples: [Vec<ErrorExample>; OutcomeKind::COUNT],
+    /// Every call's duration by outcome, in fixed buckets (for `--otlp`).
+    pub durations: CallDurations,
 }
 
 /// Examples of failed expectations kept per method.
@@ -96,6 +100,7 @@ impl Default for MethodStats {
             http_statuses: Vec::new(),
             examples: Vec::new(),
             error_examples: Default::default(),
+            durations: CallDurations::default(),
         }
     }
 }
@@ -117,6 +122,9 @@ impl MethodStats {
         if bytes > 0 {
             self.answer_bytes.record(bytes as u64).ok();
         }
+        // Every call, a connect failure too: OpenTelemetry's call histogram
+        // counts each call with its outcome.
+        self.durations.record(outcome, micros(latency));
     }
 
     pub fn calls(&self) -> u64 {
@@ -177,6 +185,7 @@ impl MethodStats {
             let room = EXAMPLES_PER_OUTCOME.saturating_sub(kept.len());
             kept.extend(more.iter().take(room).cloned());
         }
+        self.durations.merge(&other.durations);
     }
 }
 

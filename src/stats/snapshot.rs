@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use hdrhistogram::Histogram;
 
-use super::{BucketCounts, MethodSummary, SecondRow};
+use super::{BucketCounts, CallDurations, MethodSummary, SecondRow};
 
 #[derive(Clone, Debug, Default)]
 pub struct Snapshot {
@@ -31,6 +31,9 @@ pub struct Snapshot {
     /// Each of `methods`' latencies in the fixed buckets, whole run so far,
     /// in the same order.
     pub method_buckets: Vec<BucketCounts>,
+    /// Each of `methods`' calls by outcome with their durations, every
+    /// call counted, whole run so far, in the same order.
+    pub call_durations: Vec<CallDurations>,
     /// The last complete second.
     pub interval: Option<MethodSummary>,
     /// Seconds completed since the previous snapshot.

@@ -68,6 +68,8 @@ struct RawScenario {
     poll: BTreeMap<String, poll::RawPoll>,
     thresholds: Option<thresholds::RawThresholds>,
     equality: Option<super::equality::RawEquality>,
+    /// An OTLP/HTTP collector's base URL: the run's metrics are pushed there.
+    otlp: Option<Spanned<String>>,
 }
 
 /// Messages serde gives for untagged enums say nothing useful; these do.
@@ -201,6 +203,12 @@ impl RawScenario {
             replay.rules = equality.all_rules();
         }
         let abort_on_fail = self.abort_on_fail(at)?;
+        let otlp = (self.otlp.as_ref())
+            .map(|url| {
+                super::OtlpEndpoint::parse(url.get_ref())
+                    .map_err(|m| at.error(Some(url.span()), Some("otlp"), m))
+            })
+            .transpose()?;
         let protocol_at = self.protocol.as_ref().map(Spanned::span);
         let thresholds_at = self.thresholds_at();
         let jwt_at = self.jwt_secret_at();
@@ -235,6 +243,7 @@ impl RawScenario {
             polled,
             thresholds,
             abort_on_fail,
+            otlp,
         };
         for (name, value) in headers {
             scenario.set_header(name, value);
