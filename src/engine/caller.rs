@@ -414,7 +414,10 @@ impl Caller {
         let mut record = |i: usize, outcome: Outcome, answer: &[u8]| {
             let entry = entries[i];
             let stats = &mut methods[entry.method as usize];
-            stats.record(outcome, latency, service, answer.len());
+            match entry.id {
+                Some(_) => stats.record(outcome, latency, service, answer.len()),
+                None => stats.record_notification(outcome, latency),
+            }
             if outcome == Outcome::Ok {
                 return;
             }

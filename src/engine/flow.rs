@@ -472,7 +472,10 @@ impl Caller {
         };
         let name = &shared.mix.methods[step.row as usize];
         let stats = &mut recorder.methods[step.row as usize];
-        stats.record(outcome, latency, service, answer.len());
+        match step.notification {
+            false => stats.record(outcome, latency, service, answer.len()),
+            true => stats.record_notification(outcome, latency),
+        }
         if outcome != Outcome::Ok {
             stats.keep_example(name, outcome, cause, expected.as_ref(), answer);
             if let (Outcome::Assertion, Some(expected)) = (outcome, expected) {

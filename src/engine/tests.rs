@@ -287,3 +287,49 @@ async fn every_connection_is_set_up_before_the_first_call_of_the_schedule() {
     assert_eq!((schedule.unsent, schedule.late_requests), (0, 0));
     assert_eq!(summary.connections.opened, 200);
 }
+
+/// A notification is counted in its row but kept out of every latency
+/// figure: nothing answers it, and its write time beside answered calls
+/// pulled the TOTAL's percentiles down to the write's (an LSP run's TOTAL
+/// p50 read 0.015 ms).
+#[tokio::test(start_paused = true)]
+async fn notifications_are_counted_but_not_timed() {
+    let peer = Peer::new(Duration::from_millis(10));
+    let call = |method: u32, name: &str, notification: bool| MixCall {
+        method,
+        template: CallTemplate::new(Version::V2, name, None),
+        batch: None,
+        notification,
+    };
+    let calls = vec![
+        (call(0, "eth_chainId", false), 1, None),
+        (call(1, "log", true), 3, None),
+    ];
+    let mix = Mix::weighted(vec!["eth_chainId".into(), "log".into()], calls, None);
+    let mut plan = plan(Pacing::Closed, 1, 1);
+    plan.requests = Some(200);
+    let summary = run_mix(plan, mix, &peer, no_steering)
+        .await
+        .expect("the run ended");
+    let (answered, notified) = (&summary.methods[0], &summary.methods[1]);
+    assert_eq!(answered.calls + notified.calls, 200);
+    assert_eq!(summary.total.calls, 200);
+    assert!(
+        answered.calls > 20 && notified.calls > 100,
+        "{} and {}",
+        answered.calls,
+        notified.calls
+    );
+    assert_eq!(summary.total.ok, 200);
+    assert_eq!(
+        notified.latency.max_ms, 0.0,
+        "nothing timed: {:?}",
+        notified.latency
+    );
+    assert!(answered.latency.p50_ms >= 10.0, "{:?}", answered.latency);
+    assert_eq!(
+        summary.total.latency.p50_ms, answered.latency.p50_ms,
+        "the answered calls' alone"
+    );
+    assert_eq!(summary.total.latency.max_ms, answered.latency.max_ms);
+}

@@ -358,8 +358,8 @@ fn stages(out: &mut String, summary: &RunSummary) {
             stage.end_s,
             t.calls,
             t.rps,
-            latency_cell(t.calls, t.latency.p50_ms),
-            latency_cell(t.calls, t.latency.p99_ms),
+            latency_cell(t.latency.timed, t.latency.p50_ms),
+            latency_cell(t.latency.timed, t.latency.p99_ms),
             t.errors
         );
     }
@@ -456,7 +456,7 @@ fn extras(out: &mut String, summary: &RunSummary) {
 }
 
 fn method_line(m: &MethodSummary, width: usize) -> String {
-    let ms = |value: f64| latency_cell(m.calls, value);
+    let ms = |value: f64| latency_cell(m.latency.timed, value);
     format!(
         "{:<width$} {:>10} {:>10} {:>8} {:>10.1} {:>9} {:>9} {:>9} {:>9} {:>9}",
         m.method,
@@ -472,10 +472,11 @@ fn method_line(m: &MethodSummary, width: usize) -> String {
     )
 }
 
-/// A latency in ms, or `-` for a row without calls: it has no latency,
-/// and `0.000` would read as an instant answer.
-pub(crate) fn latency_cell(calls: u64, ms: f64) -> String {
-    match calls {
+/// A latency in ms, or `-` for a row without `timed` calls (none made,
+/// or only notifications and connect failures): it has no latency, and
+/// `0.000` would read as an instant answer.
+pub(crate) fn latency_cell(timed: u64, ms: f64) -> String {
+    match timed {
         0 => "-".to_string(),
         _ => format!("{ms:.3}"),
     }
@@ -512,8 +513,12 @@ mod tests {
         let line = method_line(&empty, 8);
         assert!(!line.contains("0.000"), "{line}");
         assert_eq!(line.matches(" -").count(), 5, "{line}");
-        let mut one = empty;
-        one.calls = 1;
+        // Notifications only: calls, but none with a latency.
+        let mut notified = empty;
+        notified.calls = 3;
+        assert_eq!(method_line(&notified, 8).matches(" -").count(), 5);
+        let mut one = notified;
+        one.latency.timed = 1;
         one.latency.p50_ms = 1.5;
         assert!(method_line(&one, 8).contains("1.500"));
     }

@@ -107,13 +107,7 @@ impl Default for MethodStats {
 
 impl MethodStats {
     pub fn record(&mut self, outcome: Outcome, latency: Duration, service: Duration, bytes: usize) {
-        self.outcomes[outcome.kind() as usize] += 1;
-        match outcome {
-            Outcome::RpcError(code) => bump(&mut self.rpc_codes, code, 1),
-            Outcome::HttpStatus(status) => bump(&mut self.http_statuses, status, 1),
-            Outcome::Protocol(kind) => self.protocol[kind as usize] += 1,
-            _ => {}
-        }
+        self.count(outcome);
         // Calls that never reached the server have no latency worth showing.
         if !matches!(outcome, Outcome::Connect) {
             self.latency.record(micros(latency)).ok();
@@ -125,6 +119,24 @@ impl MethodStats {
         // Every call, a connect failure too: OpenTelemetry's call histogram
         // counts each call with its outcome.
         self.durations.record(outcome, micros(latency));
+    }
+
+    /// Records a notification sent in `written`: counted with its outcome,
+    /// but outside the latency figures, as nothing answers it (its write
+    /// time beside answered calls would pull every percentile down).
+    pub fn record_notification(&mut self, outcome: Outcome, written: Duration) {
+        self.count(outcome);
+        self.durations.record(outcome, micros(written));
+    }
+
+    fn count(&mut self, outcome: Outcome) {
+        self.outcomes[outcome.kind() as usize] += 1;
+        match outcome {
+            Outcome::RpcError(code) => bump(&mut self.rpc_codes, code, 1),
+            Outcome::HttpStatus(status) => bump(&mut self.http_statuses, status, 1),
+            Outcome::Protocol(kind) => self.protocol[kind as usize] += 1,
+            _ => {}
+        }
     }
 
     pub fn calls(&self) -> u64 {

@@ -18,6 +18,11 @@ pub struct LatencySummary {
     pub p99_ms: f64,
     pub p999_ms: f64,
     pub max_ms: f64,
+    /// The calls these figures are of: those answered or timed out, not
+    /// connect failures or notifications (nothing answers those). Zero:
+    /// no latency at all, not an instant one.
+    #[serde(default)]
+    pub timed: u64,
 }
 
 impl LatencySummary {
@@ -33,6 +38,7 @@ impl LatencySummary {
             p99_ms: ms(h.value_at_quantile(0.99)),
             p999_ms: ms(h.value_at_quantile(0.999)),
             max_ms: ms(h.max()),
+            timed: h.len(),
         }
     }
 }

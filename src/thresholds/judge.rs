@@ -196,10 +196,18 @@ impl Threshold {
         }
         let count = match self.metric {
             Metric::Latency(stat) => {
-                // Connect failures record no latency (stats::MethodStats::record).
+                // Connect failures and notifications record no latency
+                // (stats::MethodStats::record).
                 if m.outcome(OutcomeKind::Connect) == m.calls {
                     return Err(format!(
                         "none of {}'s {} calls reached the server (all `connect`), so it has no latency",
+                        self.scope_name(),
+                        m.calls
+                    ));
+                }
+                if m.latency.timed == 0 {
+                    return Err(format!(
+                        "{}'s {} calls have no latency (notifications: nothing answers them)",
                         self.scope_name(),
                         m.calls
                     ));
@@ -542,6 +550,23 @@ mod tests {
             "tools/call.calls == 100; rpc.discover.calls == 10; rpc.discover.errors == 100%",
             "tools/call.ok < 100; rpc.discover.ok > 0",
         );
+    }
+
+    /// A row of notifications has calls but no latency: a limit on it
+    /// fails, never passing on a zero.
+    #[test]
+    fn a_latency_of_notifications_only_fails_and_says_why() {
+        let mut stats = crate::stats::MethodStats::default();
+        for _ in 0..7 {
+            stats.record_notification(Outcome::Ok, Duration::from_micros(15));
+        }
+        let row = MethodSummary::new("log", &stats, SECONDS);
+        let s = RunSummary::of_methods(vec![row.clone()], row, SECONDS);
+        let result = judge("log.p99 < 1s", &s);
+        assert_eq!((result.passed, result.measured), (false, None), "{result}");
+        let note = result.note.clone().unwrap_or_default();
+        assert!(note.contains("`log`'s 7 calls have no latency"), "{result}");
+        passes_and_fails(&s, "log.calls == 7; log.ok == 7", "log.errors > 0");
     }
 
     #[test]

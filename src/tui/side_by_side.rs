@@ -118,7 +118,7 @@ fn figures(dash: &Dashboard, target: usize) -> Option<&MethodSummary> {
 
 /// Whether any of the calls has a latency: those that failed to connect have none.
 fn timed(m: &MethodSummary) -> bool {
-    m.calls > m.outcome(OutcomeKind::Connect)
+    m.latency.timed > 0
 }
 
 fn number(value: Option<f64>, decimals: usize) -> String {

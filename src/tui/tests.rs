@@ -28,6 +28,7 @@ fn method(name: &str, calls: u64, errors: u64, p50: f64, p99: f64) -> MethodSumm
             p999_ms: p99,
             max_ms: p99 * 2.0,
             mean_ms: p50,
+            timed: calls,
         },
         outcomes,
         rpc_error_codes: if errors > 0 {

@@ -343,6 +343,7 @@ fn summary() -> RunReport {
             p99_ms: 3.0,
             p999_ms: 4.0,
             max_ms: 5.125,
+            timed: 4,
         },
         ..MethodSummary::default()
     };
