@@ -1,8 +1,9 @@
 //! `volley merge`: the shards of one run added up into the run one machine
 //! would have reported. Counts are summed and histograms added (never
 //! percentiles averaged), each second's figures lined up by the wall clock,
-//! rates summed, and the thresholds and the verdict judged again on the
-//! whole. Shards of different runs, a shard given twice and a missing one
+//! the summary derived from the sums as a single run's is (`stats::derive`:
+//! calls over the span the shards ran), and the thresholds and the verdict
+//! judged again on the whole. Shards of different runs, a shard given twice and a missing one
 //! are refused before anything is written.
 
 use std::collections::BTreeMap;
@@ -16,9 +17,8 @@ use crate::report::shard::{ShardRecord, FORMAT};
 use crate::report::{LoadMeta, RunMeta, RunReport};
 use crate::results::SavedRun;
 use crate::stats::{
-    self, BatchSummary, ClientCpu, Evidence, Gathered, LatencyLog, LatencySummary, MethodSummary, Recorder,
-    RunSummary, Sample, ScheduleSummary, SecondRow, SetupSummary, StageSummary, SubscriptionSummary, Verdict,
-    Warning, WarningCode,
+    self, ClientCpu, LatencyLog, LatencySummary, Recorder, RunSummary, Sample, SecondRow, Warning,
+    WarningCode,
 };
 
 /// One shard's result directory, read.
@@ -222,105 +222,71 @@ fn offsets(shards: &[ShardRun]) -> Vec<u32> {
         .collect()
 }
 
-/// The merged run's summary, its verdict and warnings whole.
+/// The merged run's summary, its verdict and warnings whole: derived as a
+/// single run's is, from the shards' recorders added up.
 fn summarize(shards: &[ShardRun]) -> RunSummary {
     let first = &shards[0].record;
     let (total, stage_totals) = added_up(shards);
-    // The merged run lasts from the first shard's measured start to the
-    // last one's end.
     let offsets = offsets(shards);
-    let seconds = (shards.iter().zip(&offsets))
-        .map(|(s, offset)| f64::from(*offset) + s.record.measured_seconds)
-        .fold(0.0, f64::max);
+    let seconds = span(shards);
     let (due, unsent) = shards
         .iter()
         .fold((0, 0), |(d, u), s| (d + s.record.due, u + s.record.unsent));
-    let schedule = first.open.then(|| ScheduleSummary {
-        late_for_connections: total.late_for_connections,
-        ..ScheduleSummary::of(&total.start_delay, unsent, due)
-    });
-    let cpu = client_cpu(shards);
-    // The shards' plans are not kept whole: how many callers each had is
-    // not known here, so only the late requests' own cause counts.
-    let behind = schedule.as_ref().filter(|s| s.behind).map(|s| {
-        stats::BehindCause::of(&stats::BehindFacts {
-            late: s.late_requests,
-            late_for_connections: s.late_for_connections,
-            unsent: s.unsent,
-            busy_at_end: 0,
-            callers: 0,
-            unreachable: total.total().outcomes[stats::OutcomeKind::Connect as usize],
-            busy_share: cpu.busy_share,
-        })
-    });
-    let partial = shards.iter().any(|s| s.record.partial);
-    let panicked = shards.iter().map(|s| s.record.panicked_connections).sum();
-    let verdict = verdict(
-        shards,
-        &Evidence {
-            schedule: schedule.as_ref(),
-            requests: total.start_delay.len(),
-            rate: first.rate,
-            measured_seconds: seconds,
-            cpu: &cpu,
-            partial,
-            panicked,
-            behind,
-        },
-    );
     let had = |of: fn(&RunSummary) -> bool| shards.iter().any(|s| of(&s.results.report.summary));
-    let (timeseries, latency_log) = seconds_lined_up(shards, &offsets);
-    let (methods, merged_total) = figures(shards, &total, seconds);
-    let mut summary = RunSummary {
-        methods,
-        total: merged_total,
-        timeseries,
-        latency_log,
-        samples: samples_lined_up(shards, &offsets),
-        connections: stats::ConnectSummary::of(
-            &total.connects,
-            (shards.iter())
-                .map(|s| s.results.report.meta.load.connections as u64)
-                .sum(),
-        ),
-        requests: total.requests,
-        http_statuses: total.statuses.iter().copied().collect(),
-        extra_batch_entries: total.extra_entries,
-        unsolicited_messages: total.unsolicited,
-        children_exited: total.children_exited,
-        child_exit: total.child_exit.clone(),
-        child_shutdown: None,
-        subscriptions: had(|s| s.subscriptions.is_some()).then(|| SubscriptionSummary::new(&total, seconds)),
-        schedule,
-        batches: BatchSummary::new(&total),
-        setup: had(|s| s.setup.is_some()).then(|| SetupSummary::of(&total)),
-        stages: StageSummary::each(&stage_totals, &first.stage_bounds, seconds),
-        events: Vec::new(),
-        server: Vec::new(),
-        flows: stats::FlowSummary::each(&first.methods, &total, &flows_in_flight(shards)),
-        callers_busy_at_end: (shards.iter())
-            .map(|s| s.results.report.summary.callers_busy_at_end)
-            .sum(),
-        in_flight_at_end: shards.iter().map(|s| s.record.in_flight_at_end).sum(),
-        panicked_connections: panicked,
-        measured_seconds: seconds,
+    let of_each = |of: fn(&RunSummary) -> u64| shards.iter().map(|s| of(&s.results.report.summary)).sum();
+    let recorded = stats::Recorded {
+        methods: &first.methods,
+        total,
+        stages: stage_totals,
+        stage_bounds: &first.stage_bounds,
+    };
+    let ending = stats::Ending {
+        seconds,
+        wall: seconds,
         // Shards run on their own clocks: the longest pause of any.
-        paused_seconds: (shards.iter())
+        paused: (shards.iter())
             .map(|s| s.results.report.summary.paused_seconds)
             .fold(0.0, f64::max),
-        steered_to: None,
-        client_cpu: cpu,
-        verdict,
-        warnings: warnings(shards),
-        partial,
-        gathered: Gathered {
-            total,
-            stages: stage_totals,
-            due,
-        },
+        schedule: first.open.then_some(stats::Due { due, unsent }),
+        rate: first.rate,
+        planned_connections: (shards.iter())
+            .map(|s| s.results.report.meta.load.connections as u64)
+            .sum(),
+        subscribed: had(|s| s.subscriptions.is_some()),
+        set_up: had(|s| s.setup.is_some()),
+        flows_in_flight: flows_in_flight(shards),
+        // The shards' plans are not kept whole: how many callers each had
+        // is not known here, so only the late requests' own cause counts.
+        callers: None,
+        callers_busy_at_end: of_each(|s| s.callers_busy_at_end),
+        in_flight_at_end: shards.iter().map(|s| s.record.in_flight_at_end).sum(),
+        panicked: shards.iter().map(|s| s.record.panicked_connections).sum(),
+        cpu: client_cpu(shards),
+        partial: shards.iter().any(|s| s.record.partial),
     };
+    let mut summary = RunSummary::derive(recorded, ending);
+    if let Some(apart) = apart(shards) {
+        summary.verdict.valid = false;
+        summary.verdict.reasons.push(apart);
+    }
+    let (timeseries, latency_log) = seconds_lined_up(shards, &offsets);
+    summary.timeseries = timeseries;
+    summary.latency_log = latency_log;
+    summary.samples = samples_lined_up(shards, &offsets);
+    summary.warnings = warnings(shards);
     stats::weigh_answers(&mut summary);
     summary
+}
+
+/// The merged run's measured seconds: from the first shard's measured
+/// start to the last one's end, by the wall clock.
+fn span(shards: &[ShardRun]) -> f64 {
+    let earliest = (shards.iter())
+        .map(|s| s.record.clock.measure_start)
+        .fold(f64::INFINITY, f64::min);
+    (shards.iter())
+        .map(|s| (s.record.clock.measure_start - earliest).max(0.0) + s.record.measured_seconds)
+        .fold(0.0, f64::max)
 }
 
 /// Each flow's still going at the shards' ends, added up by name, in the
@@ -336,30 +302,6 @@ fn flows_in_flight(shards: &[ShardRun]) -> Vec<u64> {
                 .sum()
         })
         .collect()
-}
-
-/// Each method's figures and the total's, from the recorders added up;
-/// their rates the shards' added, each shard's calls over its own
-/// measured time.
-fn figures(shards: &[ShardRun], total: &Recorder, seconds: f64) -> (Vec<MethodSummary>, MethodSummary) {
-    let mut methods = MethodSummary::each(&shards[0].record.methods, total, seconds);
-    let mut merged_total = MethodSummary::new("TOTAL", &total.total(), seconds);
-    for (index, method) in methods.iter_mut().enumerate() {
-        method.rps = sum_rates(shards, |r| r.methods[index].calls());
-    }
-    merged_total.rps = sum_rates(shards, Recorder::calls);
-    (methods, merged_total)
-}
-
-/// The merged run's verdict: a single run's, and shards that did not run
-/// together make it invalid.
-fn verdict(shards: &[ShardRun], evidence: &Evidence) -> Verdict {
-    let mut verdict = Verdict::of(evidence);
-    if let Some(apart) = apart(shards) {
-        verdict.valid = false;
-        verdict.reasons.push(apart);
-    }
-    verdict
 }
 
 /// What a reader of the merged run must know: that it was merged, each
@@ -411,14 +353,6 @@ fn client_cpu(shards: &[ShardRun]) -> ClientCpu {
         threads: shards.iter().map(|s| s.record.cpu.threads).sum(),
         busy_share: shards.iter().map(|s| s.record.cpu.busy_share).fold(0.0, f64::max),
     }
-}
-
-fn sum_rates(shards: &[ShardRun], calls: impl Fn(&Recorder) -> u64) -> f64 {
-    shards
-        .iter()
-        .filter(|s| s.record.measured_seconds > 0.0)
-        .map(|s| calls(&s.total) as f64 / s.record.measured_seconds)
-        .sum()
 }
 
 /// Each wall-clock second's row and histograms, every shard's added.

@@ -32,10 +32,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::plan::{LoadPlan, Mix, Poll, SetupCall};
-use crate::stats::{
-    BatchSummary, ClientCpu, Evidence, Gathered, MethodSummary, Recorder, RunSummary, ScheduleSummary,
-    Series, SetupSummary, Snapshot, StageSummary, SubscriptionSummary, Verdict,
-};
+use crate::stats::{ClientCpu, Due, Ending, Recorded, Recorder, RunSummary, Series, Snapshot};
 use crate::transport::Target;
 use gather::Gatherer;
 use worker::RunState;
@@ -404,97 +401,49 @@ fn summarize(
     facts: crate::stats::Facts,
 ) -> RunSummary {
     let wall = ended.measured.as_secs_f64();
-    let seconds = (wall - ended.paused).max(0.0);
-    let total = &gatherer.total;
     let due = shared.clock().schedule.due_before(ended.stopped_at);
-    let schedule = (shared.plan.is_open()).then(|| ScheduleSummary {
-        late_for_connections: total.late_for_connections,
-        ..ScheduleSummary::of(&total.start_delay, due.saturating_sub(gatherer.sent), due)
-    });
-    let behind = schedule.as_ref().filter(|s| s.behind).map(|s| {
-        crate::stats::BehindCause::of(&crate::stats::BehindFacts {
-            late: s.late_requests,
-            late_for_connections: s.late_for_connections,
-            unsent: s.unsent,
-            busy_at_end: (shared.in_flight_at_end.load(Ordering::Relaxed))
-                .max(shared.callers_busy_at_end.load(Ordering::Relaxed)),
-            callers: shared.plan.callers(),
-            unreachable: total.total().outcomes[crate::stats::OutcomeKind::Connect as usize],
-            busy_share: ended.cpu.busy_share,
-        })
-    });
-    let verdict = Verdict::of(&Evidence {
-        schedule: schedule.as_ref(),
-        requests: total.start_delay.len(),
-        rate: rate_at_end(shared),
-        measured_seconds: seconds,
-        cpu: &ended.cpu,
-        partial: ended.partial,
-        panicked: shared.panicked.load(Ordering::Relaxed),
-        behind,
-    });
-    let mut summary = RunSummary {
-        methods: MethodSummary::each(&shared.mix.methods, total, seconds),
-        total: MethodSummary::new("TOTAL", &total.total(), seconds),
-        connections: crate::stats::ConnectSummary::of(
-            &total.connects,
-            match shared.mix.shares_connections() {
-                true => shared.plan.connections as u64,
-                false => 0,
-            },
-        ),
-        requests: total.requests,
-        http_statuses: total.statuses.iter().copied().collect(),
-        extra_batch_entries: total.extra_entries,
-        unsolicited_messages: total.unsolicited,
-        children_exited: total.children_exited,
-        child_exit: total.child_exit.clone(),
-        child_shutdown: matches!(&shared.target, Target::Stream(t) if t.is_command()).then(|| {
-            let ends = shared.child_ends.lock().unwrap_or_else(|p| p.into_inner());
-            ends.clone()
+    let recorded = Recorded {
+        methods: &shared.mix.methods,
+        total: std::mem::replace(&mut gatherer.total, Recorder::new(0)),
+        stages: std::mem::take(&mut gatherer.stage_totals),
+        stage_bounds,
+    };
+    let ending = Ending {
+        seconds: (wall - ended.paused).max(0.0),
+        wall,
+        paused: ended.paused,
+        schedule: shared.plan.is_open().then(|| Due {
+            due,
+            unsent: due.saturating_sub(gatherer.sent),
         }),
-        subscriptions: shared
-            .setup
-            .iter()
-            .any(|s| s.subscribe)
-            .then(|| SubscriptionSummary::new(total, seconds)),
-        schedule,
-        batches: BatchSummary::new(total),
-        setup: (!shared.setup.is_empty()).then(|| SetupSummary::of(total)),
-        stages: StageSummary::each(&gatherer.stage_totals, stage_bounds, wall),
-        events: shared.control.events(),
-        server: Vec::new(),
-        flows: crate::stats::FlowSummary::each(
-            &shared.mix.methods,
-            total,
-            &(shared.flows_in_flight_at_end.iter())
-                .map(|n| n.load(Ordering::Relaxed))
-                .collect::<Vec<_>>(),
-        ),
+        rate: rate_at_end(shared),
+        planned_connections: match shared.mix.shares_connections() {
+            true => shared.plan.connections as u64,
+            false => 0,
+        },
+        subscribed: shared.setup.iter().any(|s| s.subscribe),
+        set_up: !shared.setup.is_empty(),
+        flows_in_flight: (shared.flows_in_flight_at_end.iter())
+            .map(|n| n.load(Ordering::Relaxed))
+            .collect(),
+        callers: Some(shared.plan.callers()),
         callers_busy_at_end: shared.callers_busy_at_end.load(Ordering::Relaxed),
         in_flight_at_end: shared.in_flight_at_end.load(Ordering::Relaxed),
-        panicked_connections: shared.panicked.load(Ordering::Relaxed),
-        measured_seconds: seconds,
-        paused_seconds: ended.paused,
-        steered_to: shared.control.steered_to(),
-        client_cpu: ended.cpu,
-        verdict,
-        warnings: Vec::new(),
+        panicked: shared.panicked.load(Ordering::Relaxed),
+        cpu: ended.cpu,
         partial: ended.partial,
-        timeseries: Vec::new(),
-        latency_log: Default::default(),
-        samples: Vec::new(),
-        gathered: Default::default(),
     };
+    let mut summary = RunSummary::derive(recorded, ending);
+    summary.events = shared.control.events();
+    summary.steered_to = shared.control.steered_to();
+    summary.child_shutdown = matches!(&shared.target, Target::Stream(t) if t.is_command()).then(|| {
+        let ends = shared.child_ends.lock().unwrap_or_else(|p| p.into_inner());
+        ends.clone()
+    });
     let series = gatherer.spool.take();
     summary.timeseries = series.timeseries;
     summary.latency_log = series.latency_log;
     summary.samples = series.samples;
-    summary.gathered = Gathered {
-        total: std::mem::replace(&mut gatherer.total, Recorder::new(0)),
-        stages: std::mem::take(&mut gatherer.stage_totals),
-        due,
-    };
     summary.finish(&all_facts(shared, facts));
     summary
 }

@@ -3,6 +3,7 @@
 
 mod buckets;
 mod connects;
+mod derive;
 mod durations;
 mod examples;
 mod flows;
@@ -20,6 +21,7 @@ mod warnings;
 
 pub use buckets::{BucketCounts, BUCKET_BOUNDS_US};
 pub use connects::{ConnectSummary, Connects};
+pub use derive::{Due, Ending, Recorded};
 pub use durations::{CallDurations, DurationCounts, OutcomeKey, DURATION_BUCKETS};
 pub use examples::{excerpt, Cause, ErrorExample, EXAMPLES_PER_OUTCOME, EXCERPT_BYTES};
 pub use flows::{FailedStep, FlowCounts, FlowSummary};
