@@ -111,7 +111,10 @@ fn rates_are_derived_as_one_runs(dirs: &[PathBuf], merged: &Value) {
         let record: Value = serde_json::from_slice(&std::fs::read(dir.join("shard.json")).unwrap()).unwrap();
         spans.push((record["clock"]["measure_start"].as_f64().unwrap(), seconds));
     }
-    let earliest = spans.iter().map(|(start, _)| *start).fold(f64::INFINITY, f64::min);
+    let earliest = spans
+        .iter()
+        .map(|(start, _)| *start)
+        .fold(f64::INFINITY, f64::min);
     let span = spans
         .iter()
         .map(|(start, seconds)| start - earliest + seconds)

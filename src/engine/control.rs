@@ -8,20 +8,12 @@ use tokio::time::Instant;
 
 use tokio::sync::Notify;
 
+use super::timetable::{Due, Override, Timetable};
 use crate::plan::Profile;
 use crate::stats::ControlEvent;
 
 /// Changes of rate allowed in one run; later ones are refused.
 pub const MAX_CHANGES: usize = 1024;
-
-/// From request `at_seq` on, requests are due `1/rate` apart from `at_s`.
-#[derive(Clone, Copy, Debug)]
-pub(super) struct Override {
-    pub at_seq: u64,
-    pub at_s: f64,
-    /// Zero while paused.
-    pub rate: f64,
-}
 
 /// What the engine and whoever steers it (the dashboard's keys) share.
 #[derive(Debug)]
@@ -52,6 +44,8 @@ pub(super) struct RunInfo {
     /// Open model: the planned rate over time; closed: the planned
     /// concurrency over time (constant without stages).
     pub profile: Profile,
+    /// The open model's times (none in the closed model).
+    pub timetable: Option<Arc<Timetable>>,
     pub open: bool,
     /// The most calls in flight the closed model can have: its callers.
     pub callers: usize,
@@ -237,11 +231,10 @@ impl Control {
     /// When request `seq` is due under the schedule in force, in seconds
     /// from the start; `None` while paused or outside the open model.
     fn due_seconds(&self, seq: u64) -> Option<f64> {
-        let run = self.run.get().filter(|run| run.open)?;
-        match self.override_for(seq) {
-            Some(o) if o.rate > 0.0 => Some(o.at_s + (seq - o.at_seq) as f64 / o.rate),
-            Some(_) => None,
-            None => run.profile.due_time(seq as f64),
+        let timetable = self.run.get()?.timetable.as_ref()?;
+        match timetable.due(seq, self.override_for(seq)) {
+            Due::At(seconds) => Some(seconds),
+            Due::Paused | Due::Past => None,
         }
     }
 
@@ -281,6 +274,16 @@ mod tests {
 
     /// An open-model run of `rate` requests/s for `duration`, started `ago`.
     fn open_run(rate: f64, ago: Duration, duration: Duration) -> (Arc<Control>, Schedule, Instant) {
+        open_shard(rate, ago, duration, Default::default())
+    }
+
+    /// As `open_run`, this machine being `shard` of the run.
+    fn open_shard(
+        rate: f64,
+        ago: Duration,
+        duration: Duration,
+        shard: crate::plan::Shard,
+    ) -> (Arc<Control>, Schedule, Instant) {
         let plan = LoadPlan {
             pacing: Pacing::Open { rate },
             connections: 1,
@@ -294,7 +297,7 @@ mod tests {
             seed: 0,
             stages: Vec::new(),
             initial_concurrency: 1,
-            shard: Default::default(),
+            shard,
             recorded: None,
             groups: None,
             reconnect_every: None,
@@ -309,6 +312,7 @@ mod tests {
             start,
             claimed: schedule.claimed.clone(),
             profile: plan.profile(rate),
+            timetable: schedule.timetable(),
             open: true,
             callers: 1,
         });
@@ -381,6 +385,25 @@ mod tests {
         assert_eq!(schedule.due_before(seconds(start, 5.0025)), 1001);
         assert_eq!(schedule.due_before(seconds(start, 10.5)), 2000 + 161);
         assert_eq!(schedule.due_before(seconds(start, 11.0)), 2322);
+    }
+
+    /// A shard's requests are the run's every `count`-th, due when one
+    /// machine would send them: a raised rate takes over after this
+    /// shard's own last request handed out, at its share of the new rate.
+    #[test]
+    fn a_shards_raised_rate_starts_after_its_own_requests_at_its_share() {
+        let shard = crate::plan::Shard { index: 0, count: 2 };
+        let (control, schedule, start) =
+            open_shard(400.0, Duration::from_secs(1), Duration::from_secs(11), shard);
+        // Its 2000 requests are the run's 0, 2, ... 3998: every 5 ms to 9.995 s.
+        let before = claim(&schedule, start, 2000);
+        assert_spaced(&before, 0.0, 200.0);
+        control.step(true);
+        assert_eq!(control.manual_target(), Some(440.0));
+        let after = claim_all(&schedule, start);
+        assert_eq!(after.len(), 220, "half of 440/s in the last second");
+        assert_spaced(&after, 10.0, 220.0);
+        assert_eq!(schedule.due_before(seconds(start, 10.5)), 2000 + 110);
     }
 
     #[test]

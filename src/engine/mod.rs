@@ -16,6 +16,7 @@ mod rooms;
 mod schedule;
 mod single;
 mod slot;
+mod timetable;
 mod worker;
 
 pub use capture::{Capture, Captured};

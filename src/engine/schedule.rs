@@ -11,7 +11,8 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::control::Control;
-use crate::plan::{LoadPlan, Pacing, Profile, Shard};
+use super::timetable::{Due, Timetable};
+use crate::plan::{LoadPlan, Pacing, Shard};
 
 /// A claim on the next request of the run.
 #[derive(Clone, Copy, Debug)]
@@ -66,12 +67,13 @@ pub struct Schedule {
     start: Instant,
     /// Pauses and manual rates set during the run.
     control: Arc<Control>,
-    /// The rate over time in the open model.
-    rate: Option<Profile>,
+    /// When each request is due, in the open model.
+    timetable: Option<Arc<Timetable>>,
     /// Which of the run's requests are this machine's.
     shard: Shard,
-    /// A replay's recorded times, when it keeps them.
-    recorded: Option<std::sync::Arc<[f64]>>,
+    /// A replay keeps its recorded times: its last one is no end of the
+    /// measured span.
+    recorded: bool,
     /// A replay's captured connections, when it keeps them.
     groups: Option<Groups>,
     limit: Option<u64>,
@@ -98,12 +100,12 @@ impl Schedule {
             measure_start: start + plan.warmup,
             start,
             control,
-            rate: match plan.pacing {
-                Pacing::Open { rate } => Some(plan.profile(rate)),
+            timetable: match plan.pacing {
+                Pacing::Open { rate } => Some(Arc::new(Timetable::new(plan, rate))),
                 Pacing::Closed => None,
             },
             shard: plan.shard,
-            recorded: plan.recorded.clone(),
+            recorded: plan.recorded.is_some(),
             groups: plan.groups.clone().map(|seqs| Groups {
                 cursors: seqs.iter().map(|_| AtomicUsize::new(0)).collect(),
                 seqs,
@@ -130,35 +132,29 @@ impl Schedule {
     pub fn claim_for(&self, connection: usize) -> Option<Claim> {
         // A shard's n-th request is the run's `shard.request(n)`: it sends
         // what, and when, one machine would have sent that one.
-        let (intended, seq) = match (&self.groups, &self.rate) {
-            (Some(groups), rate) => self.next_in_group(groups, connection, rate.as_ref())?,
+        let (intended, seq) = match (&self.groups, &self.timetable) {
+            (Some(groups), timetable) => self.next_in_group(groups, connection, timetable.as_deref())?,
             (None, None) => (
                 Instant::now(),
                 self.shard.request(self.sequence.fetch_add(1, Ordering::Relaxed)),
             ),
-            (None, Some(rate)) => {
+            (None, Some(timetable)) => {
                 let local = self.claimed.fetch_add(1, Ordering::Relaxed);
-                let seq = self.shard.request(local);
-                let intended = match self.control.override_for(local) {
+                let intended = match timetable.due(local, self.control.override_for(local)) {
+                    Due::At(due) => self.start + Duration::from_secs_f64(due),
                     // Paused: the worker waits for the resume and sends then.
-                    Some(o) if o.rate <= 0.0 => Instant::now(),
-                    Some(o) => {
-                        self.start + Duration::from_secs_f64(o.at_s + (local - o.at_seq) as f64 / o.rate)
-                    }
-                    None => match self.due_time(rate, seq) {
-                        Some(due) => self.start + Duration::from_secs_f64(due),
-                        // Past the profile's (or a replay's) last time:
-                        // the run still lasts until its deadline.
-                        None => {
-                            match self.deadline {
-                                Some(deadline) => self.end_at(deadline, true),
-                                None => self.finish(),
-                            }
-                            return None;
+                    Due::Paused => Instant::now(),
+                    // Past the profile's (or a replay's) last time: the
+                    // run still lasts until its deadline.
+                    Due::Past => {
+                        match self.deadline {
+                            Some(deadline) => self.end_at(deadline, true),
+                            None => self.finish(),
                         }
-                    },
+                        return None;
+                    }
                 };
-                (intended, seq)
+                (intended, self.shard.request(local))
             }
         };
         // The request limit counts measured requests: a warmup comes on top.
@@ -167,7 +163,7 @@ impl Schedule {
                 // The open model's span ends when the next request would
                 // have been due (200 at 100/s span 2 s); a replay's last
                 // time, or the closed model's "now", is no such end.
-                let timed = self.rate.is_some() && self.recorded.is_none() && self.groups.is_none();
+                let timed = self.timetable.is_some() && !self.recorded && self.groups.is_none();
                 self.end_at(intended, timed);
                 return None;
             }
@@ -188,26 +184,22 @@ impl Schedule {
         &self,
         groups: &Groups,
         connection: usize,
-        rate: Option<&Profile>,
+        timetable: Option<&Timetable>,
     ) -> Option<(Instant, u64)> {
         let group = connection % groups.seqs.len().max(1);
         let at = groups.cursors.get(group)?.fetch_add(1, Ordering::Relaxed);
         let seq = *groups.seqs.get(group)?.get(at)?;
         self.claimed.fetch_add(1, Ordering::Relaxed);
-        let intended = match rate {
-            Some(rate) => self.start + Duration::from_secs_f64(self.due_time(rate, seq)?),
+        let intended = match timetable {
+            Some(timetable) => self.start + Duration::from_secs_f64(timetable.planned(seq)?),
             None => Instant::now(),
         };
         Some((intended, seq))
     }
 
-    /// When the run's request `seq` is due, in seconds from the start: at
-    /// its recorded time in a replay that keeps them, else by the rate.
-    fn due_time(&self, rate: &Profile, seq: u64) -> Option<f64> {
-        match &self.recorded {
-            Some(times) => times.get(usize::try_from(seq).ok()?).copied(),
-            None => rate.due_time(seq as f64),
-        }
+    /// The open model's times, which steering shares.
+    pub(super) fn timetable(&self) -> Option<Arc<Timetable>> {
+        self.timetable.clone()
     }
 
     /// Marks the run as having nothing left to send, from now.
@@ -280,24 +272,15 @@ impl Schedule {
 
     /// Requests the open model had due before `end`.
     pub fn due_before(&self, end: Instant) -> u64 {
-        let Some(rate) = &self.rate else { return 0 };
-        let seconds = end.saturating_duration_since(self.start).as_secs_f64();
-        let due = match self.control.override_at(seconds) {
-            Some(o) => o.at_seq + ((seconds - o.at_s) * o.rate).ceil() as u64,
-            None => self.shard.share(match &self.recorded {
-                Some(times) => times.partition_point(|t| *t < seconds) as u64,
-                None => rate.due_within(seconds).ceil() as u64,
-            }),
+        let Some(timetable) = &self.timetable else {
+            return 0;
         };
+        let seconds = end.saturating_duration_since(self.start).as_secs_f64();
+        let due = timetable.due_within(seconds, self.control.override_at(seconds));
         let due = due.saturating_sub(self.withdrawn.load(Ordering::Relaxed));
-        let warmup_due = rate.due_within(
-            self.measure_start
-                .saturating_duration_since(self.start)
-                .as_secs_f64(),
-        );
-        self.limit.map_or(due, |limit| {
-            due.min(limit + self.shard.share(warmup_due.ceil() as u64))
-        })
+        let warmup = self.measure_start.saturating_duration_since(self.start);
+        let warmup_due = timetable.due_within(warmup.as_secs_f64(), None);
+        self.limit.map_or(due, |limit| due.min(limit + warmup_due))
     }
 }
 

@@ -142,6 +142,7 @@ impl RunState {
                 Pacing::Closed => (self.concurrency.clone())
                     .unwrap_or_else(|| plan.profile(plan.initial_concurrency as f64)),
             },
+            timetable: schedule.timetable(),
             open: plan.is_open(),
             // The target is the whole run's; each shard has its own callers.
             callers: plan.callers().saturating_mul(plan.shard.count as usize),
