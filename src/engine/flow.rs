@@ -333,16 +333,12 @@ impl Caller {
         };
         self.builder.push_with(&step.template, entry, rng, &run.vars);
         let body = self.builder.finish();
-        let sent_at = Instant::now();
-        run.first_sent.get_or_insert(sent_at);
-        local.in_flight.set(local.in_flight.get() + calls);
-        let wait = super::ending::wait_for(&shared, &local, sent_at);
         let Some(in_hand) = run.held.as_mut() else {
             unreachable!("a step goes with a connection in hand")
         };
-        let result = call::exchange_until(&mut in_hand.connection, body, first_id, calls, wait).await;
-        local.in_flight.set(local.in_flight.get() - calls);
-        let timing = Some((sent_at, Instant::now()));
+        let (result, sent_at, answered) = self.exchange(in_hand, body, first_id, calls, calls).await;
+        run.first_sent.get_or_insert(sent_at);
+        let timing = Some((sent_at, answered));
         if let Some(failure) = call::failure(&result) {
             // The connection is in an unknown state: it goes no further.
             if let Some(in_hand) = run.held.take().filter(|h| h.last) {

@@ -5,6 +5,7 @@
 mod call;
 mod caller;
 mod capture;
+mod checkout;
 mod control;
 mod ending;
 mod flow;
@@ -12,6 +13,7 @@ mod gather;
 mod observe;
 mod pacer;
 mod poll;
+mod recording;
 mod rooms;
 mod schedule;
 mod single;
