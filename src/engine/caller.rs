@@ -14,10 +14,9 @@ use rand::SeedableRng;
 use tokio::time::{sleep, sleep_until};
 
 use super::call;
-use super::recording::Timing;
 use super::schedule::Claim;
 use super::slot::ConnectionSlot;
-use super::worker::{RunState, ThreadState};
+use super::state::{RunState, ThreadState};
 use crate::plan::{Next, Planned, RequestBuilder};
 use crate::rpc::Judge;
 use crate::transport::{Connection, Target};
@@ -62,6 +61,15 @@ pub(super) struct InHand {
     /// The last request the connection carries (`reconnect_every`, a
     /// flow's own session): retired after it, never put back.
     pub(super) last: bool,
+}
+
+/// When a request left and was answered, against when it was due.
+pub(super) struct Timing {
+    pub(super) intended: Instant,
+    pub(super) sent: Instant,
+    pub(super) answered: Instant,
+    /// Due while every connection was busy (see `Claim`).
+    pub(super) waited_for_room: bool,
 }
 
 pub(super) async fn run_caller(

@@ -20,7 +20,7 @@ use std::time::Duration;
 use tokio::time::{sleep_until, Instant};
 
 use super::call::{NoAnswer, Wait};
-use super::worker::{RunState, ThreadState};
+use super::state::{RunState, ThreadState};
 
 /// How long callers woken by the grace's end get to record their timeouts
 /// before the ones still busy (opening a connection, backing off) are cut:

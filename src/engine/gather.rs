@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use super::worker::{Chunk, TICKS_PER_SECOND};
+use super::state::{Chunk, TICKS_PER_SECOND};
 use crate::stats::{
     latency_buckets, tagged, BucketCounts, ClosedSecond, MethodSummary, Quarter, Recorder, ScheduleSummary,
     SecondRow, Snapshot, Spool, TOTAL_TAG,

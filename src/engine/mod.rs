@@ -18,6 +18,7 @@ mod rooms;
 mod schedule;
 mod single;
 mod slot;
+mod state;
 mod timetable;
 mod worker;
 
@@ -38,7 +39,7 @@ use crate::plan::{LoadPlan, Mix, Poll, SetupCall};
 use crate::stats::{ClientCpu, Due, Ending, Recorded, Recorder, RunSummary, Series, Snapshot};
 use crate::transport::Target;
 use gather::Gatherer;
-use worker::RunState;
+use state::RunState;
 
 /// Everything a run needs.
 pub struct RunSpec {
@@ -165,7 +166,7 @@ async fn run_placed(
 async fn gather_all(
     shared: &RunState,
     gatherer: &mut Gatherer,
-    chunks: &mut mpsc::UnboundedReceiver<worker::Chunk>,
+    chunks: &mut mpsc::UnboundedReceiver<state::Chunk>,
     threads: usize,
     mut publish: impl FnMut(&mut Gatherer),
 ) {
@@ -344,7 +345,7 @@ impl Shares {
 /// come back on, and the one each says it has connected on.
 type Started = (
     Shares,
-    mpsc::UnboundedReceiver<worker::Chunk>,
+    mpsc::UnboundedReceiver<state::Chunk>,
     mpsc::UnboundedReceiver<()>,
 );
 
@@ -356,7 +357,7 @@ fn start_shares(shared: &Arc<RunState>, threads: usize, placement: Placement) ->
     let connections = shared.plan.connections;
     let shares = (0..threads).map(|thread| {
         let mine: Vec<usize> = (thread..connections).step_by(threads).collect();
-        let channels = worker::Channels {
+        let channels = state::Channels {
             chunks: chunks_tx.clone(),
             ready: ready_tx.clone(),
         };

@@ -26,7 +26,7 @@ use super::caller::{Caller, BACKOFF_MIN, TIMER_TICK};
 use super::rooms::Rooms;
 use super::schedule::Claim;
 use super::slot::ConnectionSlot;
-use super::worker::{RunState, ThreadState};
+use super::state::{RunState, ThreadState};
 
 /// Callers not in a call, their buffers kept, and what each connection's
 /// last caller left of its backoff: callers are made only as many as

@@ -7,7 +7,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use super::call::call_once;
-use super::worker::RunState;
+use super::state::RunState;
 use crate::plan::Poll;
 use crate::rpc::wire::Message;
 use crate::transport::{Connection, Target};

@@ -7,19 +7,10 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::call;
-use super::caller::Caller;
+use super::caller::{Caller, Timing};
 use super::slot::OpenFailure;
 use crate::rpc::Judge;
 use crate::stats::{micros, Outcome, Recorder};
-
-/// When a request left and was answered, against when it was due.
-pub(super) struct Timing {
-    pub(super) intended: Instant,
-    pub(super) sent: Instant,
-    pub(super) answered: Instant,
-    /// Due while every connection was busy (see `Claim`).
-    pub(super) waited_for_room: bool,
-}
 
 impl Caller {
     /// Keeps request `seq` and its answer in the sample that compares

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use tokio::time::Instant;
 
 use super::call::call_once;
-use super::worker::{RunState, ThreadState};
+use super::state::{RunState, ThreadState};
 use crate::stats::{micros, Outcome};
 use crate::transport::{ChildEnd, Connection};
 
