@@ -72,18 +72,15 @@ fn observe_pid_reports_the_cpu_proc_counts_for_the_run() {
     );
 }
 
-#[test]
-fn each_stdio_childs_cpu_is_per_its_own_calls() {
-    let out = temp_dir("observe-children");
+/// A run of `volley serve --stdio` children with this `[load]` and one
+/// `[[calls]]` entry; its summary.json, once it exited 0.
+fn stdio_run(name: &str, load: &str, call: &str) -> serde_json::Value {
+    let out = temp_dir(name);
     let scenario = out.with_extension("toml");
-    std::fs::write(
-        &scenario,
-        format!(
-            "command = [\"{}\", \"serve\", \"--stdio\"]\n[load]\nconcurrency = 3\nconnections = 3\nrequests = 300\n[[calls]]\nmethod = \"burn\"\nparams = [1]\n",
-            env!("CARGO_BIN_EXE_volley")
-        ),
-    )
-    .unwrap();
+    let command = env!("CARGO_BIN_EXE_volley");
+    let text_of =
+        format!("command = [\"{command}\", \"serve\", \"--stdio\"]\n[load]\n{load}\n[[calls]]\n{call}\n");
+    std::fs::write(&scenario, text_of).unwrap();
     let output = volley()
         .arg("run")
         .arg(&scenario)
@@ -92,7 +89,16 @@ fn each_stdio_childs_cpu_is_per_its_own_calls() {
         .output()
         .unwrap();
     assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
-    let summary = summary_json(&out);
+    summary_json(&out)
+}
+
+#[test]
+fn each_stdio_childs_cpu_is_per_its_own_calls() {
+    let summary = stdio_run(
+        "observe-children",
+        "concurrency = 3\nconnections = 3\nrequests = 300",
+        "method = \"burn\"\nparams = [1]",
+    );
     let usage = summary["summary"]["server"].as_array().unwrap();
     assert_eq!(usage.len(), 3, "one per connection: {usage:?}");
     let shares: Vec<u64> = usage.iter().map(|u| u["calls"].as_u64().unwrap()).collect();
@@ -114,25 +120,11 @@ fn each_stdio_childs_cpu_is_per_its_own_calls() {
 
 #[test]
 fn a_stdio_childs_memory_is_in_the_output_and_a_bad_pid_is_refused() {
-    let out = temp_dir("observe-stdio");
-    let scenario = out.with_extension("toml");
-    std::fs::write(
-        &scenario,
-        format!(
-            "command = [\"{}\", \"serve\", \"--stdio\"]\n[load]\nconcurrency = 2\nduration = \"1500ms\"\n[[calls]]\nmethod = \"eth_chainId\"\n",
-            env!("CARGO_BIN_EXE_volley")
-        ),
-    )
-    .unwrap();
-    let output = volley()
-        .arg("run")
-        .arg(&scenario)
-        .args(["--no-tui", "-q", "--out"])
-        .arg(&out)
-        .output()
-        .unwrap();
-    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
-    let summary = summary_json(&out);
+    let summary = stdio_run(
+        "observe-stdio",
+        "concurrency = 2\nduration = \"1500ms\"",
+        "method = \"eth_chainId\"",
+    );
     let usage = summary["summary"]["server"].as_array().unwrap();
     assert_eq!(
         usage.len(),
