@@ -115,7 +115,11 @@ fn squeeze(text: &str) -> String {
 }
 
 fn screen(dashboard: &Dashboard) -> String {
-    let mut terminal = Terminal::new(TestBackend::new(140, 44)).unwrap();
+    screen_of(dashboard, 140, 44)
+}
+
+fn screen_of(dashboard: &Dashboard, width: u16, height: u16) -> String {
+    let mut terminal = Terminal::new(TestBackend::new(width, height)).unwrap();
     terminal.draw(|frame| draw(frame, dashboard)).unwrap();
     let buffer = terminal.backend().buffer().clone();
     let mut text = String::new();
@@ -293,4 +297,47 @@ fn targets_in_turn_show_the_one_running() {
         text.contains("volley · demo · target 2/2: b → http://b"),
         "{text}"
     );
+}
+
+#[test]
+fn at_80_by_24_the_status_is_whole_and_six_methods_show() {
+    let methods = [
+        "eth_blockNumber",
+        "eth_getBalance",
+        "add",
+        "echo",
+        "eth_chainId",
+        "log",
+    ];
+    let dashboard = one(
+        "http://127.0.0.1:8545",
+        Snapshot {
+            methods: methods.iter().map(|m| method(m, 1000, 0, 0.4, 1.9)).collect(),
+            subscriptions: 4,
+            notifications: 38,
+            stage: Some(1),
+            stages: 3,
+            ..snapshot()
+        },
+    );
+    let text = screen_of(&dashboard, 80, 24);
+    for figure in [
+        "stage 2/3",
+        "target 500 requests/s",
+        "achieved 49.8 calls/s",
+        "in flight 17",
+        "calls 5000",
+        "errors 37",
+        "BEHIND SCHEDULE: the generator cannot keep the rate; add connections",
+        "4 subscriptions · 38 notifications",
+        "q quit · p pause/resume · +/- target",
+        // The charts had no room: the percentiles are kept.
+        "last second: p50 0.397 ms  p90 0.794  p99 1.500  p99.9 1.500  max 3.000",
+    ] {
+        assert!(text.contains(figure), "missing {figure:?} in:\n{text}");
+    }
+    for name in methods.iter().chain(&["TOTAL"]) {
+        let row = text.lines().find(|l| l.starts_with(&format!("│{name} ")));
+        assert!(row.is_some(), "no row for {name} in:\n{text}");
+    }
 }
