@@ -341,3 +341,26 @@ fn at_80_by_24_the_status_is_whole_and_six_methods_show() {
         assert!(row.is_some(), "no row for {name} in:\n{text}");
     }
 }
+
+#[test]
+fn targets_at_once_at_80_by_24_keep_every_row_and_method_whole() {
+    let targets: &[(&str, &str, &[&str])] = &[
+        ("fast", "http://127.0.0.1:8545", &["p99 < 2ms"]),
+        ("slow", "http://127.0.0.1:8546", &["p99 < 2ms"]),
+    ];
+    let mut dashboard = dashboard_of(true, targets, &[snapshot(), slower()]);
+    dashboard.per_method = true;
+    let text = squeeze(&screen_of(&dashboard, 80, 24));
+    for expected in [
+        "target state calls/s p50 ms p99 ms error % calls/s × p50 × p99 ×",
+        "fast running 49.8 0.397 1.500 0.60 - - -",
+        "slow running 24.9 0.794 3.000 0.00 0.50x 2.00x 2.00x",
+        "eth_chainId fast 4000 0.00 400.0 0.412 1.875 -",
+        "eth_getBalance fast 1000 3.70 100.0 0.533 2.250 -",
+        "eth_chainId slow 2500 0.00 250.0 0.824 3.750 2.00x",
+        "slow: FAIL p99 < 2ms (4.25 ms)",
+        "q quit · p pause all",
+    ] {
+        assert!(text.contains(expected), "missing {expected:?} in:\n{text}");
+    }
+}
