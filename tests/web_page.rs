@@ -243,6 +243,16 @@ fn the_finished_runs_page_in_chromium_shows_the_verdict_percentiles_subscription
         "notifications came: {subs}"
     );
 
+    // The p99 and p50 lines, equal or not, are drawn each its own way.
+    let latency_chart = Regex::new(r#"(?s)<svg id="latency-chart".*?</svg>"#).unwrap();
+    let chart = latency_chart.find(&dom).unwrap().as_str();
+    let drawn = Regex::new(r#"<polyline [^>]*stroke-width="([^"]+)"[^>]*>"#).unwrap();
+    let lines: Vec<(&str, bool)> = (drawn.captures_iter(chart))
+        .map(|c| (c.get(1).unwrap().as_str(), c[0].contains("stroke-dasharray")))
+        .collect();
+    assert_eq!(lines.len(), 2, "{chart}");
+    assert_ne!(lines[0], lines[1], "two lines drawn alike: {chart}");
+
     // Every y-axis tick reads short: 0.5, 20, 2.5k, never 181635.
     let ticks = Regex::new(r#"class="y-tick"[^>]*>([^<]*)<"#).unwrap();
     let labels: Vec<&str> = ticks
