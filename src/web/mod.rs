@@ -142,22 +142,20 @@ impl Web {
     /// and waits, at most `within`, for the open streams to take it and end.
     pub async fn finish(&self, within: Duration) {
         let dirs = lock(&self.shared.dirs).clone();
-        let served = Served::list(&dirs, &[SAVED_PAGE]);
-        {
-            let mut beside = lock(&self.shared.beside);
-            beside.files = served.files.keys().cloned().collect();
-            for ended in beside.ended.iter_mut().flatten() {
-                ended.report = served.report_of(&ended.dir);
-            }
-        }
-        let json = event_json(&self.shared, true);
-        if let (Some(root), Some(json)) = (&served.root, &json) {
+        let mut served = Served::list(&dirs, &[SAVED_PAGE]);
+        self.link(&served);
+        let mut json = event_json(&self.shared, true);
+        if let (Some(root), Some(page)) = (&served.root, &json) {
             let saved = root.join(SAVED_PAGE);
-            if let Err(error) = std::fs::write(&saved, page::page(json, Mode::Saved)) {
+            if let Err(error) = std::fs::write(&saved, page::page(page, Mode::Saved)) {
                 crate::note!(
                     "volley: cannot save the live page as {}: {error}",
                     saved.display()
                 );
+                // No link to a page that is not there.
+                served.files.remove(SAVED_PAGE);
+                self.link(&served);
+                json = event_json(&self.shared, true);
             }
         }
         *lock(&self.shared.served) = served;
@@ -167,6 +165,15 @@ impl Web {
         let deadline = tokio::time::Instant::now() + within;
         while self.shared.open.load(Ordering::Acquire) > 0 && tokio::time::Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    /// The events link to the files `served`: each run's report, and all.
+    fn link(&self, served: &Served) {
+        let mut beside = lock(&self.shared.beside);
+        beside.files = served.files.keys().cloned().collect();
+        for ended in beside.ended.iter_mut().flatten() {
+            ended.report = served.report_of(&ended.dir);
         }
     }
 }
