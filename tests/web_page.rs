@@ -184,6 +184,21 @@ fn the_finished_runs_page_in_chromium_shows_the_verdict_percentiles_subscription
     ] {
         assert_eq!(request(&addr, "GET", outside, "").0, 404, "{outside}");
     }
+    // Whatever a client asks, the page goes on answering.
+    let deep = format!("/results/{}", "a/".repeat(2000));
+    for (method, path) in [
+        ("POST", "/results/report.html"),
+        ("DELETE", "/"),
+        ("GET", "/control/%ff"),
+        ("PUT", "/control/pause"),
+        ("GET", "/results/%ff%fe"),
+        ("GET", "/results/report.html%00"),
+        ("GET", deep.as_str()),
+    ] {
+        let status = request(&addr, method, path, "").0;
+        assert!((400..500).contains(&status), "{method} {path}: {status}");
+    }
+    assert_eq!(request(&addr, "GET", "/", "").0, 200);
     let saved = std::fs::read_to_string(out.join("live.html")).unwrap();
     assert!(
         saved.contains("const SAVED=true;"),
