@@ -147,11 +147,8 @@ fn status_lines(dash: &Dashboard, current: usize, width: u16) -> Vec<Line<'stati
         format!("errors {}", s.total.errors),
     ]);
     let mut lines = wrap(figures.into_iter().map(Span::raw).collect(), " · ", width);
-    let flags = flags(s);
-    if flags.is_empty() {
-        lines.push(Line::default());
-    }
-    lines.extend(wrap(flags, "", width));
+    // No flag, no line: a small terminal keeps the row.
+    lines.extend(wrap(flags(s), "", width));
     lines
 }
 
