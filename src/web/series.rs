@@ -6,7 +6,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::feed::TargetNow;
+use crate::feed::{Point, TargetNow};
 use crate::stats::Snapshot;
 
 /// Points a series holds at most: up to 120 s, a point a second.
@@ -104,31 +104,51 @@ struct Seen {
     sum_s: f64,
 }
 
-/// One target's series.
+/// One target's series. A target may run several times (A/B rounds):
+/// each run's seconds follow the last run's on the same axis.
 #[derive(Default)]
 pub struct TargetSeries {
     pub seconds: Thinned<5>,
     /// By method: calls/s and mean latency between two looks.
     pub methods: BTreeMap<String, Thinned<3>>,
-    last_second: u32,
+    /// The last second taken, as the feed had it.
+    taken: Option<Point>,
+    /// Seconds of the earlier runs, before this run's first.
+    offset: u32,
+    /// The same for the methods' points, which go by the snapshots' time.
+    method_offset_s: f64,
     seen: BTreeMap<String, Seen>,
 }
 
+/// The same second: NaN (no latency) the same as NaN.
+fn same(a: &Point, b: &Point) -> bool {
+    let bits = |p: &Point| [p.calls_per_s, p.p50_ms, p.p99_ms].map(f64::to_bits);
+    a.second == b.second && a.errors == b.errors && bits(a) == bits(b)
+}
+
 impl TargetSeries {
-    /// Takes what is new in `now`: its seconds not taken yet, and each
-    /// method's calls since the last look.
+    /// Takes what is new in `now`: the seconds after the last one taken,
+    /// and each method's calls since the last look.
     pub fn observe(&mut self, now: &TargetNow) {
-        let taken = self.last_second;
-        for p in now.history.iter().filter(|p| p.second > taken) {
+        let from = match &self.taken {
+            Some(taken) => (now.history.iter().rposition(|p| same(p, taken))).map_or(0, |i| i + 1),
+            None => 0,
+        };
+        for p in &now.history[from..] {
+            let before = self.taken.map_or(0, |t| t.second);
+            if p.second <= before {
+                // A new run's first second: it follows the last run's.
+                self.offset += before;
+            }
             let point = [
-                f64::from(p.second),
+                f64::from(self.offset + p.second),
                 p.calls_per_s,
                 p.p50_ms,
                 p.p99_ms,
                 p.errors as f64,
             ];
             self.seconds.push(point, 1.0, &TARGET_RULES);
-            self.last_second = p.second;
+            self.taken = Some(*p);
         }
         if let Some(snapshot) = &now.snapshot {
             self.observe_methods(snapshot);
@@ -136,14 +156,24 @@ impl TargetSeries {
     }
 
     fn observe_methods(&mut self, s: &Snapshot) {
-        let elapsed_s = s.elapsed.saturating_sub(s.warmup).as_secs_f64();
+        let mut elapsed_s = s.elapsed.saturating_sub(s.warmup).as_secs_f64();
+        let last_s = self.seen.values().map(|m| m.elapsed_s).fold(0.0, f64::max);
+        if elapsed_s + self.method_offset_s < last_s {
+            // A new run: its calls count from none, after the last run's time.
+            self.method_offset_s = last_s;
+            self.seen.clear();
+        }
+        elapsed_s += self.method_offset_s;
         for (m, buckets) in s.methods.iter().zip(&s.method_buckets) {
             let now = Seen {
                 elapsed_s,
                 calls: buckets.count,
                 sum_s: buckets.sum_s,
             };
-            let before = self.seen.insert(m.method.clone(), now).unwrap_or_default();
+            let before = self.seen.insert(m.method.clone(), now).unwrap_or(Seen {
+                elapsed_s: self.method_offset_s,
+                ..Seen::default()
+            });
             let span = elapsed_s - before.elapsed_s;
             if span <= 0.0 {
                 continue;
@@ -190,5 +220,36 @@ mod tests {
     fn a_merged_mean_latency_is_weighted_by_calls() {
         let merged = merge(([1.0, 100.0, 2.0], 1.0), ([2.0, 300.0, 4.0], 1.0), &METHOD_RULES);
         assert_eq!(merged, ([2.0, 200.0, 3.5], 2.0));
+    }
+
+    fn point(second: u32, calls_per_s: f64) -> Point {
+        Point {
+            second,
+            calls_per_s,
+            p50_ms: f64::NAN,
+            p99_ms: 1.0,
+            errors: 0,
+        }
+    }
+
+    #[test]
+    fn each_second_is_taken_once_and_a_second_run_follows_the_first() {
+        let mut series = TargetSeries::default();
+        let mut now = TargetNow {
+            history: vec![point(1, 10.0), point(2, 20.0)],
+            ..TargetNow::default()
+        };
+        series.observe(&now);
+        series.observe(&now);
+        now.history.push(point(3, 30.0));
+        series.observe(&now);
+        // The next round: its seconds count from 1 again.
+        now.history.extend([point(1, 40.0), point(2, 50.0)]);
+        series.observe(&now);
+        let taken: Vec<(f64, f64)> = series.seconds.points().iter().map(|p| (p[0], p[1])).collect();
+        assert_eq!(
+            taken,
+            [(1.0, 10.0), (2.0, 20.0), (3.0, 30.0), (4.0, 40.0), (5.0, 50.0)]
+        );
     }
 }
