@@ -258,6 +258,17 @@ fn the_finished_runs_page_in_chromium_shows_the_verdict_percentiles_subscription
         "notifications came: {subs}"
     );
 
+    // The page saved beside the files draws the same end, its links to them.
+    let saved_url = format!("file://{}", out.join("live.html").display());
+    let saved_dom = rendered(&chromium, &saved_url, &dir.join("chromium-saved"));
+    let status = text_of(&saved_dom, "status");
+    assert_eq!(status, "finished: the final figures, saved at the end of the run");
+    assert_eq!(text_of(&saved_dom, "verdicts"), verdict);
+    assert!(
+        saved_dom.contains(r#"<a href="report.html">report.html</a>"#),
+        "{saved_dom}"
+    );
+
     // The p99 and p50 lines, equal or not, are drawn each its own way.
     let latency_chart = Regex::new(r#"(?s)<svg id="latency-chart".*?</svg>"#).unwrap();
     let chart = latency_chart.find(&dom).unwrap().as_str();
