@@ -190,9 +190,10 @@ function spanTicks(from, to) {
   return out;
 }
 
-// Lines drawn later are thinner, on top, and dashed their own way: two
-// equal lines show as one inside the other, never as one.
-const DASHES = ["", "7 4", "2 3", "10 3 2 3", "4 4"];
+// Lines drawn later are thinner, on top: two equal lines show as one
+// inside the other, never as one. A p50 is dashed; a colour come round
+// again is dashed its own way.
+const DASHES = ["", "8 4", "2 3", "10 3 2 3"];
 
 function chart(id, title, yLabel, lines, xLabel) {
   const svg = $(id);
@@ -221,7 +222,7 @@ function chart(id, title, yLabel, lines, xLabel) {
     const pts = line.points.filter((p) => known(p[1])).map((p) => x(p[0]).toFixed(1) + "," + y(p[1]).toFixed(1));
     const width = Math.max(1.5, 2 + 1.5 * (lines.length - 1 - i));
     const attrs = { fill: "none", stroke: line.color, "stroke-width": width, points: pts.join(" "), "data-line": line.name };
-    const dash = line.dashed ? "3 3" : DASHES[i % DASHES.length];
+    const dash = line.dashed ? "4 3" : DASHES[Math.floor(i / COLORS.length) % DASHES.length];
     if (dash) attrs["stroke-dasharray"] = dash;
     nodes.push(el("polyline", attrs));
     const wide = 24 + 7 * line.name.length;
@@ -239,7 +240,7 @@ function charts(ev) {
   const xLabel = step > 1 ? "seconds (the whole run: a point for up to " + step + " s)" : "seconds";
   chart("rate-chart", "calls/s", "calls/s", ev.targets.map((t, i) => (
     { name: t.name, color: color(i), points: t.history.map((h) => [h[0], h[1]]) })), xLabel);
-  chart("latency-chart", "latency ms (p99 solid, p50 dotted)", "ms", ev.targets.flatMap((t, i) => [
+  chart("latency-chart", "latency ms (p99 solid, p50 dashed)", "ms", ev.targets.flatMap((t, i) => [
     { name: t.name + " p99", color: color(i), points: t.history.map((h) => [h[0], h[3]]) },
     { name: t.name + " p50", color: color(i), dashed: true, points: t.history.map((h) => [h[0], h[2]]) },
   ]), xLabel);
