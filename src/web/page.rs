@@ -42,7 +42,7 @@ pub fn page(latest: &str, mode: Mode) -> String {
 const BODY: &str = r##"<h1 id="title">volley · live</h1>
 <p class="meta" id="meta">connecting to /events…</p>
 <p><span id="status" class="status">waiting for the first figures…</span></p>
-<p id="controls" hidden><button data-steer="pause">pause</button><button data-steer="resume">resume</button><button data-steer="lower">rate −10%</button><button data-steer="raise">rate +10%</button><span id="steered"></span></p>
+<p id="controls" hidden><button data-steer="pause">pause</button><button data-steer="resume">resume</button><button data-steer="lower">target −10%</button><button data-steer="raise">target +10%</button><span id="steered"></span></p>
 <div id="end" hidden><h2>Results</h2><div id="verdicts"></div><p>Result files: <span id="files"></span></p></div>
 <h2>Targets (calls/s, p50 and p99: the last second; the ratios: the whole run to the first target)</h2>
 <table id="targets"><thead><tr><th>target</th><th>url</th><th>state</th><th>elapsed</th><th>calls/s</th><th>p50 ms</th><th>p99 ms</th><th>errors/s</th><th>in flight</th><th>calls</th><th>errors</th><th>error %</th><th>calls/s ×</th><th>p50 ×</th><th>p99 ×</th></tr></thead><tbody></tbody></table>
