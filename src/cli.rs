@@ -510,6 +510,10 @@ pub struct RunArgs {
     /// the targets' URLs).
     #[arg(long, requires = "web_listen")]
     pub web_listen_public: bool,
+    /// Let the --web-listen page pause, resume and steer the run (POST, from the page itself);
+    /// off by default, as anyone who reaches the page could then steer the run.
+    #[arg(long, requires = "web_listen")]
+    pub web_control: bool,
     /// After the run, go on serving the final figures on --metrics-listen and --web-listen this
     /// long (e.g. 30s), so a last scrape finds them; Ctrl-C ends it at once.
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]

@@ -110,6 +110,20 @@ pub fn has_latency(row: &SecondRow) -> bool {
     row.calls > unconnected
 }
 
+/// What whoever steers the runs (the dashboard's keys, the page's
+/// buttons) asks of every target running, together.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Steer {
+    Pause,
+    Resume,
+    /// Pauses them all, or, when the first running is paused, resumes
+    /// them all, so they stay in step.
+    TogglePause,
+    /// Each one's target up by its own 10%.
+    Raise,
+    Lower,
+}
+
 /// Every target's latest figures, shared by the runs and the views.
 pub struct Feed {
     pub scenario: String,
@@ -236,6 +250,32 @@ impl Feed {
     /// Waits for a change, from a task.
     pub fn subscribe(&self) -> watch::Receiver<u64> {
         self.changed.subscribe()
+    }
+
+    /// Steers every target running now through its `Control`, the one way
+    /// a run is steered.
+    pub fn steer(&self, steer: Steer) {
+        let running: Vec<&Control> = (0..self.len())
+            .filter(|i| self.now(*i).phase() == Phase::Running)
+            .map(|i| &*self.info(i).control)
+            .collect();
+        let pause = match steer {
+            Steer::Pause => true,
+            Steer::Resume => false,
+            Steer::TogglePause => match running.first() {
+                Some(first) => !first.is_paused(),
+                None => return,
+            },
+            Steer::Raise | Steer::Lower => {
+                for control in running {
+                    control.step(steer == Steer::Raise);
+                }
+                return;
+            }
+        };
+        for control in running.into_iter().filter(|c| c.is_paused() != pause) {
+            control.toggle_pause();
+        }
     }
 
     /// Says every run is over and judged: the views show the final figures.

@@ -144,6 +144,9 @@ impl Live {
         let file = args.scenario.as_deref();
         let report = execute_into(scenario, file, Some(results), stop, control, publish).await?;
         self.feed.judged(target, &report.thresholds);
+        if let Some(web) = &self.web {
+            web.ended(target, &report, results);
+        }
         Ok(report)
     }
 
@@ -215,7 +218,8 @@ impl Live {
 
     /// The end, once the files are written: the last push to the OTLP
     /// collector (within its timeout), the final event to every open
-    /// page (waiting a second at most for them to take it), then `linger`
+    /// page (waiting a second at most for them to take it) with links to
+    /// the result files, the page saved beside them, then `linger`
     /// of serving the final figures unless a signal came (said unless
     /// `quiet`); then every server stops, and connections still open are
     /// dropped with the runtime.
@@ -271,8 +275,8 @@ async fn serve(args: &RunArgs, feed: &Arc<Feed>, stop: &CancellationToken) -> an
     if !args.quiet {
         crate::note!("volley: live page at http://{}/", listener.local_addr()?);
     }
-    let public = args.web_listen_public;
-    Ok(Some(Web::start(listener, feed.clone(), public, stop.clone())))
+    let access = (args.web_listen_public, args.web_control);
+    Ok(Some(Web::start(listener, feed.clone(), access, stop.clone())))
 }
 
 /// With `abort_on_fail`, past its grace: the first threshold that fails on

@@ -15,7 +15,7 @@ pub mod targets;
 pub use crate::stats::count;
 pub(crate) use ci::{cell, xml};
 pub use ci::{junit, junit_of, markdown};
-pub use table::{progress_line, render_table};
+pub use table::{progress_line, render_table, verdict_line};
 
 use std::path::{Path, PathBuf};
 

@@ -36,19 +36,7 @@ pub fn render_table(report: &RunReport) -> String {
     for warning in &summary.warnings {
         let _ = writeln!(out, "warning: {warning}");
     }
-    let verdict = &summary.verdict;
-    let cpu = &summary.client_cpu;
-    // Whether the figures hold, then what the server did: a valid run of
-    // failures is no healthy server.
-    let did = crate::stats::server_did(&summary.total).map_or(String::new(), |did| format!(" · {did}"));
-    let _ = match verdict.valid {
-        true => writeln!(
-            out,
-            "verdict: valid (engine threads busy {:.0}% of the run){did}",
-            cpu.busy_share * 100.0
-        ),
-        false => writeln!(out, "verdict: invalid: {}{did}", verdict.reasons.join("; ")),
-    };
+    let _ = writeln!(out, "verdict: {}", verdict_line(summary));
     if !report.thresholds.is_empty() {
         let failed = report.thresholds.iter().filter(|t| !t.passed).count();
         let _ = match failed {
@@ -65,6 +53,19 @@ pub fn render_table(report: &RunReport) -> String {
         let _ = writeln!(out, "FAILED: {none}");
     }
     out
+}
+
+/// The verdict as every view says it: whether the figures hold, then what
+/// the server did (a valid run of failures is no healthy server).
+pub fn verdict_line(summary: &RunSummary) -> String {
+    let did = crate::stats::server_did(&summary.total).map_or(String::new(), |did| format!(" · {did}"));
+    match summary.verdict.valid {
+        true => format!(
+            "valid (engine threads busy {:.0}% of the run){did}",
+            summary.client_cpu.busy_share * 100.0
+        ),
+        false => format!("invalid: {}{did}", summary.verdict.reasons.join("; ")),
+    }
 }
 
 /// Requests completed a second, or `-` where no time was measured.

@@ -3,7 +3,7 @@
 
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 
-use crate::feed::{Feed, Phase};
+use crate::feed::{Feed, Steer};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Action {
@@ -37,32 +37,17 @@ pub fn action(key: KeyEvent) -> Option<Action> {
     }
 }
 
-/// Steers every target running now: a pause pauses them all (or, when
-/// the first running is paused, resumes them all), so they stay in step;
-/// `+` and `-` move each one's target by its own 10%. Other actions steer
-/// nothing.
+/// Steers every target running now, through the feed (see `Steer`): a
+/// pause pauses them all, or resumes them all; `+` and `-` move each
+/// one's target by its own 10%. Other actions steer nothing.
 pub fn steer(feed: &Feed, action: Action) {
-    let running: Vec<usize> = (0..feed.len())
-        .filter(|i| feed.now(*i).phase() == Phase::Running)
-        .collect();
-    let control = |i: usize| &feed.info(i).control;
-    match action {
-        Action::TogglePause => {
-            let Some(first) = running.first() else { return };
-            let pause = !control(*first).is_paused();
-            for i in running {
-                if control(i).is_paused() != pause {
-                    control(i).toggle_pause();
-                }
-            }
-        }
-        Action::Raise | Action::Lower => {
-            for i in running {
-                control(i).step(action == Action::Raise);
-            }
-        }
-        _ => {}
-    }
+    let steer = match action {
+        Action::TogglePause => Steer::TogglePause,
+        Action::Raise => Steer::Raise,
+        Action::Lower => Steer::Lower,
+        _ => return,
+    };
+    feed.steer(steer);
 }
 
 #[cfg(test)]

@@ -2,6 +2,7 @@
 //! and turns keys into `Control` calls on every target running; the engine
 //! never waits for the screen.
 
+mod fit;
 mod input;
 mod side_by_side;
 mod state;

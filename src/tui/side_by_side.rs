@@ -10,6 +10,7 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Axis, Block, Borders, Chart, Dataset, GraphType, Paragraph, Row, Table};
 use ratatui::Frame;
 
+use super::fit::Rows;
 use super::state::Dashboard;
 use super::view::{keys, progress, threshold_line};
 use crate::feed::Phase;
@@ -33,27 +34,49 @@ pub fn draw(frame: &mut Frame, dash: &Dashboard) {
         .sum();
     let thresholds: u16 = dash.targets.iter().map(|t| t.thresholds.len() as u16).sum();
     let per_method = if dash.per_method { methods + 3 } else { 0 };
+    // The header and every target's row whole, then the methods asked
+    // for, then errors and thresholds; the charts take what is left, or go.
+    let fit = Rows::share(
+        frame.area().height,
+        4 + n + 3,
+        per_method,
+        (n + 2).max(thresholds + 2),
+    );
     let rows = Layout::default()
         .direction(Direction::Vertical)
-        .constraints([
-            Constraint::Length(4),
-            Constraint::Length(n + 3),
-            Constraint::Min(8),
-            Constraint::Length(per_method),
-            Constraint::Length((n + 2).max(thresholds + 2)),
-            Constraint::Length(1),
-        ])
+        .constraints(
+            [
+                4,
+                fit.header.saturating_sub(4),
+                fit.charts,
+                fit.methods,
+                fit.bottom,
+                fit.keys,
+            ]
+            .map(Constraint::Length),
+        )
         .split(frame.area());
     header(frame, rows[0], dash);
     targets_table(frame, rows[1], dash);
-    charts(frame, rows[2], dash);
+    if fit.charts > 0 {
+        charts(frame, rows[2], dash);
+    }
     if dash.per_method {
         methods_table(frame, rows[3], dash);
     }
-    let bottom = Layout::default()
-        .direction(Direction::Horizontal)
-        .constraints([Constraint::Percentage(55), Constraint::Percentage(45)])
-        .split(rows[4]);
+    // Narrow, errors above thresholds where the rows allow: side by side,
+    // each would be cut.
+    let (errors_rows, thresholds_rows) = (n + 2, thresholds + 2);
+    let bottom = match rows[4].width < 120 && rows[4].height >= errors_rows + thresholds_rows {
+        true => Layout::default()
+            .direction(Direction::Vertical)
+            .constraints([Constraint::Length(errors_rows), Constraint::Min(thresholds_rows)])
+            .split(rows[4]),
+        false => Layout::default()
+            .direction(Direction::Horizontal)
+            .constraints([Constraint::Percentage(55), Constraint::Percentage(45)])
+            .split(rows[4]),
+    };
     errors(frame, bottom[0], dash);
     thresholds_list(frame, bottom[1], dash);
     keys(frame, rows[5], true);
@@ -129,22 +152,39 @@ fn times(ratio: Option<f64>) -> String {
     ratio.map_or("-".to_string(), |r| format!("{r:.2}x"))
 }
 
+/// The targets table's columns kept where it is narrow: the target, its
+/// state, the figures and the ratios (errors, in flight, calls and the
+/// URL are said elsewhere or whole in the wide view).
+const NARROW_TARGET_COLUMNS: [usize; 9] = [0, 1, 2, 3, 4, 6, 9, 10, 11];
+
+/// `cells`, only those `NARROW_TARGET_COLUMNS` keeps when `narrow`.
+fn target_columns<T>(cells: [T; 13], narrow: bool) -> Vec<T> {
+    (cells.into_iter().enumerate())
+        .filter(|(i, _)| !narrow || NARROW_TARGET_COLUMNS.contains(i))
+        .map(|(_, cell)| cell)
+        .collect()
+}
+
 fn targets_table(frame: &mut Frame, area: Rect, dash: &Dashboard) {
-    let header = Row::new([
-        "target",
-        "state",
-        "calls/s",
-        "p50 ms",
-        "p99 ms",
-        "errors",
-        "error %",
-        "in flight",
-        "calls",
-        "calls/s ×",
-        "p50 ×",
-        "p99 ×",
-        "url",
-    ])
+    let narrow = area.width < 120;
+    let header = Row::new(target_columns(
+        [
+            "target",
+            "state",
+            "calls/s",
+            "p50 ms",
+            "p99 ms",
+            "errors",
+            "error %",
+            "in flight",
+            "calls",
+            "calls/s ×",
+            "p50 ×",
+            "p99 ×",
+            "url",
+        ],
+        narrow,
+    ))
     .bold();
     let first = figures(dash, 0);
     let rows: Vec<Row> = (0..dash.targets.len())
@@ -159,40 +199,37 @@ fn targets_table(frame: &mut Frame, area: Rect, dash: &Dashboard) {
             if s.paused {
                 state.push_str(" (paused)");
             }
-            Row::new(vec![
-                dash.info(i).name.clone(),
-                state,
-                number(m.map(|m| m.rps), 1),
-                // Without a call that connected (paused, say), no latency, not 0 ms.
-                number(m.filter(|m| timed(m)).map(|m| m.latency.p50_ms), 3),
-                number(m.filter(|m| timed(m)).map(|m| m.latency.p99_ms), 3),
-                m.map_or("-".to_string(), |m| m.errors.to_string()),
-                number(m.map(|m| m.error_rate * 100.0), 2),
-                s.in_flight.to_string(),
-                s.total.calls.to_string(),
-                times(ratios.and_then(|r| r.calls_per_s)),
-                times(ratios.and_then(|r| r.p50)),
-                times(ratios.and_then(|r| r.p99)),
-                dash.info(i).url.clone(),
-            ])
+            Row::new(target_columns(
+                [
+                    dash.info(i).name.clone(),
+                    state,
+                    number(m.map(|m| m.rps), 1),
+                    // Without a call that connected (paused, say), no latency, not 0 ms.
+                    number(m.filter(|m| timed(m)).map(|m| m.latency.p50_ms), 3),
+                    number(m.filter(|m| timed(m)).map(|m| m.latency.p99_ms), 3),
+                    m.map_or("-".to_string(), |m| m.errors.to_string()),
+                    number(m.map(|m| m.error_rate * 100.0), 2),
+                    s.in_flight.to_string(),
+                    s.total.calls.to_string(),
+                    times(ratios.and_then(|r| r.calls_per_s)),
+                    times(ratios.and_then(|r| r.p50)),
+                    times(ratios.and_then(|r| r.p99)),
+                    dash.info(i).url.clone(),
+                ],
+                narrow,
+            ))
             .style(Style::default().fg(COLORS[i % COLORS.len()]))
         })
         .collect();
-    let widths = [
-        Constraint::Length(16),
-        Constraint::Length(16),
-        Constraint::Length(9),
-        Constraint::Length(8),
-        Constraint::Length(8),
-        Constraint::Length(7),
-        Constraint::Length(7),
-        Constraint::Length(9),
-        Constraint::Length(9),
-        Constraint::Length(9),
-        Constraint::Length(6),
-        Constraint::Length(6),
-        Constraint::Min(10),
-    ];
+    let widths = [16, 16, 9, 8, 8, 7, 7, 9, 9, 9, 6, 6].map(Constraint::Length);
+    let widths = match narrow {
+        // Each kept column as wide as its widest figure.
+        true => target_columns(
+            [10, 9, 8, 7, 7, 0, 7, 0, 0, 9, 6, 6, 0].map(Constraint::Length),
+            true,
+        ),
+        false => widths.into_iter().chain([Constraint::Min(10)]).collect(),
+    };
     let view = if dash.cumulative {
         "whole run"
     } else {
@@ -261,10 +298,18 @@ fn chart(frame: &mut Frame, area: Rect, dash: &Dashboard, title: &str, lines: &[
 }
 
 fn methods_table(frame: &mut Frame, area: Rect, dash: &Dashboard) {
-    let header = Row::new([
+    // Narrow, `max ms` goes and the method's name takes its room.
+    let narrow = area.width < 110;
+    let keep = |cells: [_; 9]| -> Vec<_> {
+        (cells.into_iter().enumerate())
+            .filter(|(i, _)| !(narrow && *i == 7))
+            .map(|(_, cell)| cell)
+            .collect()
+    };
+    let header = [
         "method", "target", "calls", "error %", "calls/s", "p50 ms", "p99 ms", "max ms", "p99 ×",
-    ])
-    .bold();
+    ];
+    let header = Row::new(keep(header.map(String::from))).bold();
     let mut rows = Vec::new();
     let first = dash.snapshot(0);
     for (i, target) in (0..dash.targets.len()).map(|i| (i, dash.snapshot(i))) {
@@ -272,7 +317,7 @@ fn methods_table(frame: &mut Frame, area: Rect, dash: &Dashboard) {
             let base = first.methods.iter().find(|b| b.method == m.method);
             let ratio = base.filter(|_| i > 0).map(|b| Ratios::of(m, b));
             rows.push(
-                Row::new(vec![
+                Row::new(keep([
                     m.method.clone(),
                     dash.info(i).name.clone(),
                     m.calls.to_string(),
@@ -282,22 +327,18 @@ fn methods_table(frame: &mut Frame, area: Rect, dash: &Dashboard) {
                     format!("{:.3}", m.latency.p99_ms),
                     format!("{:.3}", m.latency.max_ms),
                     times(ratio.and_then(|r| r.p99)),
-                ])
+                ]))
                 .style(Style::default().fg(COLORS[i % COLORS.len()])),
             );
         }
     }
-    let widths = [
-        Constraint::Length(28),
-        Constraint::Length(18),
-        Constraint::Length(10),
-        Constraint::Length(8),
-        Constraint::Length(10),
-        Constraint::Length(9),
-        Constraint::Length(9),
-        Constraint::Length(9),
-        Constraint::Length(7),
-    ];
+    let widths = match narrow {
+        true => [Constraint::Min(14)]
+            .into_iter()
+            .chain([10, 8, 7, 8, 7, 7, 6].map(Constraint::Length))
+            .collect(),
+        false => [28, 18, 10, 8, 10, 9, 9, 9, 7].map(Constraint::Length).to_vec(),
+    };
     frame.render_widget(
         Table::new(rows, widths).header(header).block(
             Block::default()

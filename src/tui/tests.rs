@@ -116,7 +116,11 @@ fn squeeze(text: &str) -> String {
 }
 
 fn screen(dashboard: &Dashboard) -> String {
-    let mut terminal = Terminal::new(TestBackend::new(140, 44)).unwrap();
+    screen_of(dashboard, 140, 44)
+}
+
+fn screen_of(dashboard: &Dashboard, width: u16, height: u16) -> String {
+    let mut terminal = Terminal::new(TestBackend::new(width, height)).unwrap();
     terminal.draw(|frame| draw(frame, dashboard)).unwrap();
     let buffer = terminal.backend().buffer().clone();
     let mut text = String::new();
@@ -294,4 +298,70 @@ fn targets_in_turn_show_the_one_running() {
         text.contains("volley · demo · target 2/2: b → http://b"),
         "{text}"
     );
+}
+
+#[test]
+fn at_80_by_24_the_status_is_whole_and_six_methods_show() {
+    let methods = [
+        "eth_blockNumber",
+        "eth_getBalance",
+        "add",
+        "echo",
+        "eth_chainId",
+        "log",
+    ];
+    let dashboard = one(
+        "http://127.0.0.1:8545",
+        Snapshot {
+            methods: methods.iter().map(|m| method(m, 1000, 0, 0.4, 1.9)).collect(),
+            subscriptions: 4,
+            notifications: 38,
+            stage: Some(1),
+            stages: 3,
+            ..snapshot()
+        },
+    );
+    let text = screen_of(&dashboard, 80, 24);
+    for figure in [
+        "stage 2/3",
+        "target 500 requests/s",
+        "achieved 49.8 calls/s",
+        "in flight 17",
+        "calls 5000",
+        "errors 37",
+        "BEHIND SCHEDULE: the generator cannot keep the rate; add connections",
+        "4 subscriptions · 38 notifications",
+        "q quit · p pause/resume · +/- target",
+        // The charts had no room: the percentiles are kept.
+        "last second: p50 0.397 ms  p90 0.794  p99 1.500  p99.9 1.500  max 3.000",
+    ] {
+        assert!(text.contains(figure), "missing {figure:?} in:\n{text}");
+    }
+    for name in methods.iter().chain(&["TOTAL"]) {
+        let row = text.lines().find(|l| l.starts_with(&format!("│{name} ")));
+        assert!(row.is_some(), "no row for {name} in:\n{text}");
+    }
+}
+
+#[test]
+fn targets_at_once_at_80_by_24_keep_every_row_and_method_whole() {
+    let targets: &[(&str, &str, &[&str])] = &[
+        ("fast", "http://127.0.0.1:8545", &["p99 < 2ms"]),
+        ("slow", "http://127.0.0.1:8546", &["p99 < 2ms"]),
+    ];
+    let mut dashboard = dashboard_of(true, targets, &[snapshot(), slower()]);
+    dashboard.per_method = true;
+    let text = squeeze(&screen_of(&dashboard, 80, 24));
+    for expected in [
+        "target state calls/s p50 ms p99 ms error % calls/s × p50 × p99 ×",
+        "fast running 49.8 0.397 1.500 0.60 - - -",
+        "slow running 24.9 0.794 3.000 0.00 0.50x 2.00x 2.00x",
+        "eth_chainId fast 4000 0.00 400.0 0.412 1.875 -",
+        "eth_getBalance fast 1000 3.70 100.0 0.533 2.250 -",
+        "eth_chainId slow 2500 0.00 250.0 0.824 3.750 2.00x",
+        "slow: FAIL p99 < 2ms (4.25 ms)",
+        "q quit · p pause all",
+    ] {
+        assert!(text.contains(expected), "missing {expected:?} in:\n{text}");
+    }
 }

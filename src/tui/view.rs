@@ -9,6 +9,7 @@ use ratatui::widgets::{
 };
 use ratatui::Frame;
 
+use super::fit::{wrap, Rows};
 use super::state::Dashboard;
 use crate::feed::Point;
 use crate::stats::{MethodSummary, OutcomeKind, Snapshot};
@@ -22,43 +23,58 @@ pub fn draw(frame: &mut Frame, dash: &Dashboard) {
     let area = frame.area();
     let methods = dash.snapshot(current).methods.len() as u16;
     let thresholds = dash.targets.get(current).map_or(0, |t| t.thresholds.len()) as u16;
+    let status = status_lines(dash, current, area.width.saturating_sub(2));
+    // The borders and the gauge, then the status whole.
+    let header_rows = 3 + status.len() as u16;
+    let fit = Rows::share(area.height, header_rows, methods + 4, 6.max(thresholds + 2));
     let rows = Layout::default()
         .direction(Direction::Vertical)
-        .constraints([
-            Constraint::Length(5),
-            Constraint::Min(10),
-            Constraint::Length(methods + 4),
-            Constraint::Length(6.max(thresholds + 2)),
-            Constraint::Length(1),
-        ])
+        .constraints([fit.header, fit.charts, fit.methods, fit.bottom, fit.keys].map(Constraint::Length))
         .split(area);
-    header(frame, rows[0], dash, current);
-    let middle = Layout::default()
-        .direction(Direction::Horizontal)
-        .constraints([Constraint::Percentage(60), Constraint::Percentage(40)])
-        .split(rows[1]);
-    charts(frame, middle[0], dash, current);
-    latency(frame, middle[1], dash, current);
+    header(frame, rows[0], dash, current, status);
+    if fit.charts > 0 {
+        let middle = Layout::default()
+            .direction(Direction::Horizontal)
+            .constraints([Constraint::Percentage(60), Constraint::Percentage(40)])
+            .split(rows[1]);
+        charts(frame, middle[0], dash, current);
+        latency(frame, middle[1], dash, current);
+    }
     methods_table(frame, rows[2], dash.snapshot(current));
+    // Where the charts had no room, the percentiles top the errors.
+    let spectrum = (fit.charts == 0).then(|| {
+        let (span, figures) = latency_figures(dash, current);
+        Line::from(format!("{span}: {figures}")).bold()
+    });
     match dash.targets.get(current).filter(|t| !t.thresholds.is_empty()) {
         Some(target) => {
             let bottom = Layout::default()
                 .direction(Direction::Horizontal)
                 .constraints([Constraint::Percentage(55), Constraint::Percentage(45)])
                 .split(rows[3]);
-            errors(frame, bottom[0], dash.snapshot(current));
+            errors(frame, bottom[0], dash.snapshot(current), spectrum);
             thresholds_list(frame, bottom[1], &target.thresholds, " thresholds so far ");
         }
-        None => errors(frame, rows[3], dash.snapshot(current)),
+        None => errors(frame, rows[3], dash.snapshot(current), spectrum),
     }
     keys(frame, rows[4], false);
 }
 
-/// The keys, on the last line.
+/// The keys, on the last line: in short where the whole would be cut.
 pub(super) fn keys(frame: &mut Frame, area: Rect, several: bool) {
-    let text = match several {
-        false => " q quit (results are written) · p pause/resume · + / - target · v latency: last second / whole run",
-        true => " q quit (results are written) · p pause/resume all · + / - every target · v last second / whole run · m methods",
+    let (whole, short) = match several {
+        false => (
+            " q quit (results are written) · p pause/resume · + / - target · v latency: last second / whole run",
+            " q quit · p pause/resume · +/- target · v latency: second/run",
+        ),
+        true => (
+            " q quit (results are written) · p pause/resume all · + / - every target · v last second / whole run · m methods",
+            " q quit · p pause all · +/- targets · v second/run · m methods",
+        ),
+    };
+    let text = match Span::raw(whole).width() > usize::from(area.width) {
+        true => short,
+        false => whole,
     };
     frame.render_widget(
         Paragraph::new(text).style(Style::default().add_modifier(Modifier::DIM)),
@@ -88,11 +104,10 @@ pub(super) fn threshold_line(t: &SoFar) -> Line<'static> {
     ])
 }
 
-fn header(frame: &mut Frame, area: Rect, dash: &Dashboard, current: usize) {
+fn header(frame: &mut Frame, area: Rect, dash: &Dashboard, current: usize, status: Vec<Line<'static>>) {
     let s = dash.snapshot(current);
     let info = dash.info(current);
     let model = if s.open { "open model" } else { "closed model" };
-    let unit = if s.open { "requests/s" } else { "in flight" };
     let which = match dash.targets.len() {
         1 => String::new(),
         n => format!("· target {}/{n}: {} ", current + 1, info.name),
@@ -105,28 +120,36 @@ fn header(frame: &mut Frame, area: Rect, dash: &Dashboard, current: usize) {
     frame.render_widget(block, area);
     let lines = Layout::default()
         .direction(Direction::Vertical)
-        .constraints([
-            Constraint::Length(1),
-            Constraint::Length(1),
-            Constraint::Length(1),
-        ])
+        .constraints([Constraint::Length(1), Constraint::Min(1)])
         .split(inner);
     frame.render_widget(progress(dash, current), lines[0]);
-    let stage = match s.stage {
-        Some(stage) => format!("stage {}/{} · ", stage + 1, s.stages),
-        None => String::new(),
-    };
+    frame.render_widget(Paragraph::new(status), lines[1]);
+}
+
+/// The status under the gauge, its figures then its flags, in lines of
+/// `width` broken between figures, so that each is whole.
+fn status_lines(dash: &Dashboard, current: usize, width: u16) -> Vec<Line<'static>> {
+    let s = dash.snapshot(current);
+    let unit = if s.open { "requests/s" } else { "in flight" };
     let achieved = dash
         .achieved(current)
         .map_or("-".to_string(), |a| format!("{a:.1}"));
-    frame.render_widget(
-        Paragraph::new(format!(
-            "{stage}target {:.0} {unit} · achieved {achieved} calls/s · in flight {} · calls {} · errors {}",
-            s.target, s.in_flight, s.total.calls, s.total.errors
-        )),
-        lines[1],
-    );
-    frame.render_widget(Paragraph::new(Line::from(flags(s))), lines[2]);
+    let mut figures: Vec<String> = s
+        .stage
+        .map(|stage| format!("stage {}/{}", stage + 1, s.stages))
+        .into_iter()
+        .collect();
+    figures.extend([
+        format!("target {:.0} {unit}", s.target),
+        format!("achieved {achieved} calls/s"),
+        format!("in flight {}", s.in_flight),
+        format!("calls {}", s.total.calls),
+        format!("errors {}", s.total.errors),
+    ]);
+    let mut lines = wrap(figures.into_iter().map(Span::raw).collect(), " · ", width);
+    // No flag, no line: a small terminal keeps the row.
+    lines.extend(wrap(flags(s), "", width));
+    lines
 }
 
 /// The gauge of a target's time: elapsed of planned, and the warmup.
@@ -261,33 +284,20 @@ fn charts(frame: &mut Frame, area: Rect, dash: &Dashboard, current: usize) {
 
 fn latency(frame: &mut Frame, area: Rect, dash: &Dashboard, current: usize) {
     let s = dash.snapshot(current);
-    let (title, summary, buckets) = if dash.cumulative {
-        (" latency · whole run ", Some(&s.total), &s.histogram)
-    } else {
-        (
-            " latency · last second ",
-            s.interval.as_ref(),
-            &s.interval_histogram,
-        )
+    let (span, figures) = latency_figures(dash, current);
+    let buckets = match dash.cumulative {
+        true => &s.histogram,
+        false => &s.interval_histogram,
     };
-    let block = Block::default().borders(Borders::ALL).title(title);
+    let block = Block::default()
+        .borders(Borders::ALL)
+        .title(format!(" latency · {span} "));
     let inner = block.inner(area);
     frame.render_widget(block, area);
     let parts = Layout::default()
         .direction(Direction::Vertical)
         .constraints([Constraint::Length(2), Constraint::Min(3)])
         .split(inner);
-    let figures = match summary {
-        // Paused, or every call failed to connect: no latency, not 0 ms.
-        Some(m) if m.calls <= m.outcome(OutcomeKind::Connect) => {
-            "no call that connected: no latency".to_string()
-        }
-        Some(m) => format!(
-            "p50 {:.3} ms  p90 {:.3}  p99 {:.3}  p99.9 {:.3}  max {:.3}",
-            m.latency.p50_ms, m.latency.p90_ms, m.latency.p99_ms, m.latency.p999_ms, m.latency.max_ms
-        ),
-        None => "waiting for the first second…".to_string(),
-    };
     frame.render_widget(Paragraph::new(figures), parts[0]);
     let bars: Vec<Bar> = buckets
         .iter()
@@ -309,13 +319,38 @@ fn latency(frame: &mut Frame, area: Rect, dash: &Dashboard, current: usize) {
     );
 }
 
+/// The percentiles the view shows, and over what: the last second or the
+/// whole run.
+fn latency_figures(dash: &Dashboard, current: usize) -> (&'static str, String) {
+    let s = dash.snapshot(current);
+    let (span, summary) = match dash.cumulative {
+        true => ("whole run", Some(&s.total)),
+        false => ("last second", s.interval.as_ref()),
+    };
+    let figures = match summary {
+        // Paused, or every call failed to connect: no latency, not 0 ms.
+        Some(m) if m.calls <= m.outcome(OutcomeKind::Connect) => {
+            "no call that connected: no latency".to_string()
+        }
+        Some(m) => format!(
+            "p50 {:.3} ms  p90 {:.3}  p99 {:.3}  p99.9 {:.3}  max {:.3}",
+            m.latency.p50_ms, m.latency.p90_ms, m.latency.p99_ms, m.latency.p999_ms, m.latency.max_ms
+        ),
+        None => "waiting for the first second…".to_string(),
+    };
+    (span, figures)
+}
+
 fn methods_table(frame: &mut Frame, area: Rect, snapshot: &Snapshot) {
-    let header = Row::new([
+    // Narrow, the `ok` column goes (calls and error % say it) and the
+    // method's name takes its room.
+    let narrow = area.width < 100;
+    let header = [
         "method", "calls", "ok", "error %", "calls/s", "p50 ms", "p99 ms", "max ms",
-    ])
-    .bold();
+    ];
+    let header = Row::new(columns(header, narrow)).bold();
     let row = |m: &MethodSummary| {
-        Row::new(vec![
+        let cells = [
             m.method.clone(),
             m.calls.to_string(),
             m.ok.to_string(),
@@ -324,20 +359,12 @@ fn methods_table(frame: &mut Frame, area: Rect, snapshot: &Snapshot) {
             format!("{:.3}", m.latency.p50_ms),
             format!("{:.3}", m.latency.p99_ms),
             format!("{:.3}", m.latency.max_ms),
-        ])
+        ];
+        Row::new(columns(cells, narrow))
     };
     let mut rows: Vec<Row> = snapshot.methods.iter().map(row).collect();
     rows.push(row(&snapshot.total).bold());
-    let widths = [
-        Constraint::Length(28),
-        Constraint::Length(10),
-        Constraint::Length(10),
-        Constraint::Length(8),
-        Constraint::Length(10),
-        Constraint::Length(9),
-        Constraint::Length(9),
-        Constraint::Length(9),
-    ];
+    let widths = columns([28, 10, 10, 8, 10, 9, 9, 9].map(Constraint::Length), narrow);
     frame.render_widget(
         Table::new(rows, widths).header(header).block(
             Block::default()
@@ -348,9 +375,19 @@ fn methods_table(frame: &mut Frame, area: Rect, snapshot: &Snapshot) {
     );
 }
 
-fn errors(frame: &mut Frame, area: Rect, snapshot: &Snapshot) {
+/// The methods table's columns, without `ok` when `narrow`.
+fn columns<T>(cells: [T; 8], narrow: bool) -> Vec<T> {
+    (cells.into_iter().enumerate())
+        .filter(|(i, _)| !(narrow && *i == 2))
+        .map(|(_, cell)| cell)
+        .collect()
+}
+
+/// The errors; `first`, a line above them (the percentiles, where the
+/// charts had no room).
+fn errors(frame: &mut Frame, area: Rect, snapshot: &Snapshot, first: Option<Line<'static>>) {
     let total = &snapshot.total;
-    let mut lines = Vec::new();
+    let mut lines: Vec<Line> = first.into_iter().collect();
     let outcomes: Vec<String> = OutcomeKind::ALL
         .iter()
         .skip(1)

@@ -7,12 +7,23 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
+use super::results::Ended;
+use super::series::TargetSeries;
 use crate::feed::{has_latency, Feed, Phase, TargetInfo, TargetNow};
 use crate::report::targets::Ratios;
 use crate::stats::{MethodSummary, OutcomeKind, Snapshot};
 
-/// Seconds of each target's history an event carries, for the charts.
-pub const EVENT_HISTORY: usize = 120;
+/// What the page knows beside the feed: the series over the whole run,
+/// each run's end, the files served.
+#[derive(Default)]
+pub struct Beside {
+    pub series: Vec<TargetSeries>,
+    pub ended: Vec<Option<Ended>>,
+    /// The result files served, by the names the page links to.
+    pub files: Vec<String>,
+    /// `--web-control`: the page may pause, resume and steer.
+    pub control: bool,
+}
 
 #[derive(Serialize)]
 pub struct Event<'a> {
@@ -22,6 +33,10 @@ pub struct Event<'a> {
     pub shard: Option<u32>,
     /// The targets run all at once (else one after another).
     pub parallel: bool,
+    /// The page's buttons steer the runs (`--web-control`).
+    pub control: bool,
+    /// The result files, once written (the final event).
+    pub files: &'a [String],
     pub targets: Vec<TargetEvent<'a>>,
 }
 
@@ -49,9 +64,69 @@ pub struct TargetEvent<'a> {
     pub ratio: Option<Ratios>,
     pub methods: Vec<Figures>,
     pub thresholds: Vec<ThresholdEvent>,
-    /// `[second, calls/s, p50 ms, p99 ms, errors]`, the last
-    /// [`EVENT_HISTORY`] seconds.
+    /// `[second, calls/s, p50 ms, p99 ms, errors/s]` over the whole run,
+    /// each point standing for `history_step_s` seconds or fewer.
     pub history: Vec<[f64; 5]>,
+    pub history_step_s: f64,
+    /// Each method's `[second, calls/s, mean ms]` over the whole run.
+    pub method_series: Vec<MethodSeries<'a>>,
+    /// The percentiles, last second and whole run.
+    pub latency: Latencies,
+    /// The latency histograms (upper bound in ms, calls), last second and
+    /// whole run.
+    pub histogram: Histograms<'a>,
+    pub subscriptions: Option<Subscriptions>,
+    /// The run's verdict and warnings, once it ended.
+    pub ended: Option<&'a Ended>,
+}
+
+#[derive(Serialize)]
+pub struct MethodSeries<'a> {
+    pub method: &'a str,
+    pub points: Vec<[f64; 3]>,
+}
+
+#[derive(Serialize, Default)]
+pub struct Latencies {
+    pub last_second: Option<Spectrum>,
+    pub whole: Option<Spectrum>,
+}
+
+#[derive(Serialize)]
+pub struct Spectrum {
+    pub p50_ms: f64,
+    pub p90_ms: f64,
+    pub p99_ms: f64,
+    pub p999_ms: f64,
+    pub max_ms: f64,
+}
+
+impl Spectrum {
+    /// `None` without a call that connected: no latency, not 0 ms.
+    fn of(m: &MethodSummary) -> Option<Spectrum> {
+        let l = &m.latency;
+        (m.calls > m.outcome(OutcomeKind::Connect)).then_some(Spectrum {
+            p50_ms: l.p50_ms,
+            p90_ms: l.p90_ms,
+            p99_ms: l.p99_ms,
+            p999_ms: l.p999_ms,
+            max_ms: l.max_ms,
+        })
+    }
+}
+
+#[derive(Serialize, Default)]
+pub struct Histograms<'a> {
+    pub last_second: &'a [(f64, u64)],
+    pub whole: &'a [(f64, u64)],
+}
+
+#[derive(Serialize)]
+pub struct Subscriptions {
+    pub opened: u64,
+    pub notifications: u64,
+    /// Messages that answered no call.
+    pub unsolicited: u64,
 }
 
 #[derive(Serialize)]
@@ -105,32 +180,51 @@ pub struct ThresholdEvent {
     pub state: &'static str,
 }
 
-/// The feed now as one event.
-pub fn event(feed: &Feed, last: bool) -> Event<'_> {
-    let now = feed.all_now();
-    let first = now.first().and_then(|t| t.snapshot.clone());
-    let targets = (feed.infos().zip(&now).enumerate())
-        .map(|(i, (info, target))| target_event(info, target, first.as_deref().filter(|_| i > 0)))
+/// The feed now as one event, with what the page knows `beside` it.
+pub fn event<'a>(feed: &'a Feed, now: &'a [TargetNow], beside: &'a Beside, last: bool) -> Event<'a> {
+    let first = now.first().and_then(|t| t.snapshot.as_deref());
+    let targets = (feed.infos().zip(now).enumerate())
+        .map(|(i, (info, target))| {
+            let mut event = target_event(info, target, first.filter(|_| i > 0));
+            if let Some(series) = beside.series.get(i) {
+                add_series(&mut event, series);
+            }
+            event.ended = beside.ended.get(i).and_then(Option::as_ref);
+            event
+        })
         .collect();
     Event {
         kind: if last { "final" } else { "tick" },
         scenario: &feed.scenario,
         shard: feed.shard,
         parallel: feed.parallel,
+        control: beside.control,
+        files: &beside.files,
         targets,
     }
 }
 
+/// The whole run's series, thinned.
+fn add_series<'a>(event: &mut TargetEvent<'a>, series: &'a TargetSeries) {
+    event.history = series.seconds.points();
+    event.history_step_s = series.seconds.step();
+    event.method_series = (series.methods.iter())
+        .map(|(method, s)| MethodSeries {
+            method,
+            points: s.points(),
+        })
+        .collect();
+}
+
 /// One target's figures; `first` is the first target's snapshot, for the
 /// ratios (none for the first itself).
-fn target_event<'a>(info: &'a TargetInfo, now: &TargetNow, first: Option<&Snapshot>) -> TargetEvent<'a> {
+fn target_event<'a>(info: &'a TargetInfo, now: &'a TargetNow, first: Option<&Snapshot>) -> TargetEvent<'a> {
     let s = now.snapshot.as_deref();
     let whole = s.filter(|s| s.total.calls > 0);
     let ratio = match (whole, first.filter(|f| f.total.calls > 0)) {
         (Some(s), Some(first)) => Some(Ratios::of(&s.total, &first.total)),
         _ => None,
     };
-    let from = now.history.len().saturating_sub(EVENT_HISTORY);
     TargetEvent {
         name: &info.name,
         url: &info.url,
@@ -161,17 +255,22 @@ fn target_event<'a>(info: &'a TargetInfo, now: &TargetNow, first: Option<&Snapsh
                 state: t.standing.name(),
             })
             .collect(),
-        history: now.history[from..]
-            .iter()
-            .map(|p| {
-                [
-                    f64::from(p.second),
-                    p.calls_per_s,
-                    p.p50_ms,
-                    p.p99_ms,
-                    p.errors as f64,
-                ]
-            })
-            .collect(),
+        history: Vec::new(),
+        history_step_s: 1.0,
+        method_series: Vec::new(),
+        latency: Latencies {
+            last_second: s.and_then(|s| s.interval.as_ref()).and_then(Spectrum::of),
+            whole: whole.and_then(|s| Spectrum::of(&s.total)),
+        },
+        histogram: s.map_or_else(Histograms::default, |s| Histograms {
+            last_second: &s.interval_histogram,
+            whole: &s.histogram,
+        }),
+        subscriptions: s.map(|s| Subscriptions {
+            opened: s.subscriptions,
+            notifications: s.notifications,
+            unsolicited: s.unsolicited,
+        }),
+        ended: None,
     }
 }
