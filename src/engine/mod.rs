@@ -12,6 +12,7 @@ mod gather;
 mod observe;
 mod pacer;
 mod poll;
+mod race;
 mod rooms;
 mod schedule;
 mod single;
@@ -22,6 +23,7 @@ pub use capture::{Capture, Captured};
 pub use control::Control;
 pub use observe::readable as observable;
 pub use poll::first as first_poll;
+pub use race::RaceLog;
 pub use single::{call_by_hand, Answered, Session};
 
 use std::sync::atomic::Ordering;
@@ -50,6 +52,8 @@ pub struct RunSpec {
     pub polls: Vec<Poll>,
     /// Keeps a sample of requests and their answers (to compare targets).
     pub capture: Option<Arc<Capture>>,
+    /// Keeps the head race's arrivals (`race = "POINTER"`), closed at the end.
+    pub race: Option<Arc<RaceLog>>,
     /// Server processes whose CPU and memory are watched (`--observe-pid`);
     /// a stdio target's children are watched always.
     pub observe: Vec<u32>,
@@ -132,6 +136,10 @@ async fn run_placed(
     let watched = watching.finish().await;
     stop.cancel();
     shares.join().await;
+    // The shares are done: no notification or poll is still coming.
+    if let Some(race) = &shared.race {
+        race.close(shared.clock().measure_start.into_std());
+    }
 
     // Measured time is the schedule's span when it ran its course (a kept
     // schedule reads its rate, whatever the grace took), else up to the

@@ -8,20 +8,36 @@ use serde_json::Value;
 
 use super::call::call_once;
 use super::worker::RunState;
+use super::RaceLog;
 use crate::plan::Poll;
 use crate::rpc::wire::Message;
 use crate::transport::{Connection, Target};
 
 /// Makes the poll's call once on `connection`, judged as any call is, and
-/// stores its result.
-async fn refresh(poll: &Poll, connection: &mut Connection, timeout: Duration) -> Result<(), String> {
+/// stores its result; a race's poll keeps its value with when it came.
+async fn refresh(
+    poll: &Poll,
+    connection: &mut Connection,
+    timeout: Duration,
+    race: Option<&RaceLog>,
+) -> Result<(), String> {
     let reply = call_once(connection, &poll.template, Some(1), timeout, true).await?;
+    let came = std::time::Instant::now();
     // The judge found a version-2 answer with a result to this call.
     let result = Message::parse(&reply.body)
         .and_then(|message| message.result)
         .ok_or("no result")?;
+    if let Some(race) = race {
+        race.note(Some(result), came);
+    }
     let value: Value = serde_json::from_str(result).map_err(|e| e.to_string())?;
-    poll.polled.set(poll.index, &value)
+    let stored = poll.polled.set(poll.index, &value);
+    // A race's value may be no number (a block's hash): the connection
+    // answered, and is kept.
+    match poll.race {
+        true => Ok(()),
+        false => stored,
+    }
 }
 
 /// Polls once before the run, so generated values start right.
@@ -32,7 +48,7 @@ pub async fn first(poll: &Poll, target: &Target, timeout: Duration) -> Result<()
             let mut connection = Connection::open(target, timeout)
                 .await
                 .map_err(|e| e.to_string())?;
-            refresh(poll, &mut connection, timeout).await
+            refresh(poll, &mut connection, timeout, None).await
         })
         .await
         .map_err(|e| format!("poll `{}`: {e}", poll.name))
@@ -54,7 +70,8 @@ pub(super) async fn keep_polling(shared: Arc<RunState>, index: usize) {
             connection = Connection::open(&shared.target, shared.plan.timeout).await.ok();
         }
         if let Some(conn) = connection.as_mut() {
-            if refresh(poll, conn, shared.plan.timeout).await.is_err() {
+            let race = shared.race.as_deref().filter(|_| poll.race);
+            if refresh(poll, conn, shared.plan.timeout, race).await.is_err() {
                 connection = None;
             }
         }

@@ -396,6 +396,7 @@ fn summary() -> RunReport {
             threshold("errors < 1", "1", false),
         ],
         captured: Vec::new(),
+        race: None,
         shard: None,
     }
 }
