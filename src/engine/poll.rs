@@ -54,6 +54,20 @@ pub async fn first(poll: &Poll, target: &Target, timeout: Duration) -> Result<()
         .map_err(|e| format!("poll `{}`: {e}", poll.name))
 }
 
+/// Waits for a poll's next turn: its interval's next tick; a race's poll, a
+/// wait drawn between half and one and a half intervals. Two targets'
+/// polls (and a chain's heads, often a multiple of the interval) then keep
+/// no phase to each other: at a fixed phase, the one polled just after each
+/// head would look first on every head, whoever delivered it first.
+async fn next_tick(ticks: &mut tokio::time::Interval, poll: &Poll) {
+    match poll.race {
+        true => tokio::time::sleep(poll.every.mul_f64(0.5 + rand::random::<f64>())).await,
+        false => {
+            ticks.tick().await;
+        }
+    }
+}
+
 /// Refreshes poll `index` every `every` until the task is dropped. A failed
 /// refresh keeps the last value and tries again at the next tick.
 pub(super) async fn keep_polling(shared: Arc<RunState>, index: usize) {
@@ -63,7 +77,7 @@ pub(super) async fn keep_polling(shared: Arc<RunState>, index: usize) {
     ticks.tick().await;
     loop {
         tokio::select! {
-            _ = ticks.tick() => {}
+            _ = next_tick(&mut ticks, poll) => {}
             _ = shared.cancel.cancelled() => return,
         }
         if connection.as_ref().is_none_or(Connection::is_closed) {

@@ -17,9 +17,11 @@ fn raced<'a>(runs: &[TargetRun<'a>]) -> Option<Vec<(&'a str, &'a RaceFigures)>> 
 /// What was raced and how finely: the line above the figures.
 fn headline(race: &RaceFigures) -> String {
     let timed = match race.resolution_ms {
-        Some(ms) => {
-            format!("resolution {ms} ms: each target polled every {ms} ms, so no arrival is timed closer")
-        }
+        Some(ms) => format!(
+            "resolution {ms} ms: each target polled every {ms} ms on average (each wait drawn from {} to {} ms), so an arrival is known only to within a poll",
+            ms / 2.0,
+            ms * 1.5
+        ),
         None => "each notification timed as it arrived".to_string(),
     };
     format!(
@@ -198,7 +200,7 @@ mod tests {
         let polled = figures(0, 20, None, Some(100.0));
         let text = table_of(&[("a", &polled)]);
         assert!(
-            text.contains("resolution 100 ms: each target polled every 100 ms"),
+            text.contains("resolution 100 ms: each target polled every 100 ms on average (each wait drawn from 50 to 150 ms)"),
             "{text}"
         );
         assert!(text.contains("-          -          -          -"), "{text}");
