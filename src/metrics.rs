@@ -264,6 +264,19 @@ fn run_metrics(text: &mut String, series: &[Series]) {
             let _ = writeln!(text, "{name}{{{labels}}} {}", value(snapshot));
         }
     }
+    // Only a run with a head race has the series.
+    if series.iter().any(|s| s.snapshot.race_heads.is_some()) {
+        let name = "volley_race_heads_total";
+        head(
+            text,
+            name,
+            "counter",
+            "Distinct heads the head race has had from the target.",
+        );
+        for Series { labels, snapshot } in series {
+            let _ = writeln!(text, "{name}{{{labels}}} {}", snapshot.race_heads.unwrap_or(0));
+        }
+    }
 }
 
 /// Significant digits a sample value keeps: the figures are no finer
@@ -295,7 +308,41 @@ fn number(value: f64) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::{number, seconds};
+    use super::{number, render, seconds};
+
+    #[test]
+    fn the_race_heads_are_counted_per_target_only_in_a_run_with_a_race() {
+        let info = |name: &str| crate::feed::TargetInfo {
+            name: name.into(),
+            url: "ws://127.0.0.1:8546".into(),
+            transport: "websocket".into(),
+            thresholds: Vec::new(),
+            control: std::sync::Arc::new(crate::engine::Control::new()),
+        };
+        let feed = crate::feed::Feed::new("race", None, true, vec![info("a"), info("b")]);
+        let raced = |heads| crate::stats::Snapshot {
+            race_heads: Some(heads),
+            ..Default::default()
+        };
+        feed.publish(0, &raced(12));
+        feed.publish(1, &raced(11));
+        let text = render(&feed);
+        let samples: Vec<&str> = (text.lines())
+            .filter(|l| l.starts_with("volley_race_heads_total{"))
+            .collect();
+        assert_eq!(samples.len(), 2, "{text}");
+        assert!(
+            samples[0].contains("\"a\"") && samples[0].ends_with(" 12"),
+            "{text}"
+        );
+        assert!(
+            samples[1].contains("\"b\"") && samples[1].ends_with(" 11"),
+            "{text}"
+        );
+        let plain = crate::feed::Feed::new("plain", None, false, vec![info("a")]);
+        plain.publish(0, &crate::stats::Snapshot::default());
+        assert!(!render(&plain).contains("volley_race_heads_total"));
+    }
 
     #[test]
     fn bucket_bounds_read_as_plain_exact_seconds() {

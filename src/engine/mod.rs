@@ -124,7 +124,7 @@ async fn run_placed(
     // the grace (ending.rs); `stop` is for a stop that skips it.
     let deadline = shared.plan.duration.map(|d| start + shared.plan.warmup + d);
     let watching = watch_servers(&shared.observe, children, start + shared.plan.warmup);
-    let snapshots = Snapshots::new(&shared.plan, start, &control, &watching);
+    let snapshots = Snapshots::new(&shared, start, &control, &watching);
     // The first, as the run begins: a warmup has no figures for a while.
     publish(&snapshots.now(&mut gatherer, false));
     gather_all(&shared, &mut gatherer, &mut chunks, threads, |g| {
@@ -219,10 +219,12 @@ struct Snapshots {
     control: Arc<Control>,
     /// The servers' latest reading.
     server_now: Arc<std::sync::Mutex<Option<(f64, u64)>>>,
+    race: Option<Arc<RaceLog>>,
 }
 
 impl Snapshots {
-    fn new(plan: &LoadPlan, start: Instant, control: &Arc<Control>, watching: &Watching) -> Self {
+    fn new(shared: &RunState, start: Instant, control: &Arc<Control>, watching: &Watching) -> Self {
+        let plan = &shared.plan;
         Snapshots {
             base: Snapshot {
                 warmup: plan.warmup,
@@ -236,6 +238,7 @@ impl Snapshots {
             warmup: plan.warmup,
             control: control.clone(),
             server_now: Arc::clone(&watching.now),
+            race: shared.race.clone(),
         }
     }
 
@@ -253,6 +256,7 @@ impl Snapshots {
             target: self.control.target_now(),
             paused: self.control.is_paused(),
             server: *self.server_now.lock().unwrap_or_else(|p| p.into_inner()),
+            race_heads: self.race.as_ref().map(|race| race.heads_so_far()),
             finished,
             ..self.base.clone()
         };

@@ -98,6 +98,12 @@ fn header(frame: &mut Frame, area: Rect, dash: &Dashboard) {
                 .add_modifier(Modifier::BOLD),
         ));
     }
+    let heads: Vec<String> = (0..dash.targets.len())
+        .filter_map(|i| Some(format!("{} {}", dash.info(i).name, dash.snapshot(i).race_heads?)))
+        .collect();
+    if !heads.is_empty() {
+        flags.push(Span::raw(format!(" race heads so far: {} ", heads.join(" · "))));
+    }
     if dash.targets.iter().all(|t| t.phase() == Phase::Finished) {
         flags.push(Span::styled(
             " finished ",

@@ -227,6 +227,23 @@ fn slower() -> Snapshot {
 }
 
 #[test]
+fn a_race_shows_the_heads_each_target_has_delivered_so_far() {
+    let targets: &[(&str, &str, &[&str])] = &[
+        ("fast", "ws://127.0.0.1:8546", &[]),
+        ("slow", "ws://127.0.0.1:8547", &[]),
+    ];
+    let raced = |heads| Snapshot {
+        race_heads: Some(heads),
+        ..snapshot()
+    };
+    let dashboard = dashboard_of(true, targets, &[raced(12), raced(11)]);
+    let text = screen(&dashboard);
+    assert!(text.contains("race heads so far: fast 12 · slow 11"), "{text}");
+    let plain = dashboard_of(true, targets, &[snapshot(), snapshot()]);
+    assert!(!screen(&plain).contains("race heads"));
+}
+
+#[test]
 fn targets_at_once_are_shown_side_by_side_with_their_ratios_to_the_first() {
     let targets: &[(&str, &str, &[&str])] = &[
         ("fast", "http://127.0.0.1:8545", &["p99 < 2ms"]),
