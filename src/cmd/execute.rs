@@ -109,7 +109,7 @@ pub async fn execute_into(
     let warmup = plan.warmup;
     let whole_rate = plan.constant_rate();
     let capture = (scenario.equality.as_ref()).map(|e| Arc::new(engine::Capture::new(e.sample)));
-    let race = (scenario.race.as_ref()).map(|r| Arc::new(engine::RaceLog::new(r.pointer.clone())));
+    let race = (scenario.race.as_ref()).map(|r| Arc::new(engine::RaceLog::new(r)));
     let spec = RunSpec {
         plan,
         mix,

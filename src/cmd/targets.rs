@@ -29,10 +29,14 @@ pub fn command(args: &RunArgs, mut scenario: Scenario) -> anyhow::Result<ExitCod
     let runs: Vec<Scenario> = scenario
         .targets
         .iter()
-        .map(|target| {
+        .enumerate()
+        .map(|(lane, target)| {
             let mut one = scenario.clone();
             one.target = target.spec.clone();
             one.targets.clear();
+            if let Some(race) = &mut one.race {
+                race.lane = lane;
+            }
             one
         })
         .collect();

@@ -256,7 +256,7 @@ impl Snapshots {
             target: self.control.target_now(),
             paused: self.control.is_paused(),
             server: *self.server_now.lock().unwrap_or_else(|p| p.into_inner()),
-            race_heads: self.race.as_ref().map(|race| race.heads_so_far()),
+            race: self.race.as_ref().map(|race| race.so_far()),
             finished,
             ..self.base.clone()
         };

@@ -5,11 +5,11 @@
 //! thread saw it. The tally across targets is `stats::race`'s, after the run.
 
 use std::collections::HashMap;
-use std::sync::{LazyLock, Mutex};
+use std::sync::{Arc, LazyLock, Mutex};
 use std::time::Instant;
 
-use crate::plan::Pointer;
-use crate::stats::race::{head_key, Arrivals, MAX_HEADS};
+use crate::plan::{Pointer, Race};
+use crate::stats::race::{head_key, Arrivals, RaceBoard, MAX_HEADS};
 
 /// The one clock every target's arrivals are read on: they run in one
 /// process, so their instants compare, and are kept as µs since this.
@@ -18,6 +18,8 @@ static ORIGIN: LazyLock<Instant> = LazyLock::new(Instant::now);
 pub struct RaceLog {
     pointer: Pointer,
     kept: Mutex<Kept>,
+    /// The live tally across targets, and this target's place on it.
+    board: (Arc<RaceBoard>, usize),
 }
 
 #[derive(Default)]
@@ -32,11 +34,12 @@ struct Kept {
 }
 
 impl RaceLog {
-    pub fn new(pointer: Pointer) -> RaceLog {
+    pub fn new(race: &Race) -> RaceLog {
         LazyLock::force(&ORIGIN);
         RaceLog {
-            pointer,
+            pointer: race.pointer.clone(),
             kept: Mutex::new(Kept::default()),
+            board: (race.board.clone(), race.lane),
         }
     }
 
@@ -67,13 +70,17 @@ impl RaceLog {
             }
             None => {
                 kept.heads.insert(key, at);
+                // Under the log's lock: the board is only ever taken after it.
+                self.board.0.delivered(self.board.1, key);
             }
         }
     }
 
-    /// Distinct heads so far, for the live views.
-    pub fn heads_so_far(&self) -> u64 {
-        self.kept().heads.len() as u64
+    /// Distinct heads so far, and those first across targets, for the
+    /// live views.
+    pub fn so_far(&self) -> (u64, u64) {
+        let heads = self.kept().heads.len() as u64;
+        (heads, self.board.0.firsts(self.board.1))
     }
 
     /// Ends the listening now, the race's figures counted from `from`
@@ -105,9 +112,19 @@ mod tests {
 
     use super::*;
 
+    fn race(pointer: &str) -> Race {
+        Race {
+            pointer: Pointer::parse(pointer).unwrap(),
+            source: "subscribe[0]".into(),
+            every: None,
+            board: Default::default(),
+            lane: 0,
+        }
+    }
+
     #[test]
     fn each_head_keeps_its_earliest_arrival_and_a_result_without_the_value_is_unreadable() {
-        let log = RaceLog::new(Pointer::parse("/hash").unwrap());
+        let log = RaceLog::new(&race("/hash"));
         let start = Instant::now();
         let later = start + Duration::from_millis(30);
         log.note(Some(r#"{"hash":"0x1","number":"0x1"}"#), later);
@@ -125,12 +142,12 @@ mod tests {
         assert_eq!((arrivals.unreadable, arrivals.capped), (4, false));
         // Closed: nothing more is kept.
         log.note(Some(r#"{"hash":"0x2"}"#), later);
-        assert_eq!(log.heads_so_far(), 1);
+        assert_eq!(log.so_far(), (1, 1));
     }
 
     #[test]
     fn past_the_cap_no_head_is_kept_and_the_listening_ends_where_it_was_reached() {
-        let log = RaceLog::new(Pointer::parse("").unwrap());
+        let log = RaceLog::new(&race(""));
         let start = Instant::now();
         for n in 0..MAX_HEADS as u64 + 5 {
             log.note(Some(&n.to_string()), start + Duration::from_micros(n));

@@ -81,6 +81,54 @@ pub struct RaceFigures {
     pub unreadable: u64,
 }
 
+/// The race so far across the targets of one run, for the live views: who
+/// delivered each head first, and each target's count of firsts. Only a
+/// target's new heads come here (a few a second), never a call; the
+/// figures reported are [`tally`]'s, after the runs.
+#[derive(Debug, Default)]
+pub struct RaceBoard {
+    inner: std::sync::Mutex<Board>,
+}
+
+#[derive(Debug, Default)]
+struct Board {
+    first_by: HashMap<u64, usize>,
+    /// By target, in the order the run lists them.
+    firsts: Vec<u64>,
+}
+
+/// One board per run, shared by its targets: equal only to itself.
+impl PartialEq for RaceBoard {
+    fn eq(&self, other: &Self) -> bool {
+        std::ptr::eq(self, other)
+    }
+}
+
+impl RaceBoard {
+    fn board(&self) -> std::sync::MutexGuard<'_, Board> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Target `lane` has delivered `head` for the first time: first, unless
+    /// another target had. Past [`MAX_HEADS`] heads, no new one is counted.
+    pub fn delivered(&self, lane: usize, head: u64) {
+        let mut board = self.board();
+        if board.firsts.len() <= lane {
+            board.firsts.resize(lane + 1, 0);
+        }
+        if board.first_by.contains_key(&head) || board.first_by.len() >= MAX_HEADS {
+            return;
+        }
+        board.first_by.insert(head, lane);
+        board.firsts[lane] += 1;
+    }
+
+    /// The heads target `lane` has delivered first so far.
+    pub fn firsts(&self, lane: usize) -> u64 {
+        self.board().firsts.get(lane).copied().unwrap_or(0)
+    }
+}
+
 /// The key a head is matched by: a hash of its value, so a kept head costs
 /// the same whatever its size. A string by its text (escapes undone: two
 /// servers may escape alike characters differently), anything else by its
@@ -247,6 +295,17 @@ mod tests {
         assert_eq!(head_key("null"), None);
         assert_eq!(head_key(&format!("\"{}\"", "f".repeat(MAX_VALUE_BYTES))), None);
         assert_eq!(head_key("not json"), None);
+    }
+
+    #[test]
+    fn the_board_counts_a_head_first_for_the_target_that_delivered_it_first() {
+        let board = RaceBoard::default();
+        board.delivered(1, 7);
+        board.delivered(0, 7);
+        board.delivered(0, 8);
+        board.delivered(1, 8);
+        board.delivered(1, 9);
+        assert_eq!((board.firsts(0), board.firsts(1), board.firsts(2)), (1, 2, 0));
     }
 
     #[test]

@@ -98,11 +98,17 @@ fn header(frame: &mut Frame, area: Rect, dash: &Dashboard) {
                 .add_modifier(Modifier::BOLD),
         ));
     }
-    let heads: Vec<String> = (0..dash.targets.len())
-        .filter_map(|i| Some(format!("{} {}", dash.info(i).name, dash.snapshot(i).race_heads?)))
+    let raced: Vec<String> = (0..dash.targets.len())
+        .filter_map(|i| {
+            let (heads, first) = dash.snapshot(i).race?;
+            Some(format!("{} {first} of {heads}", dash.info(i).name))
+        })
         .collect();
-    if !heads.is_empty() {
-        flags.push(Span::raw(format!(" race heads so far: {} ", heads.join(" · "))));
+    if !raced.is_empty() {
+        flags.push(Span::raw(format!(
+            " race, heads first so far: {} ",
+            raced.join(" · ")
+        )));
     }
     if dash.targets.iter().all(|t| t.phase() == Phase::Finished) {
         flags.push(Span::styled(

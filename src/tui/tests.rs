@@ -227,18 +227,21 @@ fn slower() -> Snapshot {
 }
 
 #[test]
-fn a_race_shows_the_heads_each_target_has_delivered_so_far() {
+fn a_race_shows_the_heads_each_target_has_delivered_and_delivered_first_so_far() {
     let targets: &[(&str, &str, &[&str])] = &[
         ("fast", "ws://127.0.0.1:8546", &[]),
         ("slow", "ws://127.0.0.1:8547", &[]),
     ];
-    let raced = |heads| Snapshot {
-        race_heads: Some(heads),
+    let raced = |heads, first| Snapshot {
+        race: Some((heads, first)),
         ..snapshot()
     };
-    let dashboard = dashboard_of(true, targets, &[raced(12), raced(11)]);
+    let dashboard = dashboard_of(true, targets, &[raced(12, 10), raced(11, 2)]);
     let text = screen(&dashboard);
-    assert!(text.contains("race heads so far: fast 12 · slow 11"), "{text}");
+    assert!(
+        text.contains("race, heads first so far: fast 10 of 12 · slow 2 of 11"),
+        "{text}"
+    );
     let plain = dashboard_of(true, targets, &[snapshot(), snapshot()]);
     assert!(!screen(&plain).contains("race heads"));
 }

@@ -34,6 +34,8 @@ impl RawScenario {
                 pointer: pointer(at, text, &key)?,
                 source,
                 every,
+                board: Default::default(),
+                lane: 0,
             });
         }
         Ok(race)
