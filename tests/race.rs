@@ -141,9 +141,9 @@ async fn publish(chain: Arc<Chain>, node: Node, sink: Arc<tokio::sync::Mutex<Sin
     }
 }
 
-/// An HTTP node: `eth_blockNumber` answers the latest head it has heard of
-/// (null before the first), every other call `0x1`. The chain starts once
-/// the nodes have been polled `wanted` times in all.
+/// An HTTP node: `eth_getBlockByNumber` answers the latest head it has
+/// heard of (null before the first), every other call `0x1`. The chain
+/// starts once the nodes have been polled `wanted` times in all.
 fn http_node(chain: Arc<Chain>, node: Node) -> std::net::SocketAddr {
     common::serve_on_a_thread(move |listener| async move {
         while let Ok((stream, _)) = listener.accept().await {
@@ -155,7 +155,7 @@ fn http_node(chain: Arc<Chain>, node: Node) -> std::net::SocketAddr {
                         async move {
                             let body = request.into_body().collect().await.unwrap().to_bytes();
                             let request: Value = serde_json::from_slice(&body).unwrap_or_default();
-                            let result = match request["method"] == "eth_blockNumber" {
+                            let result = match request["method"] == "eth_getBlockByNumber" {
                                 true => {
                                     chain.listens();
                                     latest(&chain, node)
@@ -176,13 +176,14 @@ fn http_node(chain: Arc<Chain>, node: Node) -> std::net::SocketAddr {
     })
 }
 
-/// The number of the latest head `node` has heard of, or null.
+/// The latest head `node` has heard of, or null.
 fn latest(chain: &Chain, node: Node) -> Value {
     let now = Instant::now();
     let heard = (0..chain.heads).filter(|&i| chain.due(i, node.offset).is_some_and(|due| due <= now));
-    heard
-        .last()
-        .map_or(Value::Null, |i| json!(format!("0x{:x}", i + 1)))
+    heard.last().map_or(
+        Value::Null,
+        |i| json!({"number": format!("0x{:x}", i + 1), "hash": Chain::hash(i)}),
+    )
 }
 
 /// Runs `scenario` over its targets at once; the side-by-side summary and
@@ -274,12 +275,13 @@ fn subscriptions_race_by_value_the_first_node_first_and_a_skipped_head_missed() 
 #[test]
 fn polls_race_http_nodes_at_the_polls_resolution() {
     // Four heads 600 ms apart, from 0.5 s after six polls in all; the
-    // second node 250 ms behind: more than two polls at 100 ms.
+    // second node 250 ms behind: more than a poll's longest wait (150 ms).
+    // Blocks are polled, raced by their hash: a value that is no number.
     let chain = Chain::new(4, Duration::from_millis(600), 6);
     let first = http_node(chain.clone(), node(0));
     let second = http_node(chain, node(250));
     let scenario = format!(
-        "targets = [{{ name = \"first\", url = \"http://{first}\" }}, {{ name = \"second\", url = \"http://{second}\" }}]\n{LOAD}[poll.head]\nmethod = \"eth_blockNumber\"\nevery = \"100ms\"\nrace = \"\"\n"
+        "targets = [{{ name = \"first\", url = \"http://{first}\" }}, {{ name = \"second\", url = \"http://{second}\" }}]\n{LOAD}[poll.head]\nmethod = \"eth_getBlockByNumber\"\nparams = [\"latest\", false]\nevery = \"100ms\"\nrace = \"/hash\"\n"
     );
     let (summary, stdout, _) = run_parallel("race-poll", &scenario);
     let figures = raced(&summary);
