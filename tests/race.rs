@@ -327,6 +327,13 @@ fn a_race_without_targets_listening_at_once_is_refused_before_anything_is_sent()
         "{}",
         text(&one.stderr)
     );
+    // `volley validate` says what will be raced.
+    let validated = volley().arg("validate").arg(&file).output().unwrap();
+    assert!(
+        text(&validated.stdout).contains("race:        \"/hash\" of subscribe[0]'s results, matched across the targets (each notification timed as it arrives); run with --parallel-targets"),
+        "{}",
+        text(&validated.stdout)
+    );
     // A bad pointer: the file, the line and the key.
     std::fs::write(&file, format!("{targets}{}", race.replace("/hash", "hash"))).unwrap();
     let bad = volley()
