@@ -182,6 +182,7 @@ pub fn merge(shards: &[ShardRun]) -> anyhow::Result<RunReport> {
         summary,
         thresholds: results,
         captured: Vec::new(),
+        race: None,
         shard: None,
     })
 }

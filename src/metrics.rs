@@ -264,6 +264,28 @@ fn run_metrics(text: &mut String, series: &[Series]) {
             let _ = writeln!(text, "{name}{{{labels}}} {}", value(snapshot));
         }
     }
+    // Only a run with a head race has these series.
+    if series.iter().any(|s| s.snapshot.race.is_some()) {
+        type Raced = fn((u64, u64)) -> u64;
+        let raced: [(&str, &str, Raced); 2] = [
+            (
+                "volley_race_heads_total",
+                "Distinct heads the head race has had from the target.",
+                |(heads, _)| heads,
+            ),
+            (
+                "volley_race_first_total",
+                "Heads the target delivered before any other target.",
+                |(_, first)| first,
+            ),
+        ];
+        for (name, help, value) in raced {
+            head(text, name, "counter", help);
+            for Series { labels, snapshot } in series {
+                let _ = writeln!(text, "{name}{{{labels}}} {}", snapshot.race.map_or(0, value));
+            }
+        }
+    }
 }
 
 /// Significant digits a sample value keeps: the figures are no finer
@@ -295,7 +317,41 @@ fn number(value: f64) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::{number, seconds};
+    use super::{number, render, seconds};
+
+    #[test]
+    fn the_race_heads_and_firsts_are_counted_per_target_only_in_a_run_with_a_race() {
+        let info = |name: &str| crate::feed::TargetInfo {
+            name: name.into(),
+            url: "ws://127.0.0.1:8546".into(),
+            transport: "websocket".into(),
+            thresholds: Vec::new(),
+            control: std::sync::Arc::new(crate::engine::Control::new()),
+        };
+        let feed = crate::feed::Feed::new("race", None, true, vec![info("a"), info("b")]);
+        let raced = |heads, first| crate::stats::Snapshot {
+            race: Some((heads, first)),
+            ..Default::default()
+        };
+        feed.publish(0, &raced(12, 10));
+        feed.publish(1, &raced(11, 2));
+        let text = render(&feed);
+        let samples = |name: &str| -> Vec<String> {
+            (text.lines())
+                .filter(|l| l.starts_with(&format!("{name}{{")))
+                .map(String::from)
+                .collect()
+        };
+        let heads = samples("volley_race_heads_total");
+        assert_eq!(heads.len(), 2, "{text}");
+        assert!(heads[0].contains("\"a\"") && heads[0].ends_with(" 12"), "{text}");
+        assert!(heads[1].contains("\"b\"") && heads[1].ends_with(" 11"), "{text}");
+        let first = samples("volley_race_first_total");
+        assert!(first[0].ends_with(" 10") && first[1].ends_with(" 2"), "{text}");
+        let plain = crate::feed::Feed::new("plain", None, false, vec![info("a")]);
+        plain.publish(0, &crate::stats::Snapshot::default());
+        assert!(!render(&plain).contains("volley_race_heads_total"));
+    }
 
     #[test]
     fn bucket_bounds_read_as_plain_exact_seconds() {

@@ -387,12 +387,24 @@ fn write_extras(
             call.method
         );
     }
-    for poll in polls {
+    for poll in polls.iter().filter(|p| !p.race) {
         // Nothing is sent here, so what the poll will answer is unknown.
         let _ = writeln!(
             out,
             "poll:        `{}` every {:?}; its answer must be a number or a hex quantity, which only the run can check (before anything is measured)",
             poll.name, poll.every
+        );
+    }
+    if let Some(race) = &scenario.race {
+        let timed = match race.every {
+            Some(every) => format!("polled every {every:?} on average: the race's resolution"),
+            None => "each notification timed as it arrives".to_string(),
+        };
+        let _ = writeln!(
+            out,
+            "race:        \"{}\" of {}'s results, matched across the targets ({timed}); run with --parallel-targets",
+            race.pointer.as_str(),
+            race.source
         );
     }
     for threshold in &scenario.thresholds {

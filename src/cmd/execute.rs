@@ -109,6 +109,7 @@ pub async fn execute_into(
     let warmup = plan.warmup;
     let whole_rate = plan.constant_rate();
     let capture = (scenario.equality.as_ref()).map(|e| Arc::new(engine::Capture::new(e.sample)));
+    let race = (scenario.race.as_ref()).map(|r| Arc::new(engine::RaceLog::new(r)));
     let spec = RunSpec {
         plan,
         mix,
@@ -116,6 +117,7 @@ pub async fn execute_into(
         setup,
         polls,
         capture: capture.clone(),
+        race: race.clone(),
         observe: scenario.observe.clone(),
         facts,
         spool: spool(results, &meta),
@@ -147,6 +149,7 @@ pub async fn execute_into(
         summary,
         thresholds,
         captured: capture.map_or_else(Vec::new, |c| c.take()),
+        race: race.and_then(|r| r.arrivals()),
         shard,
     })
 }

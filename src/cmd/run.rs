@@ -21,6 +21,7 @@ pub fn command(args: RunArgs) -> anyhow::Result<ExitCode> {
     Live::check_flags(&args)?;
     let scenario = scenario(&args)?;
     super::rounds::check(&args, &scenario)?;
+    super::targets::check_race(&args, &scenario)?;
     if scenario.targets.len() > 1 {
         return super::targets::command(&args, scenario);
     }

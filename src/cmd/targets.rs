@@ -17,6 +17,7 @@ use crate::output::OutputDir;
 use crate::report::targets::TargetRun;
 use crate::report::{self, RunReport};
 use crate::scenario::Scenario;
+use crate::stats::race::{tally, Arrivals, RaceFigures};
 
 pub fn command(args: &RunArgs, mut scenario: Scenario) -> anyhow::Result<ExitCode> {
     // One seed for every target: the same calls, the same params, in order.
@@ -28,10 +29,14 @@ pub fn command(args: &RunArgs, mut scenario: Scenario) -> anyhow::Result<ExitCod
     let runs: Vec<Scenario> = scenario
         .targets
         .iter()
-        .map(|target| {
+        .enumerate()
+        .map(|(lane, target)| {
             let mut one = scenario.clone();
             one.target = target.spec.clone();
             one.targets.clear();
+            if let Some(race) = &mut one.race {
+                race.lane = lane;
+            }
             one
         })
         .collect();
@@ -77,10 +82,13 @@ pub fn command(args: &RunArgs, mut scenario: Scenario) -> anyhow::Result<ExitCod
     for (name, report) in names.iter().zip(&reports) {
         report::write_files(&out.path.join(name), report)?;
     }
-    let side_by_side: Vec<TargetRun> = names
-        .iter()
-        .zip(&reports)
-        .map(|(name, report)| TargetRun { name, report })
+    let race = race_figures(scenario.race.as_ref(), &reports);
+    let side_by_side: Vec<TargetRun> = (names.iter().zip(&reports).enumerate())
+        .map(|(i, (name, report))| TargetRun {
+            name,
+            report,
+            race: race.as_ref().map(|figures| &figures[i]),
+        })
         .collect();
     let equality = scenario
         .equality
@@ -126,6 +134,41 @@ pub fn command(args: &RunArgs, mut scenario: Scenario) -> anyhow::Result<ExitCod
         (0, true) => ExitCode::from(EXIT_FAILED_CHECK),
         (signal, _) => ExitCode::from(signal),
     })
+}
+
+/// A race needs several targets listening at once: said before anything
+/// is sent, naming the key.
+pub fn check_race(args: &RunArgs, scenario: &Scenario) -> anyhow::Result<()> {
+    let Some(race) = &scenario.race else {
+        return Ok(());
+    };
+    let key = format!("{}.race", race.source);
+    if scenario.targets.len() < 2 {
+        anyhow::bail!("`{key}` races targets against each other: give two or more (`targets` in the file, or --target A --target B) and --parallel-targets");
+    }
+    if !args.parallel_targets || args.rounds.is_some() {
+        anyhow::bail!("`{key}` races targets listening at the same time: run with --parallel-targets (and without --rounds)");
+    }
+    Ok(())
+}
+
+/// The head race tallied across the targets' runs, each target's figures
+/// in order; `None` without a race (or a run that kept no arrivals).
+fn race_figures(race: Option<&crate::plan::Race>, reports: &[RunReport]) -> Option<Vec<RaceFigures>> {
+    let race = race?;
+    let arrivals: Vec<Arrivals> = reports.iter().map(|r| r.race.clone()).collect::<Option<_>>()?;
+    let figures = tally(&arrivals)
+        .into_iter()
+        .zip(&arrivals)
+        .map(|(tally, arrivals)| RaceFigures {
+            source: race.source.clone(),
+            pointer: race.pointer.as_str().to_string(),
+            resolution_ms: race.every.map(|every| every.as_secs_f64() * 1000.0),
+            tally,
+            capped: arrivals.capped,
+            unreadable: arrivals.unreadable,
+        });
+    Some(figures.collect())
 }
 
 /// The targets' kept answers set against the first's, by the rules.

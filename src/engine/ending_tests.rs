@@ -32,6 +32,7 @@ async fn run_stopped(
         setup: Vec::new(),
         polls: Vec::new(),
         capture: None,
+        race: None,
         observe: Vec::new(),
         facts: Default::default(),
         spool: Box::new(crate::stats::Series::default()),

@@ -13,6 +13,7 @@ mod gather;
 mod observe;
 mod pacer;
 mod poll;
+mod race;
 mod recording;
 mod rooms;
 mod schedule;
@@ -26,6 +27,7 @@ pub use capture::{Capture, Captured};
 pub use control::Control;
 pub use observe::readable as observable;
 pub use poll::first as first_poll;
+pub use race::RaceLog;
 pub use single::{call_by_hand, Answered, Session};
 
 use std::sync::atomic::Ordering;
@@ -51,6 +53,8 @@ pub struct RunSpec {
     pub polls: Vec<Poll>,
     /// Keeps a sample of requests and their answers (to compare targets).
     pub capture: Option<Arc<Capture>>,
+    /// Keeps the head race's arrivals (`race = "POINTER"`), closed at the end.
+    pub race: Option<Arc<RaceLog>>,
     /// Server processes whose CPU and memory are watched (`--observe-pid`);
     /// a stdio target's children are watched always.
     pub observe: Vec<u32>,
@@ -121,7 +125,7 @@ async fn run_placed(
     // the grace (ending.rs); `stop` is for a stop that skips it.
     let deadline = shared.plan.duration.map(|d| start + shared.plan.warmup + d);
     let watching = watch_servers(&shared.observe, children, start + shared.plan.warmup);
-    let snapshots = Snapshots::new(&shared.plan, start, &control, &watching);
+    let snapshots = Snapshots::new(&shared, start, &control, &watching);
     // The first, as the run begins: a warmup has no figures for a while.
     publish(&snapshots.now(&mut gatherer, false));
     gather_all(&shared, &mut gatherer, &mut chunks, threads, |g| {
@@ -133,6 +137,10 @@ async fn run_placed(
     let watched = watching.finish().await;
     stop.cancel();
     shares.join().await;
+    // The shares are done: no notification or poll is still coming.
+    if let Some(race) = &shared.race {
+        race.close(shared.clock().measure_start.into_std());
+    }
 
     // Measured time is the schedule's span when it ran its course (a kept
     // schedule reads its rate, whatever the grace took), else up to the
@@ -212,10 +220,12 @@ struct Snapshots {
     control: Arc<Control>,
     /// The servers' latest reading.
     server_now: Arc<std::sync::Mutex<Option<(f64, u64)>>>,
+    race: Option<Arc<RaceLog>>,
 }
 
 impl Snapshots {
-    fn new(plan: &LoadPlan, start: Instant, control: &Arc<Control>, watching: &Watching) -> Self {
+    fn new(shared: &RunState, start: Instant, control: &Arc<Control>, watching: &Watching) -> Self {
+        let plan = &shared.plan;
         Snapshots {
             base: Snapshot {
                 warmup: plan.warmup,
@@ -229,6 +239,7 @@ impl Snapshots {
             warmup: plan.warmup,
             control: control.clone(),
             server_now: Arc::clone(&watching.now),
+            race: shared.race.clone(),
         }
     }
 
@@ -246,6 +257,7 @@ impl Snapshots {
             target: self.control.target_now(),
             paused: self.control.is_paused(),
             server: *self.server_now.lock().unwrap_or_else(|p| p.into_inner()),
+            race: self.race.as_ref().map(|race| race.so_far()),
             finished,
             ..self.base.clone()
         };

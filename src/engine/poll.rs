@@ -8,20 +8,36 @@ use serde_json::Value;
 
 use super::call::call_once;
 use super::state::RunState;
+use super::RaceLog;
 use crate::plan::Poll;
 use crate::rpc::wire::Message;
 use crate::transport::{Connection, Target};
 
 /// Makes the poll's call once on `connection`, judged as any call is, and
-/// stores its result.
-async fn refresh(poll: &Poll, connection: &mut Connection, timeout: Duration) -> Result<(), String> {
+/// stores its result; a race's poll keeps its value with when it came.
+async fn refresh(
+    poll: &Poll,
+    connection: &mut Connection,
+    timeout: Duration,
+    race: Option<&RaceLog>,
+) -> Result<(), String> {
     let reply = call_once(connection, &poll.template, Some(1), timeout, true).await?;
+    let came = std::time::Instant::now();
     // The judge found a version-2 answer with a result to this call.
     let result = Message::parse(&reply.body)
         .and_then(|message| message.result)
         .ok_or("no result")?;
+    if let Some(race) = race {
+        race.note(Some(result), came);
+    }
     let value: Value = serde_json::from_str(result).map_err(|e| e.to_string())?;
-    poll.polled.set(poll.index, &value)
+    let stored = poll.polled.set(poll.index, &value);
+    // A race's value may be no number (a block's hash): the connection
+    // answered, and is kept.
+    match poll.race {
+        true => Ok(()),
+        false => stored,
+    }
 }
 
 /// Polls once before the run, so generated values start right.
@@ -32,10 +48,24 @@ pub async fn first(poll: &Poll, target: &Target, timeout: Duration) -> Result<()
             let mut connection = Connection::open(target, timeout)
                 .await
                 .map_err(|e| e.to_string())?;
-            refresh(poll, &mut connection, timeout).await
+            refresh(poll, &mut connection, timeout, None).await
         })
         .await
         .map_err(|e| format!("poll `{}`: {e}", poll.name))
+}
+
+/// Waits for a poll's next turn: its interval's next tick; a race's poll, a
+/// wait drawn between half and one and a half intervals. Two targets'
+/// polls (and a chain's heads, often a multiple of the interval) then keep
+/// no phase to each other: at a fixed phase, the one polled just after each
+/// head would look first on every head, whoever delivered it first.
+async fn next_tick(ticks: &mut tokio::time::Interval, poll: &Poll) {
+    match poll.race {
+        true => tokio::time::sleep(poll.every.mul_f64(0.5 + rand::random::<f64>())).await,
+        false => {
+            ticks.tick().await;
+        }
+    }
 }
 
 /// Refreshes poll `index` every `every` until the task is dropped. A failed
@@ -47,14 +77,15 @@ pub(super) async fn keep_polling(shared: Arc<RunState>, index: usize) {
     ticks.tick().await;
     loop {
         tokio::select! {
-            _ = ticks.tick() => {}
+            _ = next_tick(&mut ticks, poll) => {}
             _ = shared.cancel.cancelled() => return,
         }
         if connection.as_ref().is_none_or(Connection::is_closed) {
             connection = Connection::open(&shared.target, shared.plan.timeout).await.ok();
         }
         if let Some(conn) = connection.as_mut() {
-            if refresh(poll, conn, shared.plan.timeout).await.is_err() {
+            let race = shared.race.as_deref().filter(|_| poll.race);
+            if refresh(poll, conn, shared.plan.timeout, race).await.is_err() {
                 connection = None;
             }
         }

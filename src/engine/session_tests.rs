@@ -18,6 +18,7 @@ fn initialize() -> Vec<SetupCall> {
         params: None,
         notification: false,
         subscribe: false,
+        race: false,
     }]
 }
 

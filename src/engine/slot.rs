@@ -186,7 +186,9 @@ pub(super) fn retire(shared: &Arc<RunState>, local: &Rc<ThreadState>, connection
 }
 
 /// Keeps the subscription a setup call opened: its notifications are
-/// counted, with the gaps between them, while the run is measured.
+/// counted, with the gaps between them, while the run is measured; the
+/// race's (`race = "POINTER"`) have their values kept with their arrival
+/// from the start, the race's window being chosen across targets after.
 fn subscribe(
     shared: &Arc<RunState>,
     local: &Rc<ThreadState>,
@@ -202,10 +204,15 @@ fn subscribe(
     // Subscriptions open before the clock is set: the measured part's start
     // is read when a notification comes.
     let (weak, run) = (Rc::downgrade(local), shared.clone());
+    // Subscriptions are watched in the order the setup opens them.
+    let race_index = (shared.setup.iter().filter(|s| s.subscribe)).position(|s| s.race);
     mux.watch(&result, move || {
         let mut last: Vec<Option<Instant>> = Vec::new();
-        Box::new(move |index| {
+        Box::new(move |index, result| {
             let now = Instant::now();
+            if let Some(race) = run.race.as_ref().filter(|_| race_index == Some(index)) {
+                race.note(result, now.into_std());
+            }
             // Within the measured span: not in the warmup, nor in the grace
             // after the schedule's end (rates are over the span).
             let measured = (run.clock_if_begun()).is_some_and(|clock| {

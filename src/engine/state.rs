@@ -47,6 +47,7 @@ pub(super) struct RunState {
     pub setup: Vec<SetupCall>,
     pub polls: Vec<Poll>,
     pub capture: Option<Arc<super::Capture>>,
+    pub race: Option<Arc<super::RaceLog>>,
     /// Server processes watched (`--observe-pid`).
     pub observe: Vec<u32>,
     /// Calls in flight over time (closed model with stages).
@@ -82,6 +83,7 @@ impl RunState {
             setup,
             polls,
             capture,
+            race,
             observe,
             facts: _,
             spool: _,
@@ -111,6 +113,7 @@ impl RunState {
             setup,
             polls,
             capture,
+            race,
             cancel,
             next_id_block: AtomicU64::new(first_id),
             in_flight_at_end: AtomicU64::new(0),

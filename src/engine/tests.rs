@@ -89,6 +89,7 @@ pub(super) async fn run_set_up<F: std::future::Future<Output = ()> + 'static>(
         setup,
         polls: Vec::new(),
         capture: None,
+        race: None,
         observe: Vec::new(),
         facts: Default::default(),
         spool: Box::new(crate::stats::Series::default()),
@@ -270,6 +271,7 @@ async fn every_connection_is_set_up_before_the_first_call_of_the_schedule() {
         params: None,
         notification: false,
         subscribe: false,
+        race: false,
     }];
     let summary = run_set_up(plan, one_method(), setup, &peer, no_steering)
         .await

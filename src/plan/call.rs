@@ -91,6 +91,8 @@ pub struct SetupCall {
     /// From `[[subscribe]]`: opens a subscription whose notifications are
     /// counted.
     pub subscribe: bool,
+    /// Its notifications' values go to the head race (`race = "POINTER"`).
+    pub race: bool,
 }
 
 impl SetupCall {

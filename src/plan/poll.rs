@@ -17,6 +17,8 @@ pub struct PollSpec {
     pub method: String,
     pub params: Option<Value>,
     pub every: Duration,
+    /// Its results' values go to the head race (`race = "POINTER"`).
+    pub race: bool,
 }
 
 /// A poll as the engine makes it: the call, how often, and where its
@@ -28,6 +30,8 @@ pub struct Poll {
     pub every: Duration,
     pub polled: Arc<Polled>,
     pub index: usize,
+    /// Its results' values go to the head race.
+    pub race: bool,
 }
 
 /// The latest value of each poll, shared by every generator that reads it.

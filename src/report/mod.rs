@@ -7,6 +7,7 @@ pub mod equality;
 pub mod hlog;
 pub mod html;
 mod json;
+pub mod race;
 pub mod series;
 pub mod shard;
 mod table;
@@ -15,7 +16,7 @@ pub mod targets;
 pub use crate::stats::count;
 pub(crate) use ci::{cell, xml};
 pub use ci::{junit, junit_of, markdown};
-pub use table::{progress_line, render_table, verdict_line};
+pub use table::{latency_cell, progress_line, render_table, verdict_line};
 
 use std::path::{Path, PathBuf};
 
@@ -44,6 +45,9 @@ pub struct RunReport {
     /// The requests kept to compare targets' answers, and their answers.
     #[serde(skip)]
     pub captured: Vec<crate::engine::Captured>,
+    /// The head race's arrivals, tallied across targets after the runs.
+    #[serde(skip)]
+    pub race: Option<crate::stats::race::Arrivals>,
     /// A shard's record (`--shard`), written as `shard.json`.
     #[serde(skip)]
     pub shard: Option<shard::ShardRecord>,

@@ -476,7 +476,7 @@ fn method_line(m: &MethodSummary, width: usize) -> String {
 /// A latency in ms, or `-` for a row without `timed` calls (none made,
 /// or only notifications and connect failures): it has no latency, and
 /// `0.000` would read as an instant answer.
-pub(crate) fn latency_cell(timed: u64, ms: f64) -> String {
+pub fn latency_cell(timed: u64, ms: f64) -> String {
     match timed {
         0 => "-".to_string(),
         _ => format!("{ms:.3}"),

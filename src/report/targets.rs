@@ -11,6 +11,7 @@ use serde::Serialize;
 use super::equality::Compared;
 use super::{csv, hlog, html, ReportError, RunReport};
 use crate::equality::EqualityReport;
+use crate::stats::race::RaceFigures;
 use crate::stats::MethodSummary;
 
 #[derive(Serialize)]
@@ -25,6 +26,8 @@ struct EqualityDocument<'a> {
 pub struct TargetRun<'a> {
     pub name: &'a str,
     pub report: &'a RunReport,
+    /// Its place in the head race, when the scenario asks for one.
+    pub race: Option<&'a RaceFigures>,
 }
 
 /// A figure of a target against the first target's same figure.
@@ -156,6 +159,7 @@ pub fn table(runs: &[TargetRun], parallel: bool) -> String {
         out,
         "ratios of one run each: no interval (--rounds N runs A/B rounds and gives each ratio its 99% interval)"
     );
+    out.push_str(&super::race::table(runs));
     for run in runs {
         for usage in &run.report.summary.server {
             let _ = writeln!(out, "{}: {}", run.name, super::table::server_usage_line(usage));
@@ -246,6 +250,9 @@ struct TargetEntry<'a> {
     dir: &'a str,
     /// Per method, then `TOTAL`: the figures against the first target's.
     ratios: Vec<(String, Option<Ratios>)>,
+    /// Its place in the head race (`race = "POINTER"`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    race: Option<&'a RaceFigures>,
     report: &'a RunReport,
 }
 
@@ -276,6 +283,7 @@ fn summary_json(runs: &[TargetRun], parallel: bool, compared: Option<Compared>) 
                 .iter()
                 .map(|(method, cells)| (method.clone(), ratios_in(cells, run.name, first.name)))
                 .collect(),
+            race: run.race,
             report: run.report,
         })
         .collect();
@@ -340,7 +348,7 @@ fn page(runs: &[TargetRun], compared: Option<Compared>) -> Vec<u8> {
     let lines = [format!(
         "Ratios are to {first}; each target's own report is in its directory."
     )];
-    let answers = compared.map_or(String::new(), super::equality::html);
+    let answers = super::race::html(runs) + &compared.map_or(String::new(), super::equality::html);
     let title = "volley: targets side by side";
     html::side_by_side_page(title, &head, &rows, (&lines, &answers), &named).into_bytes()
 }

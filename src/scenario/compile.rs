@@ -35,6 +35,7 @@ impl Scenario {
                     every: p.every,
                     polled: self.polled.clone(),
                     index,
+                    race: p.race,
                 })
                 .collect(),
             warnings,

@@ -90,6 +90,8 @@ pub struct Scenario {
     pub polls: Vec<PollSpec>,
     /// The latest polled values, read by generated params.
     pub polled: Arc<Polled>,
+    /// The head race across targets (`race = "POINTER"`).
+    pub race: Option<crate::plan::Race>,
     /// Pass/fail limits judged on the finished run (`[thresholds]` and
     /// `--threshold`).
     pub thresholds: Vec<crate::thresholds::Threshold>,
@@ -557,6 +559,7 @@ impl Scenario {
             setup: Vec::new(),
             polls: Vec::new(),
             polled: Arc::new(Polled::default()),
+            race: None,
             thresholds: Vec::new(),
             abort_on_fail: None,
             otlp: None,

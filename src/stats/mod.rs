@@ -9,6 +9,7 @@ mod examples;
 mod flows;
 mod latency_log;
 mod outcome;
+pub mod race;
 pub mod read;
 mod sample;
 mod saved;

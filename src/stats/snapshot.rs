@@ -51,6 +51,10 @@ pub struct Snapshot {
     pub notifications: u64,
     /// Messages that answered no call so far.
     pub unsolicited: u64,
+    /// Distinct heads the head race has had from this target so far
+    /// (`race = "POINTER"`), and those it delivered before any other
+    /// target; the figures reported are tallied at the end.
+    pub race: Option<(u64, u64)>,
     /// The watched server processes now: CPU in cores over the last
     /// reading's second, and resident bytes, all together.
     pub server: Option<(f64, u64)>,

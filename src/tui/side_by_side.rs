@@ -14,6 +14,7 @@ use super::fit::Rows;
 use super::state::Dashboard;
 use super::view::{keys, progress, threshold_line};
 use crate::feed::Phase;
+use crate::report::latency_cell;
 use crate::report::targets::Ratios;
 use crate::stats::{MethodSummary, OutcomeKind};
 
@@ -120,6 +121,18 @@ fn header(frame: &mut Frame, area: Rect, dash: &Dashboard) {
                 .fg(Color::White)
                 .add_modifier(Modifier::BOLD),
         ));
+    }
+    let raced: Vec<String> = (0..dash.targets.len())
+        .filter_map(|i| {
+            let (heads, first) = dash.snapshot(i).race?;
+            Some(format!("{} {first} of {heads}", dash.info(i).name))
+        })
+        .collect();
+    if !raced.is_empty() {
+        flags.push(Span::raw(format!(
+            " race, heads first so far: {} ",
+            raced.join(" · ")
+        )));
     }
     if dash.targets.iter().all(|t| t.phase() == Phase::Finished) {
         flags.push(Span::styled(
@@ -323,9 +336,9 @@ fn methods_table(frame: &mut Frame, area: Rect, dash: &Dashboard) {
                     m.calls.to_string(),
                     format!("{:.2}", m.error_rate * 100.0),
                     format!("{:.1}", m.rps),
-                    format!("{:.3}", m.latency.p50_ms),
-                    format!("{:.3}", m.latency.p99_ms),
-                    format!("{:.3}", m.latency.max_ms),
+                    latency_cell(m.latency.timed, m.latency.p50_ms),
+                    latency_cell(m.latency.timed, m.latency.p99_ms),
+                    latency_cell(m.latency.timed, m.latency.max_ms),
                     times(ratio.and_then(|r| r.p99)),
                 ]))
                 .style(Style::default().fg(COLORS[i % COLORS.len()])),

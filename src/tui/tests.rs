@@ -197,7 +197,7 @@ fn a_paused_run_says_so() {
     let text = screen(&dashboard);
     assert!(text.contains("PAUSED"));
     // A second without calls has no latency, not 0 ms.
-    assert!(text.contains("no call that connected: no latency"), "{text}");
+    assert!(text.contains("no call answered: no latency"), "{text}");
 }
 
 #[test]
@@ -229,6 +229,26 @@ fn slower() -> Snapshot {
         last_error: None,
         ..snapshot()
     }
+}
+
+#[test]
+fn a_race_shows_the_heads_each_target_has_delivered_and_delivered_first_so_far() {
+    let targets: &[(&str, &str, &[&str])] = &[
+        ("fast", "ws://127.0.0.1:8546", &[]),
+        ("slow", "ws://127.0.0.1:8547", &[]),
+    ];
+    let raced = |heads, first| Snapshot {
+        race: Some((heads, first)),
+        ..snapshot()
+    };
+    let dashboard = dashboard_of(true, targets, &[raced(12, 10), raced(11, 2)]);
+    let text = screen(&dashboard);
+    assert!(
+        text.contains("race, heads first so far: fast 10 of 12 · slow 2 of 11"),
+        "{text}"
+    );
+    let plain = dashboard_of(true, targets, &[snapshot(), snapshot()]);
+    assert!(!screen(&plain).contains("race heads"));
 }
 
 #[test]

@@ -12,6 +12,7 @@ use ratatui::Frame;
 use super::fit::{wrap, Rows};
 use super::state::Dashboard;
 use crate::feed::Point;
+use crate::report::latency_cell;
 use crate::stats::{MethodSummary, OutcomeKind, Snapshot};
 use crate::thresholds::{SoFar, Standing};
 
@@ -328,10 +329,9 @@ fn latency_figures(dash: &Dashboard, current: usize) -> (&'static str, String) {
         false => ("last second", s.interval.as_ref()),
     };
     let figures = match summary {
-        // Paused, or every call failed to connect: no latency, not 0 ms.
-        Some(m) if m.calls <= m.outcome(OutcomeKind::Connect) => {
-            "no call that connected: no latency".to_string()
-        }
+        // Paused, every call failed to connect, or notifications only: no
+        // latency, not 0 ms.
+        Some(m) if m.latency.timed == 0 => "no call answered: no latency".to_string(),
         Some(m) => format!(
             "p50 {:.3} ms  p90 {:.3}  p99 {:.3}  p99.9 {:.3}  max {:.3}",
             m.latency.p50_ms, m.latency.p90_ms, m.latency.p99_ms, m.latency.p999_ms, m.latency.max_ms
@@ -356,9 +356,9 @@ fn methods_table(frame: &mut Frame, area: Rect, snapshot: &Snapshot) {
             m.ok.to_string(),
             format!("{:.2}", m.error_rate * 100.0),
             format!("{:.1}", m.rps),
-            format!("{:.3}", m.latency.p50_ms),
-            format!("{:.3}", m.latency.p99_ms),
-            format!("{:.3}", m.latency.max_ms),
+            latency_cell(m.latency.timed, m.latency.p50_ms),
+            latency_cell(m.latency.timed, m.latency.p99_ms),
+            latency_cell(m.latency.timed, m.latency.max_ms),
         ];
         Row::new(columns(cells, narrow))
     };

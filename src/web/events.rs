@@ -11,7 +11,7 @@ use super::results::Ended;
 use super::series::TargetSeries;
 use crate::feed::{has_latency, Feed, Phase, TargetInfo, TargetNow};
 use crate::report::targets::Ratios;
-use crate::stats::{MethodSummary, OutcomeKind, Snapshot};
+use crate::stats::{MethodSummary, Snapshot};
 
 /// What the page knows beside the feed: the series over the whole run,
 /// each run's end, the files served.
@@ -102,10 +102,11 @@ pub struct Spectrum {
 }
 
 impl Spectrum {
-    /// `None` without a call that connected: no latency, not 0 ms.
+    /// `None` without a timed call (none connected, or notifications
+    /// only): no latency, not 0 ms.
     fn of(m: &MethodSummary) -> Option<Spectrum> {
         let l = &m.latency;
-        (m.calls > m.outcome(OutcomeKind::Connect)).then_some(Spectrum {
+        (m.latency.timed > 0).then_some(Spectrum {
             p50_ms: l.p50_ms,
             p90_ms: l.p90_ms,
             p99_ms: l.p99_ms,
@@ -157,7 +158,7 @@ pub struct Figures {
 
 impl Figures {
     fn of(m: &MethodSummary) -> Figures {
-        let timed = m.calls > m.outcome(OutcomeKind::Connect);
+        let timed = m.latency.timed > 0;
         Figures {
             method: m.method.clone(),
             calls: m.calls,

@@ -397,6 +397,7 @@ fn summary() -> RunReport {
             threshold("errors < 1", "1", false),
         ],
         captured: Vec::new(),
+        race: None,
         shard: None,
     }
 }

@@ -9,6 +9,7 @@ mod flows;
 mod headers;
 mod path_search;
 mod poll;
+mod race;
 mod server_requests;
 mod setup;
 mod target;
@@ -196,6 +197,7 @@ impl RawScenario {
         self.check_flow_weights(at, &calls, &flows)?;
         let batch = self.batch(at)?;
         let setup = self.setup_calls(at, &target)?;
+        let race = self.race(at)?;
         let thresholds = self.thresholds(at)?;
         let version = self.version(at)?;
         let equality = self.equality.as_ref().map(|e| e.validate(at)).transpose()?;
@@ -241,6 +243,7 @@ impl RawScenario {
             setup,
             polls,
             polled,
+            race,
             thresholds,
             abort_on_fail,
             otlp,

@@ -14,6 +14,16 @@ pub(super) struct RawPoll {
     method: Spanned<String>,
     params: Option<Spanned<Value>>,
     every: Option<Spanned<String>>,
+    /// A JSON pointer into each result: the head race, by polling.
+    pub(super) race: Option<Spanned<String>>,
+}
+
+impl RawPoll {
+    /// Its interval: `every`, or 2 s.
+    pub(super) fn every(&self, at: &Locator) -> Result<std::time::Duration, ScenarioError> {
+        let every = self.every.as_ref().map(|e| duration(at, e)).transpose()?;
+        Ok(every.unwrap_or(std::time::Duration::from_secs(2)))
+    }
 }
 
 impl RawScenario {
@@ -21,12 +31,7 @@ impl RawScenario {
         let mut polls = Vec::new();
         for (name, poll) in &self.poll {
             let key = |k: &str| format!("poll.{name}.{k}");
-            let every = poll
-                .every
-                .as_ref()
-                .map(|e| duration(at, e))
-                .transpose()?
-                .unwrap_or(std::time::Duration::from_secs(2));
+            let every = poll.every(at)?;
             if every.is_zero() {
                 return Err(at.error(
                     poll.every.as_ref().map(|e| e.span()),
@@ -39,6 +44,7 @@ impl RawScenario {
                 method: poll.method.get_ref().clone(),
                 params: fixed_params(at, poll.params.as_ref(), &key("params"))?,
                 every,
+                race: poll.race.is_some(),
             });
         }
         Ok(polls)

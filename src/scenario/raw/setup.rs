@@ -26,6 +26,8 @@ pub(super) struct RawSetup {
 pub(super) struct RawSubscribe {
     method: Spanned<String>,
     params: Option<Spanned<Value>>,
+    /// A JSON pointer into each notification's `result`: the head race.
+    pub(super) race: Option<Spanned<String>>,
 }
 
 impl RawScenario {
@@ -43,6 +45,7 @@ impl RawScenario {
                 params: fixed_params(at, s.params.as_ref(), &format!("setup[{i}].params"))?,
                 notification: s.notification,
                 subscribe: false,
+                race: false,
             });
         }
         let pushes = match target {
@@ -63,6 +66,7 @@ impl RawScenario {
                 params: fixed_params(at, s.params.as_ref(), &format!("subscribe[{i}].params"))?,
                 notification: false,
                 subscribe: true,
+                race: s.race.is_some(),
             });
         }
         Ok(setup)

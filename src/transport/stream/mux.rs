@@ -68,8 +68,9 @@ impl Writer {
     }
 }
 
-/// Hears of a subscription's notification, by the subscription's index.
-pub type Listener = Box<dyn FnMut(usize)>;
+/// Hears of a subscription's notification, by the subscription's index,
+/// with its `result` as raw JSON (none when it had none).
+pub type Listener = Box<dyn FnMut(usize, Option<&str>)>;
 
 /// One multiplexed connection, shared by the callers on one engine thread.
 pub struct MuxConnection {
@@ -215,7 +216,8 @@ impl MuxConnection {
     }
 
     /// Notifications for subscription `id` (the result of the call that
-    /// opened it) go to `listener` with the subscription's index, instead
+    /// opened it) go to `listener` with the subscription's index and the
+    /// notification's result, instead
     /// of being counted as unsolicited.
     pub fn watch(&self, id: &str, listener: impl FnOnce() -> Listener) -> usize {
         let mut subscriptions = self.subscriptions.borrow_mut();

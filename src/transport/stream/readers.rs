@@ -179,6 +179,8 @@ fn from_the_server(connection: &Rc<MuxConnection>, message: &[u8]) -> bool {
     struct Params<'a> {
         #[serde(borrow)]
         subscription: &'a RawValue,
+        #[serde(borrow)]
+        result: Option<&'a RawValue>,
     }
     let Some(message) = Message::parse(message) else {
         return false;
@@ -210,7 +212,7 @@ fn from_the_server(connection: &Rc<MuxConnection>, message: &[u8]) -> bool {
         return false;
     };
     if let Some(listener) = connection.listener.borrow_mut().as_mut() {
-        listener(index);
+        listener(index, params.result.map(RawValue::get));
     }
     true
 }
