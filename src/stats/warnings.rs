@@ -299,12 +299,14 @@ impl BehindFacts {
 impl BehindCause {
     pub fn of(facts: &BehindFacts) -> Self {
         let waited = facts.late_for_connections.min(facts.late);
+        // Late requests tell their own cause; only without them (requests
+        // unsent) does every caller busy at the end put it on the server.
         let every_caller_busy = facts.callers > 0 && facts.busy_at_end >= facts.callers as u64;
         if facts.unreachable > 0 {
             BehindCause::Unreachable {
                 calls: facts.unreachable,
             }
-        } else if (facts.late > 0 && waited * 2 >= facts.late) || every_caller_busy {
+        } else if (facts.late > 0 && waited * 2 >= facts.late) || (facts.late == 0 && every_caller_busy) {
             BehindCause::ServerSlow { waited }
         } else if facts.busy_share >= ENGINE_BUSY_SHARE {
             BehindCause::EngineBusy {
@@ -331,16 +333,21 @@ impl BehindCause {
                 count(calls, "call")
             ),
             BehindCause::ServerSlow { waited } => {
-                let over = match capacity.callers == capacity.connections {
-                    true => count(capacity.connections as u64, "connection"),
-                    false => format!(
-                        "{} in flight at most over {}",
-                        count(capacity.callers as u64, "call"),
-                        count(capacity.connections as u64, "connection")
+                // Several calls on a connection: a multiplexed transport,
+                // whose calls in flight per connection can be raised too.
+                let (over, or_more) = match capacity.callers == capacity.connections {
+                    true => (count(capacity.connections as u64, "connection"), ""),
+                    false => (
+                        format!(
+                            "{} in flight at most over {}",
+                            count(capacity.callers as u64, "call"),
+                            count(capacity.connections as u64, "connection")
+                        ),
+                        " (or --max-in-flight)",
                     ),
                 };
                 format!(
-                    "the server did not keep up with the offered rate: {waited} of {} late requests waited for a connection, every one busy with calls the server had not answered ({over}). A finding about the server, as the open model counts it; if the server can take more calls at once, add connections (or --max-in-flight)",
+                    "the server did not keep up with the offered rate: {waited} of {} late requests waited for a connection, every one busy with calls the server had not answered ({over}). A finding about the server, as the open model counts it; if the server can take more calls at once, add connections{or_more}",
                     facts.late
                 )
             }
@@ -505,11 +512,15 @@ mod tests {
     /// Flows hold their callers between calls: callers busy at the end,
     /// not calls in flight, say every caller was taken.
     #[test]
-    fn callers_held_by_flows_are_every_caller_busy_not_a_slow_generator() {
-        let behind = |busy: u64| {
+    fn every_caller_busy_at_the_end_blames_the_server_only_for_requests_unsent() {
+        // Late requests that never waited for a connection tell their own
+        // cause (volley stalled: stopped 1.5 s against a slow server, every
+        // caller busy as it ended); unsent ones, none late, do not.
+        let behind = |busy: u64, late: u64| {
             let mut summary = run_of(100, 2.0);
             summary.schedule = Some(ScheduleSummary {
-                late_requests: 50,
+                late_requests: late,
+                unsent: 50 - late,
                 behind: true,
                 ..ScheduleSummary::default()
             });
@@ -527,16 +538,20 @@ mod tests {
                 .find(|w| w.code == WarningCode::BehindSchedule);
             warning.expect("behind schedule").message.clone()
         };
+        for busy in [3, 4] {
+            let said = behind(busy, 50);
+            assert!(
+                said.starts_with("volley sent late with connections to spare"),
+                "{said}"
+            );
+        }
         assert!(
-            behind(4).starts_with("the server did not keep up"),
+            behind(4, 0).starts_with("the server did not keep up"),
             "{}",
-            behind(4)
+            behind(4, 0)
         );
-        assert!(
-            behind(3).starts_with("volley sent late with connections to spare"),
-            "{}",
-            behind(3)
-        );
+        assert!(!behind(4, 0).contains("--max-in-flight"), "one call a connection");
+        assert!(behind(3, 0).starts_with("volley sent late"), "{}", behind(3, 0));
     }
 
     #[test]

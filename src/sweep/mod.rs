@@ -185,12 +185,19 @@ impl Search {
     }
 }
 
-/// What the search found, in a sentence.
-pub fn said(found: Found) -> String {
+/// What the search found, in a sentence; `rate_alone`: the rate above
+/// the one found failed on the rate alone, its SLO holding
+/// ([`rate_alone_failed`]).
+pub fn said(found: Found, rate_alone: bool) -> String {
     match found {
-        Found::Rate { rate, failed_at } => format!(
-            "maximum sustainable rate: {rate:.0} requests/s (the SLO held at {rate:.0}/s and failed at {failed_at:.0}/s)"
-        ),
+        Found::Rate { rate, failed_at } => match rate_alone {
+            true => format!(
+                "maximum sustainable rate: {rate:.0} requests/s (at {failed_at:.0}/s the SLO held but the rate was not kept)"
+            ),
+            false => format!(
+                "maximum sustainable rate: {rate:.0} requests/s (the SLO held at {rate:.0}/s and failed at {failed_at:.0}/s)"
+            ),
+        },
         Found::BelowStart { start } => {
             format!("the SLO failed at the first rate tried, {start:.0}/s: start lower with --from")
         }
@@ -207,6 +214,13 @@ pub fn said(found: Found) -> String {
             "no rate found: volley could not drive {undriven_at:.0}/s, the first rate tried, on this machine (start lower with --from, add --threads or machines)"
         ),
     }
+}
+
+/// Whether `rate`'s latest step failed on the rate alone: the SLO held
+/// there, and the schedule was not kept.
+pub fn rate_alone_failed(steps: &[Step], rate: f64) -> bool {
+    let latest = steps.iter().rev().find(|s| s.rate == rate);
+    latest.is_some_and(|s| !s.rate_kept && s.broken.iter().all(|b| b == step::RATE_NOT_KEPT))
 }
 
 /// The latency-versus-throughput curve of one target's steps: each rate by
@@ -291,7 +305,16 @@ pub fn table(steps: &[Step], found: Found, knees: &BTreeMap<String, (Option<f64>
             }
         );
     }
-    let _ = writeln!(out, "\n{}", said(found));
+    let rate_alone = matches!(found, Found::Rate { failed_at, .. } if rate_alone_failed(steps, failed_at));
+    let _ = writeln!(out, "\n{}", said(found, rate_alone));
+    // A method whose SLO held at every rate: the rate the run failed at on
+    // the rate alone is said beside it, as in the headline.
+    let not_kept = match found {
+        Found::Rate { failed_at, .. } if rate_alone => {
+            format!(", though the rate was not kept at {failed_at:.0}/s")
+        }
+        _ => String::new(),
+    };
     for (method, (held, broke)) in knees {
         let _ = match (held, broke) {
             (_, Some(broke)) => writeln!(
@@ -300,7 +323,10 @@ pub fn table(steps: &[Step], found: Found, knees: &BTreeMap<String, (Option<f64>
                 held.filter(|h| h < broke)
                     .map_or(String::new(), |h| format!(", held at {h:.0}/s"))
             ),
-            (Some(held), None) => writeln!(out, "  {method}: held at every rate tried, up to {held:.0}/s"),
+            (Some(held), None) => writeln!(
+                out,
+                "  {method}: its SLO held at every rate tried, up to {held:.0}/s{not_kept}"
+            ),
             (None, None) => writeln!(out, "  {method}: no valid step"),
         };
     }
@@ -358,19 +384,60 @@ mod tests {
         assert_eq!(rates, [(100.0, 1.0), (200.0, 3.0), (400.0, 9.0)]);
     }
 
+    /// The step above the rate found failed only because the server did
+    /// not keep up with the rate, its SLO held: the headline, each
+    /// method's line and the table say that one thing.
+    #[test]
+    fn a_rate_not_kept_is_said_as_such_by_the_headline_and_each_method() {
+        let mut late = step(3100.0, "fail", &[]);
+        (late.rate_kept, late.broken) = (false, vec![step::RATE_NOT_KEPT.into()]);
+        late.reason =
+            "100.0% of requests sent over 10 ms late: every connection busy waiting on the server".into();
+        let steps = [step(3000.0, "pass", &[]), late.clone(), step(3000.0, "pass", &[])];
+        let found = Found::Rate {
+            rate: 3000.0,
+            failed_at: 3100.0,
+        };
+        let knees = BTreeMap::from([("eth_chainId".to_string(), (Some(3100.0), None))]);
+        let shown = table(&steps, found, &knees);
+        assert!(
+            shown.contains("maximum sustainable rate: 3000 requests/s (at 3100/s the SLO held but the rate was not kept)"),
+            "{shown}"
+        );
+        assert!(
+            shown.contains("eth_chainId: its SLO held at every rate tried, up to 3100/s, though the rate was not kept at 3100/s"),
+            "{shown}"
+        );
+        assert!(!shown.contains("failed at 3100/s"), "{shown}");
+        // The SLO broken there too: it failed, as before.
+        late.broken.push("p99 < 50ms (61 ms)".into());
+        let steps = [step(3000.0, "pass", &[]), late];
+        let said = said(found, rate_alone_failed(&steps, 3100.0));
+        assert!(
+            said.ends_with("(the SLO held at 3000/s and failed at 3100/s)"),
+            "{said}"
+        );
+    }
+
     #[test]
     fn a_floor_says_volley_was_the_limit_not_the_server() {
-        let said = said(Found::Floor {
-            held: Some(3100.0),
-            undriven_at: 3200.0,
-        });
+        let said = said(
+            Found::Floor {
+                held: Some(3100.0),
+                undriven_at: 3200.0,
+            },
+            false,
+        );
         assert!(said.starts_with("at least 3100 requests/s"), "{said}");
         assert!(said.contains("volley could not drive 3200/s"), "{said}");
         assert!(!said.contains("maximum sustainable"), "{said}");
-        let none = super::said(Found::Floor {
-            held: None,
-            undriven_at: 100.0,
-        });
+        let none = super::said(
+            Found::Floor {
+                held: None,
+                undriven_at: 100.0,
+            },
+            false,
+        );
         assert!(none.starts_with("no rate found"), "{none}");
     }
 

@@ -122,6 +122,10 @@ impl Lateness {
     }
 }
 
+/// What a step broke when its schedule was not kept (beside the SLO's
+/// limits it broke, if any).
+pub const RATE_NOT_KEPT: &str = "rate not kept";
+
 /// One step of the sweep: a run at one rate, and what the SLO made of it.
 #[derive(Clone, Debug, Serialize)]
 pub struct Step {
@@ -170,7 +174,7 @@ impl Step {
             .map(|r| format!("{} ({})", r.expression, r.shown))
             .collect();
         if rate_fails {
-            broken.push("rate not kept".into());
+            broken.push(RATE_NOT_KEPT.into());
         }
         let limit = client_limit(&summary.client_cpu, summary.panicked_connections);
         // Sent late with connections to spare: volley did not drive the
@@ -313,7 +317,8 @@ pub(super) mod tests {
     use super::*;
     use crate::stats::{MethodSummary, Outcome, Recorder, ScheduleSummary};
 
-    /// A step's run: `calls` answered at 1 ms, `late` of them sent late.
+    /// A step's run: `calls` answered at 1 ms, `late` of them sent late,
+    /// each having waited for a connection (every one busy on the server).
     fn run(calls: u64, late: u64) -> RunSummary {
         let mut recorder = Recorder::new(1);
         let ms = Duration::from_millis(1);
@@ -330,7 +335,10 @@ pub(super) mod tests {
         );
         RunSummary {
             requests: calls,
-            schedule: Some(ScheduleSummary::of(&delays, 0, calls)),
+            schedule: Some(ScheduleSummary {
+                late_for_connections: late,
+                ..ScheduleSummary::of(&delays, 0, calls)
+            }),
             callers_busy_at_end: 4,
             gathered: crate::stats::Gathered {
                 total: recorder,
@@ -373,8 +381,10 @@ pub(super) mod tests {
 
     #[test]
     fn a_step_volley_sent_late_with_connections_to_spare_is_invalid_not_a_failure() {
+        // Late, none having waited for a connection: volley's lateness,
+        // however many callers were busy as it ended.
         let mut summary = run(1000, 26);
-        summary.callers_busy_at_end = 1;
+        summary.schedule.as_mut().expect("open").late_for_connections = 0;
         let step = judged(&summary, &["p99 < 50ms"], false);
         assert_eq!(step.verdict, "invalid", "{}", step.reason);
         assert!(step.reason.contains("volley itself sent late"), "{}", step.reason);
@@ -419,6 +429,7 @@ pub(super) mod tests {
             due: 1040,
             in_flight: 8,
             unreachable: 0,
+            late_for_connections: 26,
             ..Lateness::default()
         };
         let over = |connections, callers| Capacity { connections, callers };
@@ -430,7 +441,11 @@ pub(super) mod tests {
             late.said(over(2, 8)),
             "2.6% of requests sent over 10 ms late and 3.8% of requests due never sent: every caller busy waiting on the server (8 calls in flight over 2 connections): the server is at its limit at this rate, or more --connections help if it serves more at once"
         );
-        let spare = Lateness { unsent: 0, ..late };
+        let spare = Lateness {
+            unsent: 0,
+            late_for_connections: 0,
+            ..late
+        };
         assert_eq!(
             spare.said(over(16, 16)),
             "2.6% of requests sent over 10 ms late: connections to spare: volley itself sent late (this machine stalled or was busy)"

@@ -63,15 +63,24 @@ impl Threshold {
     /// have fails: a limit on a method that made no calls is not kept by
     /// making none.
     pub fn evaluate(&self, summary: &RunSummary) -> ThresholdResult {
+        // Calls a stop cut unanswered are in no figure: whatever their
+        // latency and outcome, a limit that holds on the rest is not
+        // passed on calls it did not see.
+        let cut = summary.in_flight_at_end;
         match self.figures_in(summary).and_then(|m| self.measure(m)) {
-            Ok(measured) => ThresholdResult {
-                expression: self.text.clone(),
-                measured: Some(measured),
-                unit: self.limit.unit(),
-                passed: self.op.holds(self.compare(measured)),
-                shown: self.show(measured),
-                note: None,
-            },
+            Ok(measured) => {
+                let holds = self.op.holds(self.compare(measured));
+                ThresholdResult {
+                    expression: self.text.clone(),
+                    measured: Some(measured),
+                    unit: self.limit.unit(),
+                    passed: holds && cut == 0,
+                    shown: self.show(measured),
+                    note: (holds && cut > 0).then(|| {
+                        format!("held on the calls seen, but a stop cut {cut} calls unanswered: not passed")
+                    }),
+                }
+            }
             Err(note) => ThresholdResult {
                 expression: self.text.clone(),
                 measured: None,
@@ -550,6 +559,22 @@ mod tests {
             "tools/call.calls == 100; rpc.discover.calls == 10; rpc.discover.errors == 100%",
             "tools/call.ok < 100; rpc.discover.ok > 0",
         );
+    }
+
+    /// Calls a stop cut unanswered are in no figure: a limit that holds on
+    /// the rest fails, saying so; one that fails on them still fails.
+    #[test]
+    fn a_limit_is_not_passed_on_calls_a_stop_cut() {
+        let mut s = summary();
+        assert!(judge("p99 < 5s", &s).passed);
+        s.in_flight_at_end = 21;
+        let result = judge("p99 < 5s", &s);
+        assert!(!result.passed, "{result}");
+        assert!(result.measured.is_some(), "the calls seen are still shown");
+        let note = result.note.clone().unwrap_or_default();
+        assert!(note.contains("a stop cut 21 calls unanswered"), "{result}");
+        let failed = judge("p99 < 1ms", &s);
+        assert_eq!((failed.passed, failed.note), (false, None));
     }
 
     /// A row of notifications has calls but no latency: a limit on it
