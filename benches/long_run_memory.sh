@@ -16,7 +16,7 @@ LONG=${SECONDS_LONG:-100}
 cargo build --release --quiet
 VOLLEY=$PWD/target/release/volley
 WORK=$(mktemp -d)
-trap 'kill -9 "${RUN:-0}" 2>/dev/null || true; rm -rf "$WORK"' EXIT
+trap 'kill -9 "${RUN:-}" 2>/dev/null || true; rm -rf "$WORK"' EXIT
 
 "$VOLLEY" run scenarios/demo.toml --rate "$RATE" -d "${LONG}s" --warmup 0s --no-tui --quiet \
   --out "$WORK/long" >"$WORK/long.out" 2>&1 &

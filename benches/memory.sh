@@ -9,7 +9,7 @@ CONNECTIONS=${CONNECTIONS:-1000}
 cargo build --release --quiet
 VOLLEY=target/release/volley
 WORK=$(mktemp -d)
-trap 'kill "${SERVER:-0}" "${RUN:-0}" 2>/dev/null || true; rm -rf "$WORK"' EXIT
+trap 'kill "${SERVER:-}" "${RUN:-}" 2>/dev/null || true; rm -rf "$WORK"' EXIT
 ulimit -n 65536 2>/dev/null || true
 "$VOLLEY" serve --listen "127.0.0.1:$PORT" --threads 1 >"$WORK/serve.log" 2>&1 &
 SERVER=$!

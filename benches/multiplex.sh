@@ -10,7 +10,7 @@ SECONDS_EACH=${SECONDS_EACH:-5}
 cargo build --release --quiet
 VOLLEY=$PWD/target/release/volley
 WORK=$(mktemp -d)
-trap 'kill "${SERVER:-0}" 2>/dev/null || true; rm -rf "$WORK"' EXIT
+trap 'kill "${SERVER:-}" 2>/dev/null || true; rm -rf "$WORK"' EXIT
 "$VOLLEY" serve --listen 127.0.0.1:0 --latency 10ms --tcp 127.0.0.1:0 --ws 127.0.0.1:0 \
   --unix "$WORK/serve.sock" --threads 1 >"$WORK/serve.log" 2>&1 &
 SERVER=$!

@@ -54,7 +54,7 @@ mkdir -p "$OUT"
 STAMP=$(date -u +%Y%m%dT%H%M%SZ)
 CSV="$OUT/peers-$STAMP.csv"
 WORK=$(mktemp -d)
-trap 'kill "${SERVER_PID:-0}" "${PACED_PID:-0}" "${MUX_PID:-0}" 2>/dev/null || true; rm -rf "$WORK"' EXIT
+trap 'kill "${SERVER_PID:-}" "${PACED_PID:-}" "${MUX_PID:-}" 2>/dev/null || true; rm -rf "$WORK"' EXIT
 
 need() { command -v "$1" >/dev/null 2>&1; }
 if ! need wrk || ! need h2load || [ ! -x /usr/bin/time ]; then

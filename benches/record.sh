@@ -18,7 +18,7 @@ PORT=${PORT:-18745}
 cargo build --release -q
 V=target/release/volley
 WORK=$(mktemp -d)
-trap 'kill "${SERVER:-0}" "${PROXY:-0}" 2>/dev/null || true; rm -rf "$WORK"' EXIT
+trap 'kill "${SERVER:-}" "${PROXY:-}" 2>/dev/null || true; rm -rf "$WORK"' EXIT
 taskset -c 0 "$V" serve --listen "127.0.0.1:$PORT" --threads 1 >/dev/null 2>&1 & SERVER=$!
 taskset -c 1 "$V" record --upstream "http://127.0.0.1:$PORT" --listen "127.0.0.1:$((PORT + 1))" \
   --answers -o "$WORK/capture.jsonl" >"$WORK/record.log" 2>&1 & PROXY=$!

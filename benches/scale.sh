@@ -29,7 +29,7 @@ OUT=results/bench
 mkdir -p "$OUT"
 CSV="$OUT/scale-$(date -u +%Y%m%dT%H%M%SZ).csv"
 WORK=$(mktemp -d)
-trap 'kill "${SERVER_PID:-0}" 2>/dev/null || true; rm -rf "$WORK"' EXIT
+trap 'kill "${SERVER_PID:-}" 2>/dev/null || true; rm -rf "$WORK"' EXIT
 
 command -v oha >/dev/null 2>&1 || cargo install oha --locked
 [ -x /usr/bin/time ] || { apt-get update -qq && apt-get install -y -qq time >/dev/null; }

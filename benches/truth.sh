@@ -17,7 +17,7 @@ RATE_SECONDS=${RATE_SECONDS:-30}
 cargo build --release --quiet
 VOLLEY=${VOLLEY:-target/release/volley}  # another build to compare with
 WORK=$(mktemp -d)
-trap 'kill "${SERVER:-0}" 2>/dev/null || true; rm -rf "$WORK"' EXIT
+trap 'kill "${SERVER:-}" 2>/dev/null || true; rm -rf "$WORK"' EXIT
 field() { python3 -c "import json,sys; d=json.load(open(sys.argv[1]))['summary']; print(eval(sys.argv[2]))" "$1/summary.json" "$2"; }
 start_server() {
   "$VOLLEY" serve --listen "127.0.0.1:$PORT" --threads 1 "$@" >"$WORK/serve.log" 2>&1 &

@@ -187,7 +187,9 @@ struct Benchmark {
 /// Latencies per method and in total (`customSmallerIsBetter`).
 pub fn benchmark_latency(report: &RunReport) -> Vec<u8> {
     let mut entries = Vec::new();
-    for m in methods(report) {
+    // A row with no timed call has no latency to chart (a 0 ms point would
+    // read as an instant answer).
+    for m in methods(report).filter(|m| m.latency.timed > 0) {
         for (stat, value) in [("p50", m.latency.p50_ms), ("p99", m.latency.p99_ms)] {
             entries.push(Benchmark {
                 name: format!("{} {stat}", m.method),

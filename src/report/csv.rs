@@ -44,6 +44,12 @@ pub fn summary(report: &RunReport) -> Vec<u8> {
 }
 
 fn row(m: &MethodSummary) -> Vec<String> {
+    // Empty, not 0.000, where no call was timed (notifications only, or
+    // every call failed to connect): no latency, not an instant one.
+    let ms = |value: f64| match m.latency.timed {
+        0 => String::new(),
+        _ => ms(value),
+    };
     let mut fields = vec![
         m.method.clone(),
         m.calls.to_string(),

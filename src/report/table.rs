@@ -113,7 +113,7 @@ fn headline(out: &mut String, report: &RunReport) {
         .map_or(String::new(), |s| format!(" · shard {s}"));
     let _ = writeln!(
         out,
-        "\n{} · {} ({}) · {} model{rate}{staged}, {} · {:.2} s measured{paused}{shard}{}",
+        "\n{} · {} over {} · {} model{rate}{staged}, {} · {:.2} s measured{paused}{shard}{}",
         meta.scenario,
         meta.target,
         meta.transport_shown(),
