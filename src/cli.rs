@@ -206,6 +206,10 @@ pub struct SweepArgs {
     /// Connections (default: the file's, or 64).
     #[arg(long)]
     pub connections: Option<u64>,
+    /// Engine threads of each step (default: the file's, or one per core): what a floor
+    /// (volley could not drive a rate) asks for more of.
+    #[arg(long)]
+    pub threads: Option<u64>,
     /// Time a call may take before it counts as a timeout (default 10s).
     #[arg(long, value_parser = parse_duration)]
     pub timeout: Option<Duration>,

@@ -84,6 +84,7 @@ fn check_target(sweep: &Value, dir: &std::path::Path, stdout: &str) {
         assert_eq!(own["meta"]["load"]["rate"], step["rate"]);
         assert_eq!(own["meta"]["target"], sweep["target"]);
         assert_eq!(own["meta"]["seed"], first["meta"]["seed"], "step {}", i + 1);
+        assert_eq!(own["meta"]["load"]["threads"], 1, "--threads 1, step {}", i + 1);
     }
     assert!(sweep["knees"]["eth_chainId"].is_array());
 }
@@ -105,6 +106,7 @@ fn sweep(targets: &[&str], name: &str) -> (std::path::PathBuf, Value, String) {
             "800",
         ])
         .args(["--precision", "25%", "--step", "300ms", "--step-warmup", "100ms"])
+        .args(["--threads", "1"])
         .arg("--out")
         .arg(&out)
         .stdout(Stdio::piped())

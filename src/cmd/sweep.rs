@@ -282,6 +282,7 @@ fn step_scenario(
         duration: Some(args.step),
         warmup: Some(args.step_warmup),
         connections: args.connections,
+        threads: args.threads,
         timeout: args.timeout,
         seed: args.seed,
         http2: args.connection.http2,

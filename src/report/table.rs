@@ -59,7 +59,16 @@ pub fn render_table(report: &RunReport) -> String {
 /// the server did (a valid run of failures is no healthy server).
 pub fn verdict_line(summary: &RunSummary) -> String {
     let did = crate::stats::server_did(&summary.total).map_or(String::new(), |did| format!(" · {did}"));
+    // Requests never sent are in no call's figure: a valid run (an outage,
+    // a server that held every connection) says so beside what the calls
+    // sent met; an invalid one gives them among its reasons.
+    let unsent = summary.schedule.as_ref().map_or(0, |s| s.unsent);
     match summary.verdict.valid {
+        true if unsent > 0 => format!(
+            "valid (engine threads busy {:.0}% of the run){did} · {} due never sent",
+            summary.client_cpu.busy_share * 100.0,
+            count(unsent, "request")
+        ),
         true => format!(
             "valid (engine threads busy {:.0}% of the run){did}",
             summary.client_cpu.busy_share * 100.0
@@ -502,8 +511,36 @@ pub fn progress_line(row: &SecondRow) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::{count, method_line, server_usage_line};
-    use crate::stats::{MethodSummary, ServerUsage};
+    use super::{count, method_line, server_usage_line, verdict_line};
+    use crate::stats::{MethodSummary, RunSummary, ServerUsage};
+
+    #[test]
+    fn a_valid_verdict_says_the_requests_never_sent() {
+        let mut total = MethodSummary {
+            method: "TOTAL".into(),
+            calls: 290,
+            ok: 200,
+            errors: 90,
+            ..Default::default()
+        };
+        total.outcomes.insert("ok", 200);
+        total.outcomes.insert("connect", 90);
+        let mut summary = RunSummary::of_methods(Vec::new(), total, 4.0);
+        summary.schedule = Some(crate::stats::ScheduleSummary {
+            unsent: 110,
+            ..Default::default()
+        });
+        let line = verdict_line(&summary);
+        assert!(
+            line.ends_with("(connect 31%) · 110 requests due never sent"),
+            "{line}"
+        );
+        summary.verdict.valid = false;
+        assert!(
+            !verdict_line(&summary).contains("never sent"),
+            "among the reasons instead"
+        );
+    }
 
     #[test]
     fn a_row_without_calls_shows_no_latency() {

@@ -329,7 +329,7 @@ impl BehindCause {
     pub fn said(&self, facts: &BehindFacts, capacity: Capacity) -> String {
         match *self {
             BehindCause::Unreachable { calls } => format!(
-                "the server could not be reached for part of the run ({} failed to connect): requests due then waited for it. This is the server's outage, not the generator",
+                "the server could not be reached for part of the run ({} failed to connect): requests due then waited for it, or were never sent. This is the server's outage, not the generator",
                 count(calls, "call")
             ),
             BehindCause::ServerSlow { waited } => {
