@@ -102,12 +102,27 @@ fn a_run_killed_with_sigkill_leaves_its_seconds_and_a_summary_marked_unfinished(
         );
         assert_eq!(row.last().unwrap(), "true", "a killed run's seconds are partial");
     }
-    // The histograms of each second written, every call of it among TOTAL's.
+    // The histograms of each second written: every timed call of it among
+    // TOTAL's and its method's (the demo's `log` notifications are counted
+    // in the rows, but nothing answers them to time).
     let log = intervals(&out);
     for (i, row) in whole.iter().enumerate() {
-        let total = log.iter().find(|(tag, s, _)| tag == "TOTAL" && *s == i as u32);
+        let second = |tag: &str| {
+            log.iter()
+                .find(|(t, s, _)| t == tag && *s == i as u32)
+                .map(|t| t.2)
+        };
+        let methods: u64 = ["eth_blockNumber", "eth_getBalance", "add", "echo", "eth_chainId"]
+            .iter()
+            .filter_map(|m| second(m))
+            .sum();
         let calls: u64 = row[1].parse().unwrap();
-        assert_eq!(total.map(|t| t.2), Some(calls), "second {i}: {log:?}");
+        assert_eq!(second("TOTAL"), Some(methods), "second {i}: {log:?}");
+        assert!(
+            methods > 0 && methods <= calls,
+            "second {i}: {methods} of {calls}"
+        );
+        assert_eq!(second("log"), None, "a notification has no latency");
     }
     let samples = std::fs::read_to_string(out.join("samples.csv")).unwrap();
     assert!(samples.starts_with("tick,method,length_s,calls,errors,p50_ms,p99_ms\n"));
@@ -172,7 +187,18 @@ fn a_finished_run_writes_its_files_whole_and_its_seconds_add_up_to_its_figures()
         .filter(|(tag, ..)| tag == "TOTAL")
         .map(|(.., calls)| calls)
         .sum();
-    assert_eq!(with_latency, total, "every call's latency, once");
+    // Every call but the notifications (`log`), which nothing answers.
+    let methods = summary["summary"]["methods"].as_array().unwrap();
+    let notified = methods.iter().find(|m| m["method"] == "log").unwrap()["calls"]
+        .as_u64()
+        .unwrap();
+    assert!(notified > 0);
+    assert_eq!(summary["summary"]["total"]["latency"]["timed"], total - notified);
+    assert_eq!(
+        with_latency,
+        total - notified,
+        "every answered call's latency, once"
+    );
     let samples: u64 = std::fs::read_to_string(out.join("samples.csv"))
         .unwrap()
         .lines()

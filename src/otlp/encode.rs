@@ -121,9 +121,13 @@ fn target_attributes(about: &About, info: &TargetInfo) -> Vec<KeyValue> {
 }
 
 /// A target URL's server address and port (the scheme's when the URL
-/// gives none; a Unix socket's path has none); none for the built-in
-/// server or a child's stdio, which have no URL of their own here.
+/// gives none; a Unix socket's path has none). The built-in server
+/// listens on loopback, at a port chosen as it starts (not known here);
+/// a child's stdio has no address.
 fn server_of(url: &str) -> Option<(String, Option<u16>)> {
+    if url == "builtin" {
+        return Some((BUILTIN_ADDRESS.to_string(), None));
+    }
     let (scheme, rest) = url.split_once("://")?;
     if scheme == "unix" {
         return Some((rest.to_string(), None));
@@ -145,6 +149,9 @@ fn server_of(url: &str) -> Option<(String, Option<u16>)> {
     let host = host.trim_start_matches('[').trim_end_matches(']');
     (!host.is_empty()).then(|| (host.to_string(), port))
 }
+
+/// Where the built-in server listens (`cmd/execute.rs`).
+const BUILTIN_ADDRESS: &str = "127.0.0.1";
 
 /// A row's method (`rpc.method`), and the row's own name beside it where
 /// a call's `name` gave it one.

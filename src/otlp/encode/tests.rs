@@ -233,7 +233,11 @@ fn every_metric_names_the_run_and_each_point_its_target() {
         )
     };
     assert_eq!(server("a"), (Some("node.example".into()), Some("443".into())));
-    assert_eq!(server("b"), (None, None), "the built-in server has no URL here");
+    assert_eq!(
+        server("b"),
+        (Some("127.0.0.1".into()), None),
+        "the built-in server, on loopback, its port not known here"
+    );
 }
 
 #[test]
@@ -325,6 +329,6 @@ fn a_server_is_named_by_its_url_without_what_is_secret() {
         server_of("unix:///tmp/geth.ipc"),
         Some(("/tmp/geth.ipc".into(), None))
     );
-    assert_eq!(server_of("builtin"), None);
+    assert_eq!(server_of("builtin"), Some(("127.0.0.1".into(), None)));
     assert_eq!(server_of("stdio: node server.js"), None);
 }
