@@ -614,11 +614,12 @@ fn the_closed_model_keeps_exactly_its_concurrency_in_flight() {
 }
 
 /// A server of HTTP/1.1 that meets the h2c preface in silence (ganache
-/// does) or by closing: named before anything is sent, exit 1, instead of
-/// a run of timeouts that asks whether the server answers.
+/// does), by closing, or with a `400 Bad Request` (Node's and Python's
+/// servers do): named before anything is sent, exit 1, instead of a run
+/// of timeouts that asks whether the server answers.
 #[test]
 fn http2_to_a_server_silent_on_the_preface_is_refused_naming_why() {
-    for close in [false, true] {
+    for (close, answer) in [(false, false), (true, false), (true, true)] {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = listener.local_addr().unwrap();
         std::thread::spawn(move || {
@@ -627,6 +628,10 @@ fn http2_to_a_server_silent_on_the_preface_is_refused_naming_why() {
                 let mut stream = stream;
                 let mut preface = [0u8; 24];
                 let _ = std::io::Read::read_exact(&mut stream, &mut preface);
+                if answer {
+                    let bad = b"HTTP/1.1 400 Bad Request\r\nConnection: close\r\n\r\n";
+                    let _ = std::io::Write::write_all(&mut stream, bad);
+                }
                 if !close {
                     held.push(stream); // read, never answered
                 }
@@ -645,9 +650,10 @@ fn http2_to_a_server_silent_on_the_preface_is_refused_naming_why() {
         );
         let said = text(&output.stderr);
         assert_eq!(output.status.code(), Some(1), "{said}");
-        let what = match close {
-            false => "sent nothing within 1s (the timeout)",
-            true => "closed the connection without a word",
+        let what = match (close, answer) {
+            (false, _) => "sent nothing within 1s (the timeout)",
+            (true, false) => "closed the connection without a word",
+            (true, true) => "answered with HTTP/1.1 (status 400)",
         };
         assert!(
             said.contains(&format!(

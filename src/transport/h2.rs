@@ -72,7 +72,13 @@ impl H2Connection {
                 ))
             };
             match tokio::time::timeout_at(deadline, first).await {
-                Ok(Ok(())) => {}
+                // An HTTP/1.1 server answers the preface as a bad request.
+                Ok(Ok(bytes)) if bytes.starts_with(b"HTTP/1.") => {
+                    let status = String::from_utf8_lossy(&bytes[bytes.len().min(9)..]);
+                    let status: String = status.chars().take_while(char::is_ascii_digit).collect();
+                    return Err(silent(&format!("answered with HTTP/1.1 (status {status})")));
+                }
+                Ok(Ok(_)) => {}
                 Ok(Err(_)) => return Err(silent("closed the connection without a word")),
                 Err(_) => {
                     let waited = humantime::format_duration(within);
@@ -208,8 +214,13 @@ fn with_causes(error: &(dyn std::error::Error + 'static)) -> String {
 /// A stream that says when the server's first byte came.
 struct Heard<S> {
     inner: S,
-    first: Option<tokio::sync::oneshot::Sender<()>>,
+    /// The first bytes the server sent (a few: enough to tell HTTP/1.1's
+    /// status line from HTTP/2's settings frame).
+    first: Option<tokio::sync::oneshot::Sender<Vec<u8>>>,
 }
+
+/// The first bytes kept of what a server sends.
+const FIRST_BYTES: usize = 16;
 
 impl<S: AsyncRead + Unpin> AsyncRead for Heard<S> {
     fn poll_read(
@@ -221,7 +232,8 @@ impl<S: AsyncRead + Unpin> AsyncRead for Heard<S> {
         let polled = Pin::new(&mut self.inner).poll_read(cx, buf);
         if buf.filled().len() > before {
             if let Some(first) = self.first.take() {
-                let _ = first.send(());
+                let read = &buf.filled()[before..];
+                let _ = first.send(read[..read.len().min(FIRST_BYTES)].to_vec());
             }
         }
         polled
