@@ -605,6 +605,10 @@ pub struct ServeArgs {
     /// How often an eth_subscribe("newHeads") subscription (WebSocket, TCP, Unix) gets a notification.
     #[arg(long, default_value = "1s", value_parser = parse_duration)]
     pub heads_every: Duration,
+    /// With --stdio and --framing content-length: this long after `initialize` is answered, send
+    /// LSP's `$/progress` with `value.kind = "end"` (a language server done indexing), for `[ready]`.
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub ready_after: Option<Duration>,
     /// Calls a second the server can do: past it, answers queue and their latency grows without
     /// bound (a known breaking point, for `volley sweep`).
     #[arg(long, value_name = "CALLS_PER_S")]

@@ -18,6 +18,7 @@ pub mod metrics;
 pub mod otlp;
 pub mod output;
 pub mod plan;
+pub mod proc;
 pub mod proxy;
 pub mod redact;
 pub mod report;

@@ -18,7 +18,7 @@ const LAYERS: &[&[&str]] = &[
     &["plan"],
     &["transport"],
     &["jwt", "rpc", "tls"],
-    &["redact", "stats"],
+    &["proc", "redact", "stats"],
 ];
 
 /// Macros exported at the crate's root, by the module that defines them.

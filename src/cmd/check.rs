@@ -137,6 +137,7 @@ fn options(args: &CheckArgs) -> anyhow::Result<Options> {
         http2: args.connection.http2,
         tls,
         server_answers: Default::default(),
+        ready: None,
     })
 }
 

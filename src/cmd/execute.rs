@@ -327,6 +327,7 @@ pub(super) fn transport_options(scenario: &Scenario) -> crate::transport::Option
         http2: scenario.http2,
         tls: scenario.tls.clone(),
         server_answers: scenario.server_answers.clone(),
+        ready: scenario.ready.clone(),
     }
 }
 

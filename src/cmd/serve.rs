@@ -113,6 +113,9 @@ fn config(args: &ServeArgs) -> Result<ServeConfig, String> {
     if args.heads_every.is_zero() {
         return Err("--heads-every must be above zero".into());
     }
+    if args.ready_after.is_some() && !(args.stdio && args.framing == "content-length") {
+        return Err("--ready-after is LSP's $/progress: it needs --stdio --framing content-length".into());
+    }
     let capacity = match args.capacity {
         None => None,
         Some(rate) => Some(std::sync::Arc::new(
@@ -149,6 +152,7 @@ fn config(args: &ServeArgs) -> Result<ServeConfig, String> {
         tls: None,
         mcp: args.mcp,
         heads_every: args.heads_every,
+        ready_after: args.ready_after,
         capacity,
         differ: args.differ.clone(),
         count_duplicate_ids: args.count_duplicate_ids,

@@ -23,9 +23,9 @@ mod state;
 mod timetable;
 mod worker;
 
+pub use crate::proc::readable as observable;
 pub use capture::{Capture, Captured};
 pub use control::Control;
-pub use observe::readable as observable;
 pub use poll::first as first_poll;
 pub use race::RaceLog;
 pub use single::{call_by_hand, Answered, Session};
@@ -114,6 +114,10 @@ async fn run_placed(
         Target::Stream(target) if target.is_command() => Some(observe::Children::from_now(target.clone())),
         _ => None,
     };
+    let children_before = children.as_ref().map(|_| match &spec.target {
+        Target::Stream(target) => target.children().len(),
+        _ => 0,
+    });
     let shared = Arc::new(RunState::new(spec, stop.clone(), control.clone()));
     let (shares, mut chunks, ready) = start_shares(&shared, threads, placement);
     // Connections first, then the clock: every connection opens, with its
@@ -165,7 +169,26 @@ async fn run_placed(
         _ => Vec::new(),
     };
     add_server_usage(&mut summary, &watched, &sent_to);
+    if let (Target::Stream(target), Some(before)) = (&shared.target, children_before) {
+        summary.ready = Some(ready_of(target, before));
+    }
     summary
+}
+
+/// The run's children's readiness (those started from `before` on: not
+/// the reachability check's).
+fn ready_of(target: &crate::transport::StreamTarget, before: usize) -> crate::stats::ReadySummary {
+    let children = (target.lives().into_iter().skip(before))
+        .map(|life| crate::stats::ChildReady {
+            pid: life.pid,
+            calls: life.calls,
+            first_answer_ms: life.first_answer_ms,
+            ready_ms: life.ready_ms,
+            rss_at_ready_bytes: life.rss_at_ready_bytes,
+            rss_at_end_bytes: life.rss_at_end_bytes,
+        })
+        .collect();
+    crate::stats::ReadySummary::of(target.ready_signal(), children)
 }
 
 /// Takes the threads' figures until each has handed its last over (the

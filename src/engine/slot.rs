@@ -144,12 +144,15 @@ pub(super) async fn connect_all(
 
 /// Closes the thread's connections, shutting stdio children down as their
 /// protocol says, and tallies how each ended.
-pub(super) async fn shut_down(shared: &RunState, slots: &[Rc<ConnectionSlot>]) {
+pub(super) async fn shut_down(shared: &RunState, local: &ThreadState, slots: &[Rc<ConnectionSlot>]) {
     let connections = slots
         .iter()
         .filter_map(|slot| slot.connection.borrow_mut().take());
     let ends = futures_util::future::join_all(connections.map(Connection::shut_down)).await;
     tally(shared, ends.into_iter().flatten());
+    // Those let go during the run end too (their ends counted as they go).
+    let retiring = std::mem::take(&mut *local.retiring.borrow_mut());
+    futures_util::future::join_all(retiring).await;
 }
 
 /// Counts how stdio children ended.
@@ -175,7 +178,7 @@ pub(super) fn retire(shared: &Arc<RunState>, local: &Rc<ThreadState>, connection
         return;
     }
     let shared = shared.clone();
-    tokio::task::spawn_local(async move {
+    let ending = tokio::task::spawn_local(async move {
         while !connection.is_last_handle() {
             tokio::time::sleep(std::time::Duration::from_millis(10)).await;
         }
@@ -183,6 +186,9 @@ pub(super) fn retire(shared: &Arc<RunState>, local: &Rc<ThreadState>, connection
             tally(&shared, [end]);
         }
     });
+    let mut retiring = local.retiring.borrow_mut();
+    retiring.retain(|task| !task.is_finished());
+    retiring.push(ending);
 }
 
 /// Keeps the subscription a setup call opened: its notifications are

@@ -234,6 +234,9 @@ pub(super) struct ThreadState {
     /// Cancelled when the grace runs out: heard by the calls whose wait
     /// could not know the grace's end as they left (`ending::wait_for`).
     pub cut: CancellationToken,
+    /// Stdio children let go during the run (`slot::retire`), being shut
+    /// down: waited for with the others at the thread's end.
+    pub retiring: RefCell<Vec<tokio::task::JoinHandle<()>>>,
 }
 
 const ID_BLOCK: u64 = 4096;
@@ -252,6 +255,7 @@ impl ThreadState {
             flows_in_flight: RefCell::new(vec![0; shared.mix.flows.len()]),
             cancel: shared.cancel.child_token(),
             cut: CancellationToken::new(),
+            retiring: RefCell::new(Vec::new()),
         }
     }
 

@@ -57,7 +57,7 @@ pub(super) async fn run_share(
     }
     if shared.clock.get().is_none() {
         // Stopped before the run began: nothing was measured.
-        shut_down(&shared, &slots).await;
+        shut_down(&shared, &local, &slots).await;
         return;
     }
     let tasks = start_callers(&shared, &local, &connections, &slots);
@@ -88,7 +88,7 @@ pub(super) async fn run_share(
         stages: local.take_stages(&Recorder::new(0)),
     });
     // After the last figures: the children's shutdown is no part of the run.
-    shut_down(&shared, &slots).await;
+    shut_down(&shared, &local, &slots).await;
 }
 
 /// The thread's callers: `per_connection` on each of its connections; in

@@ -8,6 +8,7 @@ pub mod hlog;
 pub mod html;
 mod json;
 pub mod race;
+mod ready;
 pub mod series;
 pub mod shard;
 mod table;

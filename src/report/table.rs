@@ -421,6 +421,9 @@ fn extras(out: &mut String, summary: &RunSummary) {
     for usage in &summary.server {
         let _ = writeln!(out, "{}", server_usage_line(usage));
     }
+    if let Some(ready) = &summary.ready {
+        let _ = writeln!(out, "{}", super::ready::ready_line(ready));
+    }
     if let Some(exit) = &summary.child_exit {
         let _ = writeln!(
             out,

@@ -164,6 +164,9 @@ pub fn table(runs: &[TargetRun], parallel: bool) -> String {
         for usage in &run.report.summary.server {
             let _ = writeln!(out, "{}: {}", run.name, super::table::server_usage_line(usage));
         }
+        if let Some(ready) = &run.report.summary.ready {
+            let _ = writeln!(out, "{}: {}", run.name, super::ready::ready_line(ready));
+        }
     }
     // Each target's verdict and warnings beside its figures: a reader
     // should not have to open each summary.json to learn them.

@@ -68,6 +68,8 @@ pub struct Scenario {
     pub tls: crate::tls::TlsOptions,
     /// Results for requests the server sends to volley.
     pub server_answers: crate::transport::ServerAnswers,
+    /// What tells a stdio child is ready (`[ready]`).
+    pub ready: Option<crate::transport::ReadySignal>,
     pub seed: Option<u64>,
     pub load: Load,
     /// The share of the run this machine takes (`--shard`); none: the whole,
@@ -525,6 +527,7 @@ impl Scenario {
             version: Default::default(),
             tls: Default::default(),
             server_answers: Default::default(),
+            ready: None,
             seed: None,
             shard: None,
             start_at: None,

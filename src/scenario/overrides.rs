@@ -312,6 +312,9 @@ impl Overrides {
         if let Some(timeout) = self.timeout {
             load::check_timeout(timeout).map_err(|m| flag("--timeout", m))?;
             scenario.timeout = timeout;
+            if let Some(ready) = &mut scenario.ready {
+                ready.wait = timeout;
+            }
         }
         if self.seed.is_some() {
             scenario.seed = self.seed;

@@ -81,6 +81,10 @@ pub struct ServeConfig {
     pub mcp: bool,
     /// How often a `newHeads` subscription brings a notification.
     pub heads_every: Duration,
+    /// Over stdio with LSP's framing: this long after `initialize` is
+    /// answered, a `$/progress` notification whose `value.kind` is `end`
+    /// (as a language server says its indexing is done).
+    pub ready_after: Option<Duration>,
     /// Calls a second past which answers queue (`--capacity`).
     pub capacity: Option<Arc<Capacity>>,
     /// Methods answered with a result of their own (`--differ`), to test
@@ -118,6 +122,7 @@ impl Default for ServeConfig {
             tls: None,
             mcp: false,
             heads_every: Duration::from_secs(1),
+            ready_after: None,
             count_duplicate_ids: false,
             capacity: None,
             differ: Vec::new(),

@@ -184,16 +184,21 @@ where
 /// `shutdown` or `exit` when `request` is one of LSP's lifecycle messages.
 fn lifecycle_method(request: &[u8]) -> Option<&'static str> {
     let named = |name: &[u8]| request.windows(name.len()).any(|w| w == name);
-    if !named(b"\"shutdown\"") && !named(b"\"exit\"") {
+    if !named(b"\"shutdown\"") && !named(b"\"exit\"") && !named(b"\"initialize\"") {
         return None;
     }
     let message = crate::rpc::wire::Message::parse(request)?;
     match message.method? {
+        "\"initialize\"" => Some("initialize"),
         "\"shutdown\"" => Some("shutdown"),
         "\"exit\"" => Some("exit"),
         _ => None,
     }
 }
+
+/// LSP's word that a server's work (its indexing) is done (`--ready-after`).
+const READY: &[u8] =
+    br#"{"jsonrpc":"2.0","method":"$/progress","params":{"token":"volley","value":{"kind":"end"}}}"#;
 
 /// Serves one WebSocket connection: a JSON-RPC message a text frame, each
 /// handled on its own so answers may come back in another order.
@@ -342,6 +347,15 @@ where
             let request = input[taken + body.start..taken + body.end].to_vec();
             taken += body.end;
             match lifecycle_method(&request) {
+                Some("initialize") => {
+                    if let Some(after) = serving.config.ready_after {
+                        let answers = answers.clone();
+                        tokio::spawn(async move {
+                            tokio::time::sleep(after).await;
+                            let _ = answers.send(READY.to_vec());
+                        });
+                    }
+                }
                 Some("shutdown") => shutdown = true,
                 Some("exit") => {
                     if shutdown {

@@ -11,6 +11,7 @@ mod latency_log;
 mod outcome;
 pub mod race;
 pub mod read;
+mod ready;
 mod sample;
 mod saved;
 mod series;
@@ -28,6 +29,7 @@ pub use examples::{excerpt, Cause, ErrorExample, EXAMPLES_PER_OUTCOME, EXCERPT_B
 pub use flows::{FailedStep, FlowCounts, FlowSummary};
 pub use latency_log::{tag_for, tagged, Interval, LatencyLog, TOTAL_TAG};
 pub use outcome::{Outcome, OutcomeKind, ProtocolKind};
+pub use ready::{ChildReady, ReadySummary, Spread};
 pub use sample::{Quarter, Sample, SAMPLES_PER_SECOND, SAMPLE_COLUMNS};
 pub use saved::{SavedFlow, SavedMethod, SavedRecorder};
 pub use series::{ClosedSecond, Series, Spool};

@@ -504,6 +504,9 @@ pub struct RunSummary {
     /// children); empty when none was watched.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub server: Vec<super::ServerUsage>,
+    /// A stdio target's children: how fast each was ready, and its memory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ready: Option<super::ReadySummary>,
     /// Each flow's figures beside its row (none when the scenario has no
     /// flows).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -550,6 +553,7 @@ impl RunSummary {
             samples: Vec::new(),
             gathered: Default::default(),
             server: Vec::new(),
+            ready: None,
             connections: super::ConnectSummary::of(&super::Connects::default(), 1),
             http_statuses: Default::default(),
             extra_batch_entries: 0,

@@ -7,6 +7,7 @@ mod h2;
 mod headers;
 mod http;
 mod memory;
+mod ready;
 pub mod sse;
 mod stream;
 pub mod tls;
@@ -25,6 +26,7 @@ use crate::redact;
 pub use h2::H2Connection;
 pub use http::{HttpConnection, HttpTarget, DEFAULT_MAX_RESPONSE_BYTES};
 pub use memory::{Peer, PeerCounts, Seen};
+pub use ready::ReadySignal;
 pub use stream::{hurry_shutdowns, ChildEnd, MuxConnection, StreamAddr, StreamTarget};
 
 /// How to reach a target URL, beyond the URL itself.
@@ -42,6 +44,8 @@ pub struct Options {
     pub tls: crate::tls::TlsOptions,
     /// Results for the requests a server sends to volley.
     pub server_answers: ServerAnswers,
+    /// What tells a stdio child is ready (`[ready]`).
+    pub ready: Option<ReadySignal>,
 }
 
 /// The result volley answers a server's own requests with (LSP's

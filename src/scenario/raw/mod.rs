@@ -10,6 +10,7 @@ mod headers;
 mod path_search;
 mod poll;
 mod race;
+mod ready;
 mod server_requests;
 mod setup;
 mod target;
@@ -49,6 +50,8 @@ struct RawScenario {
     /// `[server_requests]`: method = result, and `default = result`.
     #[serde(default)]
     server_requests: BTreeMap<String, Value>,
+    /// `[ready]`: a stdio server's ready signal.
+    ready: Option<ready::RawReady>,
     timeout: Option<Spanned<String>>,
     seed: Option<u64>,
     #[serde(default)]
@@ -110,6 +113,8 @@ pub(super) fn parse(
         raw.targets = None;
         raw.command = None;
         raw.framing = None;
+        // A URL has no child to wait for.
+        raw.ready = None;
     }
     raw.validate(at, base_dir, default_name, env)
 }
@@ -198,6 +203,7 @@ impl RawScenario {
         let batch = self.batch(at)?;
         let setup = self.setup_calls(at, &target)?;
         let race = self.race(at)?;
+        let ready = self.ready(at)?;
         let thresholds = self.thresholds(at)?;
         let version = self.version(at)?;
         let equality = self.equality.as_ref().map(|e| e.validate(at)).transpose()?;
@@ -231,6 +237,7 @@ impl RawScenario {
             version,
             tls,
             server_answers: server_requests::server_answers(&self.server_requests),
+            ready,
             seed: self.seed,
             shard: None,
             start_at: None,

@@ -545,6 +545,7 @@ mod tests {
             http2: false,
             tls: Default::default(),
             server_answers: Default::default(),
+            ready: None,
         };
         let target = HttpTarget::resolve(&url, &options).await.unwrap();
         let mut connection = HttpConnection::open(&target).await.unwrap();

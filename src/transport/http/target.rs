@@ -143,6 +143,7 @@ mod tests {
             http2: false,
             tls: Default::default(),
             server_answers: Default::default(),
+            ready: None,
         };
         let target = HttpTarget::resolve("http://user:pw@[::1]/rpc", &options)
             .await

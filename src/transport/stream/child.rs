@@ -3,10 +3,12 @@
 //! run's end the way its protocol says.
 
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::io::AsyncReadExt;
 
+use super::life::ChildLife;
 use super::mux::{MuxConnection, Writer};
 use super::target::{StreamAddr, StreamTarget};
 use crate::transport::TransportError;
@@ -55,14 +57,15 @@ pub enum ChildEnd {
 
 impl StreamTarget {
     /// Starts the command; the child is killed and reaped when dropped.
-    /// With it, the count of calls sent to it, which its connection keeps.
-    pub(super) fn spawn(&self) -> Result<(tokio::process::Child, super::ChildCalls), TransportError> {
+    /// With it, its life, which its connection keeps.
+    pub(super) fn spawn(&self) -> Result<(tokio::process::Child, Arc<ChildLife>), TransportError> {
         let StreamAddr::Stdio { argv, .. } = &self.addr else {
             unreachable!("a command target")
         };
         let (program, args) = argv
             .split_first()
             .expect("the scenario checks the command is not empty");
+        let spawned = std::time::Instant::now();
         tokio::process::Command::new(program)
             .args(args)
             .stdin(std::process::Stdio::piped())
@@ -72,12 +75,12 @@ impl StreamTarget {
             .spawn()
             .map_err(|e| self.connect_error(e))
             .map(|child| {
-                let calls = super::ChildCalls::default();
-                if let Some(pid) = child.id() {
+                let life = Arc::new(ChildLife::new(child.id().unwrap_or(0), spawned));
+                if child.id().is_some() {
                     let mut children = self.children.lock().unwrap_or_else(|p| p.into_inner());
-                    children.push((pid, calls.clone()));
+                    children.push(life.clone());
                 }
-                (child, calls)
+                (child, life)
             })
     }
 }
@@ -110,6 +113,14 @@ impl MuxConnection {
     pub async fn shut_down(&self) -> Option<ChildEnd> {
         let lsp = matches!(&*self.writer.lock().await, Writer::Headed(..));
         self.child.borrow().as_ref()?;
+        if let Some(life) = self.life.get() {
+            // A child not yet ready is given the call timeout to say so:
+            // each spawn's ready time is measured, not cut short.
+            if let Some(signal) = self.ready.get() {
+                let _ = tokio::time::timeout(wait(signal.wait), life.until_ready()).await;
+            }
+            life.ending();
+        }
         if lsp && !self.closed.get() {
             let shutdown = format!(r#"{{"jsonrpc":"2.0","id":{SHUTDOWN_ID},"method":"shutdown"}}"#);
             let answered = tokio::time::timeout(

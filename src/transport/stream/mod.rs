@@ -8,17 +8,15 @@
 //!
 //! `target.rs` resolves and connects, `mux.rs` is the connection callers
 //! share, `readers.rs` reads what the server sends, `child.rs` runs a
-//! stdio target's process.
+//! stdio target's process and `life.rs` keeps what its life came to.
 
 mod child;
+mod life;
 mod mux;
 mod readers;
 mod target;
 
 pub use child::{hurry_shutdowns, ChildEnd};
+pub use life::{ChildLife, ChildRecord};
 pub use mux::MuxConnection;
 pub use target::{StreamAddr, StreamTarget};
-
-/// The calls sent to one stdio child, shared by its connection (which
-/// counts them) and its target (which reads them).
-pub(crate) type ChildCalls = std::sync::Arc<std::sync::atomic::AtomicU64>;

@@ -77,8 +77,11 @@ pub struct MuxConnection {
     pub(super) writer: tokio::sync::Mutex<Writer>,
     /// The child process of a stdio target, killed and reaped on drop.
     pub(super) child: RefCell<Option<tokio::process::Child>>,
-    /// The calls sent to that child, counted for its share of the load.
-    child_calls: std::cell::OnceCell<super::ChildCalls>,
+    /// That child's life: the calls sent to it, its first answer, its
+    /// ready signal and its memory.
+    pub(super) life: std::cell::OnceCell<std::sync::Arc<super::ChildLife>>,
+    /// What tells that child is ready, when the scenario names it.
+    pub(super) ready: std::cell::OnceCell<std::sync::Arc<crate::transport::ReadySignal>>,
     /// The last bytes the child wrote to stderr.
     pub(super) stderr_tail: RefCell<Vec<u8>>,
     /// First id of each request in flight.
@@ -105,7 +108,8 @@ impl MuxConnection {
         Rc::new(MuxConnection {
             writer: tokio::sync::Mutex::new(writer),
             child: RefCell::new(None),
-            child_calls: std::cell::OnceCell::new(),
+            life: std::cell::OnceCell::new(),
+            ready: std::cell::OnceCell::new(),
             stderr_tail: RefCell::new(Vec::new()),
             waiting: RefCell::new(BTreeMap::new()),
             closed: Cell::new(false),
@@ -124,7 +128,7 @@ impl MuxConnection {
         let new = |writer| MuxConnection::new(writer, target.server_answers.clone());
         if let StreamAddr::Stdio { framing, .. } = target.addr {
             let content_length = framing == Framing::ContentLength;
-            let (mut child, calls) = target.spawn()?;
+            let (mut child, life) = target.spawn()?;
             let stdin = child.stdin.take().expect("piped");
             let stdout = child.stdout.take().expect("piped");
             let stderr = child.stderr.take().expect("piped");
@@ -134,8 +138,11 @@ impl MuxConnection {
                 Writer::Lines(Box::new(stdin), Vec::new())
             };
             let connection = new(writer);
+            if let Some(ready) = &target.ready {
+                let _ = connection.ready.set(ready.clone());
+            }
             *connection.child.borrow_mut() = Some(child);
-            let _ = connection.child_calls.set(calls);
+            let _ = connection.life.set(life);
             let weak = Rc::downgrade(&connection);
             tokio::task::spawn_local(keep_stderr_tail(weak.clone(), stderr));
             if content_length {
@@ -240,8 +247,8 @@ impl MuxConnection {
                 self.closed_because()
             )));
         }
-        if let Some(sent) = self.child_calls.get() {
-            sent.fetch_add(calls, std::sync::atomic::Ordering::Relaxed);
+        if let Some(life) = self.life.get() {
+            life.calls.fetch_add(calls, std::sync::atomic::Ordering::Relaxed);
         }
         let answer = if calls > 0 {
             let (sender, receiver) = oneshot::channel();

@@ -188,6 +188,9 @@ fn from_the_server(connection: &Rc<MuxConnection>, message: &[u8]) -> bool {
     let Some(method) = message.method else {
         return false;
     };
+    if message.id.is_none() {
+        heard_ready(connection, method.trim_matches('"'), message.params);
+    }
     if let Some(id) = message.id {
         let result = connection.server_answers.result_for(method.trim_matches('"'));
         let reply = format!(r#"{{"jsonrpc":"2.0","result":{result},"id":{}}}"#, id);
@@ -215,6 +218,15 @@ fn from_the_server(connection: &Rc<MuxConnection>, message: &[u8]) -> bool {
         listener(index, params.result.map(RawValue::get));
     }
     true
+}
+
+/// A stdio child's notification that may be its ready signal.
+fn heard_ready(connection: &MuxConnection, method: &str, params: Option<&str>) {
+    if let (Some(life), Some(signal)) = (connection.life.get(), connection.ready.get()) {
+        if signal.heard(method, params) {
+            life.signalled();
+        }
+    }
 }
 
 /// Marks a connection whose reader ended as closed, saying why: the calls
@@ -263,6 +275,9 @@ fn deliver(connection: &Rc<MuxConnection>, line: Bytes) {
     });
     match owner.and_then(|first| waiting.remove(&first)) {
         Some(request) => {
+            if let Some(life) = connection.life.get() {
+                life.answered(connection.ready.get().is_some());
+            }
             let _ = request.answer.send(line);
         }
         None => match connection.probe.borrow_mut().take() {

@@ -43,7 +43,10 @@ pub struct StreamTarget {
     /// The process ids of the children started so far (stdio targets),
     /// each with the calls sent to it, for whoever watches what the server
     /// spends.
-    pub(super) children: std::sync::Arc<std::sync::Mutex<Vec<(u32, super::ChildCalls)>>>,
+    pub(super) children: std::sync::Arc<std::sync::Mutex<Vec<std::sync::Arc<super::ChildLife>>>>,
+    /// What tells a child is ready (a stdio target's, when the scenario
+    /// names it); without it, its first answer.
+    pub(super) ready: Option<std::sync::Arc<crate::transport::ReadySignal>>,
 }
 
 /// Header values may be secrets: `Debug` shows the names only. The made
@@ -107,6 +110,7 @@ impl StreamTarget {
             server_answers: std::sync::Arc::new(options.server_answers.clone()),
             headers: HandshakeHeaders(options.headers.clone(), options.made_headers.clone()),
             children: Default::default(),
+            ready: None,
         })
     }
 
@@ -121,6 +125,7 @@ impl StreamTarget {
             server_answers: std::sync::Arc::new(options.server_answers.clone()),
             headers: HandshakeHeaders::default(),
             children: Default::default(),
+            ready: options.ready.clone().map(std::sync::Arc::new),
         }
     }
 
@@ -131,7 +136,7 @@ impl StreamTarget {
     /// The children started so far, by process id (a stdio target's).
     pub fn children(&self) -> Vec<u32> {
         let children = self.children.lock().unwrap_or_else(|p| p.into_inner());
-        children.iter().map(|(pid, _)| *pid).collect()
+        children.iter().map(|life| life.pid).collect()
     }
 
     /// The calls sent to each child so far, by process id: each child's
@@ -139,8 +144,19 @@ impl StreamTarget {
     pub fn calls_by_child(&self) -> Vec<(u32, u64)> {
         let children = self.children.lock().unwrap_or_else(|p| p.into_inner());
         (children.iter())
-            .map(|(pid, calls)| (*pid, calls.load(std::sync::atomic::Ordering::Relaxed)))
+            .map(|life| (life.pid, life.calls.load(std::sync::atomic::Ordering::Relaxed)))
             .collect()
+    }
+
+    /// What each child's life came to so far, in the order they started.
+    pub fn lives(&self) -> Vec<super::ChildRecord> {
+        let children = self.children.lock().unwrap_or_else(|p| p.into_inner());
+        children.iter().map(|life| life.record()).collect()
+    }
+
+    /// The signal its children are waited for, in words.
+    pub fn ready_signal(&self) -> Option<String> {
+        self.ready.as_ref().map(|signal| signal.to_string())
     }
 
     /// Whether connections are child processes.
@@ -253,6 +269,7 @@ mod tests {
             http2: false,
             tls: Default::default(),
             server_answers: Default::default(),
+            ready: None,
         }
     }
 
