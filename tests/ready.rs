@@ -126,3 +126,58 @@ fn a_ready_signal_without_a_command_or_with_a_bad_pointer_is_refused_naming_the_
         assert!(said.contains("bad.toml:") && said.contains(says), "{said}");
     }
 }
+
+/// Stdio servers side by side: `targets` takes commands as it takes URLs,
+/// each target's children reported on their own.
+#[test]
+fn stdio_servers_side_by_side_each_report_their_own_spawns() {
+    let out = temp_dir("ready-side");
+    let scenario = out.with_extension("toml");
+    let command = env!("CARGO_BIN_EXE_volley");
+    let server = |after: &str| {
+        format!(
+            r#"["{command}", "serve", "--stdio", "--framing", "content-length", "--ready-after", "{after}"]"#
+        )
+    };
+    let text_of = format!(
+        r#"targets = [{{ name = "fast", command = {} }}, {{ name = "slow", command = {} }}]
+framing = "content-length"
+[ready]
+method = "$/progress"
+[load]
+concurrency = 1
+requests = 20
+reconnect_every = 5
+[[setup]]
+method = "initialize"
+params = {{ processId = 1, rootUri = "file:///w", capabilities = {{}} }}
+[[calls]]
+method = "textDocument/hover"
+params = {{ textDocument = {{ uri = "file:///w/a.py" }}, position = {{ line = 0, character = 0 }} }}
+"#,
+        server("1ms"),
+        server("30ms")
+    );
+    std::fs::write(&scenario, text_of).unwrap();
+    let output = volley()
+        .arg("run")
+        .arg(&scenario)
+        .args(["--no-tui", "-q", "--out"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
+    let table = text(&output.stdout);
+    for name in ["fast", "slow"] {
+        let ready = &summary_json(&out.join(name))["summary"]["ready"];
+        assert_eq!(
+            (ready["spawns"].as_u64(), ready["never_ready"].as_u64()),
+            (Some(4), Some(0)),
+            "{name}: {ready}"
+        );
+        assert!(
+            table.contains(&format!("{name}: ready ($/progress): 4 spawns")),
+            "{table}"
+        );
+    }
+}

@@ -29,7 +29,8 @@ impl RawScenario {
         };
         let fails =
             |span, key: &str, message: &str| Err(at.error(Some(span), Some(key), message.to_string()));
-        if self.command.is_none() {
+        let commands = (self.targets.as_ref()).is_some_and(|t| t.get_ref().iter().all(|t| t.is_command()));
+        if self.command.is_none() && !commands {
             return fails(
                 raw.method.span(),
                 "ready.method",

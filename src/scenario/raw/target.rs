@@ -9,12 +9,21 @@ use crate::rpc::wire::Framing;
 use crate::scenario::error::{Locator, ScenarioError};
 use crate::scenario::{NamedTarget, TargetSpec};
 
-/// One of `targets = [{ name = "geth", url = "http://..." }, ...]`.
+/// One of `targets = [{ name = "geth", url = "http://..." }, ...]`, or
+/// of stdio servers side by side: `{ name = "pyright", command = [...] }`
+/// (the file's `framing` for all).
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawTarget {
     name: Option<String>,
-    url: String,
+    url: Option<String>,
+    command: Option<Vec<String>>,
+}
+
+impl RawTarget {
+    pub(super) fn is_command(&self) -> bool {
+        self.command.is_some()
+    }
 }
 
 impl RawScenario {
@@ -39,14 +48,7 @@ impl RawScenario {
                 "no target: give at least one `{ url = \"...\" }`",
             ));
         }
-        let urls: Vec<String> = raw.get_ref().iter().map(|t| t.url.trim().to_string()).collect();
-        if let Some(i) = urls.iter().position(String::is_empty) {
-            return Err(error(
-                Some(format!("targets[{i}].url")),
-                "the URL is empty: give a URL or \"builtin\"",
-            ));
-        }
-        let mut named = NamedTarget::from_urls(&urls);
+        let mut named = self.each_target(at, raw.get_ref(), &error)?;
         if let Some((i, m)) = named
             .iter()
             .enumerate()
@@ -79,6 +81,70 @@ impl RawScenario {
             }
         }
         Ok(named)
+    }
+
+    /// Each of `targets`: a URL (named by its host and port) or a command
+    /// (named by its program), one of the two.
+    fn each_target(
+        &self,
+        at: &Locator,
+        raw: &[RawTarget],
+        error: &dyn Fn(Option<String>, &str) -> ScenarioError,
+    ) -> Result<Vec<NamedTarget>, ScenarioError> {
+        let urls: Vec<String> = raw
+            .iter()
+            .filter_map(|t| t.url.as_deref())
+            .map(|u| u.trim().to_string())
+            .collect();
+        let mut by_url = NamedTarget::from_urls(&urls).into_iter();
+        let mut named = Vec::new();
+        for (i, written) in raw.iter().enumerate() {
+            match (&written.url, &written.command) {
+                (Some(url), None) if url.trim().is_empty() => {
+                    return Err(error(
+                        Some(format!("targets[{i}].url")),
+                        "the URL is empty: give a URL or \"builtin\"",
+                    ))
+                }
+                (Some(_), None) => named.extend(by_url.next()),
+                (None, Some(argv)) => {
+                    let Some(program) = argv.first() else {
+                        return Err(error(Some(format!("targets[{i}].command")), "command is empty"));
+                    };
+                    if !is_installed(program) {
+                        let m = format!("`{program}` is not installed: no such program on PATH");
+                        return Err(error(Some(format!("targets[{i}].command")), &m));
+                    }
+                    let name = (std::path::Path::new(program).file_name())
+                        .map_or("stdio".to_string(), |p| p.to_string_lossy().into_owned());
+                    let spec = TargetSpec::Command {
+                        argv: argv.clone(),
+                        framing: self.framing(at)?,
+                    };
+                    named.push(NamedTarget { name, spec });
+                }
+                _ => {
+                    return Err(error(
+                        Some(format!("targets[{i}]")),
+                        "give each target a `url` or a `command`, one of the two",
+                    ))
+                }
+            }
+        }
+        Ok(named)
+    }
+
+    /// The file's `framing`, for its commands.
+    fn framing(&self, at: &Locator) -> Result<Framing, ScenarioError> {
+        match self.framing.as_ref().map(|f| (f.get_ref().as_str(), f.span())) {
+            Some(("content-length", _)) => Ok(Framing::ContentLength),
+            Some(("ndjson", _)) | None => Ok(Framing::Ndjson),
+            Some((_, span)) => Err(at.error(
+                Some(span),
+                None,
+                "framing must be \"content-length\" (LSP) or \"ndjson\" (MCP)",
+            )),
+        }
     }
 
     pub(super) fn target(&self, at: &Locator) -> Result<TargetSpec, ScenarioError> {
@@ -117,20 +183,9 @@ impl RawScenario {
                         format!("`{program}` is not installed: no such program on PATH (install it, or point `command` at another server)"),
                     ));
                 }
-                let framing = match self.framing.as_ref().map(|f| (f.get_ref().as_str(), f.span())) {
-                    Some(("content-length", _)) => Framing::ContentLength,
-                    Some(("ndjson", _)) | None => Framing::Ndjson,
-                    Some((_, span)) => {
-                        return Err(at.error(
-                            Some(span),
-                            None,
-                            "framing must be \"content-length\" (LSP) or \"ndjson\" (MCP)",
-                        ))
-                    }
-                };
                 Ok(TargetSpec::Command {
                     argv: command.get_ref().clone(),
-                    framing,
+                    framing: self.framing(at)?,
                 })
             }
             (Some(target), Some(_)) => Err(at.error(
