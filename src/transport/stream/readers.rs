@@ -188,11 +188,12 @@ fn from_the_server(connection: &Rc<MuxConnection>, message: &[u8]) -> bool {
     let Some(method) = message.method else {
         return false;
     };
+    let method = method_name(method);
     if message.id.is_none() {
-        heard_ready(connection, method.trim_matches('"'), message.params);
+        heard_ready(connection, &method, message.params);
     }
     if let Some(id) = message.id {
-        let result = connection.server_answers.result_for(method.trim_matches('"'));
+        let result = connection.server_answers.result_for(&method);
         let reply = format!(r#"{{"jsonrpc":"2.0","result":{result},"id":{}}}"#, id);
         let connection = connection.clone();
         tokio::task::spawn_local(async move {
@@ -218,6 +219,15 @@ fn from_the_server(connection: &Rc<MuxConnection>, message: &[u8]) -> bool {
         listener(index, params.result.map(RawValue::get));
     }
     true
+}
+
+/// A method's name from its JSON text: unescaped where it holds an escape
+/// (pylsp's JSON writes `textDocument\/publishDiagnostics`).
+fn method_name(raw: &str) -> std::borrow::Cow<'_, str> {
+    match raw.contains('\\') {
+        true => serde_json::from_str::<String>(raw).map_or(raw.trim_matches('"').into(), Into::into),
+        false => raw.trim_matches('"').into(),
+    }
 }
 
 /// A stdio child's notification that may be its ready signal.
@@ -399,5 +409,18 @@ mod tests {
             None
         );
         assert_eq!(answer_id(b"garbage"), None);
+    }
+
+    #[test]
+    fn a_method_with_an_escaped_slash_is_read_as_its_name() {
+        assert_eq!(
+            method_name(r#""textDocument\/publishDiagnostics""#),
+            "textDocument/publishDiagnostics"
+        );
+        assert_eq!(
+            method_name(r#""workspace/configuration""#),
+            "workspace/configuration"
+        );
+        assert_eq!(method_name(r#""\u0024/progress""#), "$/progress");
     }
 }
