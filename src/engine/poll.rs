@@ -55,13 +55,14 @@ pub async fn first(poll: &Poll, target: &Target, timeout: Duration) -> Result<()
 }
 
 /// Waits for a poll's next turn: its interval's next tick; a race's poll, a
-/// wait drawn between half and one and a half intervals. Two targets'
+/// wait drawn between half an interval and one (never longer: a head is
+/// seen within an interval of its coming, the race's resolution). Two targets'
 /// polls (and a chain's heads, often a multiple of the interval) then keep
 /// no phase to each other: at a fixed phase, the one polled just after each
 /// head would look first on every head, whoever delivered it first.
 async fn next_tick(ticks: &mut tokio::time::Interval, poll: &Poll) {
     match poll.race {
-        true => tokio::time::sleep(poll.every.mul_f64(0.5 + rand::random::<f64>())).await,
+        true => tokio::time::sleep(poll.every.mul_f64(0.5 + 0.5 * rand::random::<f64>())).await,
         false => {
             ticks.tick().await;
         }

@@ -18,9 +18,8 @@ fn raced<'a>(runs: &[TargetRun<'a>]) -> Option<Vec<(&'a str, &'a RaceFigures)>> 
 fn headline(race: &RaceFigures) -> String {
     let timed = match race.resolution_ms {
         Some(ms) => format!(
-            "resolution {ms} ms: each target polled every {ms} ms on average (each wait drawn from {} to {} ms), so an arrival is known only to within a poll",
-            ms / 2.0,
-            ms * 1.5
+            "resolution {ms} ms: each target polled at least every {ms} ms (each wait drawn from {} to {ms} ms), so an arrival is known only to within a poll",
+            ms / 2.0
         ),
         None => "each notification timed as it arrived".to_string(),
     };
@@ -200,7 +199,7 @@ mod tests {
         let polled = figures(0, 20, None, Some(100.0));
         let text = table_of(&[("a", &polled)]);
         assert!(
-            text.contains("resolution 100 ms: each target polled every 100 ms on average (each wait drawn from 50 to 150 ms)"),
+            text.contains("resolution 100 ms: each target polled at least every 100 ms (each wait drawn from 50 to 100 ms)"),
             "{text}"
         );
         assert!(text.contains("-          -          -          -"), "{text}");
