@@ -153,6 +153,21 @@ fn figures(dash: &Dashboard, target: usize) -> Option<&MethodSummary> {
 }
 
 /// Whether any of the calls has a latency: those that failed to connect have none.
+/// A target's name in a narrow column.
+const NARROW_NAME: usize = 10;
+
+/// `name` in `width` characters: its end where it is longer (`…0.1:18545`),
+/// since targets on one host differ by their port.
+fn fit_name(name: &str, width: usize) -> String {
+    let chars: Vec<char> = name.chars().collect();
+    match chars.len() > width {
+        true => std::iter::once('…')
+            .chain(chars[chars.len() + 1 - width..].iter().copied())
+            .collect(),
+        false => name.to_string(),
+    }
+}
+
 fn timed(m: &MethodSummary) -> bool {
     m.latency.timed > 0
 }
@@ -214,7 +229,10 @@ fn targets_table(frame: &mut Frame, area: Rect, dash: &Dashboard) {
             }
             Row::new(target_columns(
                 [
-                    dash.info(i).name.clone(),
+                    match narrow {
+                        true => fit_name(&dash.info(i).name, NARROW_NAME),
+                        false => dash.info(i).name.clone(),
+                    },
                     state,
                     number(m.map(|m| m.rps), 1),
                     // Without a call that connected (paused, say), no latency, not 0 ms.
@@ -238,7 +256,7 @@ fn targets_table(frame: &mut Frame, area: Rect, dash: &Dashboard) {
     let widths = match narrow {
         // Each kept column as wide as its widest figure.
         true => target_columns(
-            [10, 9, 8, 7, 7, 0, 7, 0, 0, 9, 6, 6, 0].map(Constraint::Length),
+            [NARROW_NAME as u16, 9, 8, 7, 7, 0, 7, 0, 0, 9, 6, 6, 0].map(Constraint::Length),
             true,
         ),
         false => widths.into_iter().chain([Constraint::Min(10)]).collect(),
@@ -332,7 +350,10 @@ fn methods_table(frame: &mut Frame, area: Rect, dash: &Dashboard) {
             rows.push(
                 Row::new(keep([
                     m.method.clone(),
-                    dash.info(i).name.clone(),
+                    match narrow {
+                        true => fit_name(&dash.info(i).name, NARROW_NAME),
+                        false => dash.info(i).name.clone(),
+                    },
                     m.calls.to_string(),
                     format!("{:.2}", m.error_rate * 100.0),
                     format!("{:.1}", m.rps),

@@ -385,3 +385,24 @@ fn targets_at_once_at_80_by_24_keep_every_row_and_method_whole() {
         assert!(text.contains(expected), "missing {expected:?} in:\n{text}");
     }
 }
+
+/// Targets named by host and port, on one host: narrow, each keeps the end
+/// of its name (its port), so two are never shown alike.
+#[test]
+fn targets_on_one_host_are_told_apart_when_narrow() {
+    let targets: &[(&str, &str, &[&str])] = &[
+        ("127.0.0.1:18545", "http://127.0.0.1:18545", &[]),
+        ("127.0.0.1:18565", "http://127.0.0.1:18565", &[]),
+    ];
+    let mut dashboard = dashboard_of(true, targets, &[snapshot(), slower()]);
+    dashboard.per_method = true;
+    let text = squeeze(&screen_of(&dashboard, 80, 24));
+    for expected in [
+        "…0.1:18545 running",
+        "…0.1:18565 running",
+        "eth_chainId …0.1:18565 2500",
+    ] {
+        assert!(text.contains(expected), "missing {expected:?} in:\n{text}");
+    }
+    assert!(!text.contains("127.0.0.1: "), "{text}");
+}
