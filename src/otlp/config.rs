@@ -10,6 +10,10 @@ use crate::scenario::OtlpEndpoint;
 
 /// The base URL when neither `--otlp` nor the `otlp` key gives one.
 pub const ENDPOINT: &str = "OTEL_EXPORTER_OTLP_ENDPOINT";
+/// The metrics' own URL, used as it is: before the base URL.
+pub const METRICS_ENDPOINT: &str = "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT";
+/// `true`: the environment asks for no push (a flag or key still does).
+pub const SDK_DISABLED: &str = "OTEL_SDK_DISABLED";
 /// `name=value,name=value`, values percent-encoded: sent with every push.
 pub const HEADERS: &str = "OTEL_EXPORTER_OTLP_HEADERS";
 /// `http/protobuf` (the default) or `http/json`.
@@ -66,10 +70,15 @@ impl Config {
         env: &dyn Fn(&str) -> Option<String>,
     ) -> Result<Option<Config>, String> {
         let set = |name: &str| env(name).filter(|v| !v.trim().is_empty());
-        let endpoint = match (given, set(ENDPOINT)) {
-            (Some(given), _) => given.clone(),
-            (None, Some(url)) => OtlpEndpoint::parse(&url).map_err(|m| format!("${ENDPOINT}: {m}"))?,
-            (None, None) => return Ok(None),
+        let disabled = set(SDK_DISABLED).is_some_and(|v| v.trim().eq_ignore_ascii_case("true"));
+        let endpoint = match (given, set(METRICS_ENDPOINT), set(ENDPOINT)) {
+            (Some(given), ..) => given.clone(),
+            (None, ..) if disabled => return Ok(None),
+            (None, Some(url), _) => {
+                OtlpEndpoint::parse_exact(&url).map_err(|m| format!("${METRICS_ENDPOINT}: {m}"))?
+            }
+            (None, None, Some(url)) => OtlpEndpoint::parse(&url).map_err(|m| format!("${ENDPOINT}: {m}"))?,
+            (None, None, None) => return Ok(None),
         };
         let encoding = match set(PROTOCOL).as_deref().map(str::trim) {
             None | Some("http/protobuf") => Encoding::Protobuf,
@@ -190,6 +199,28 @@ mod tests {
             !format!("{config:?}").contains("dXNlcjpwYXNz"),
             "never in a debug print"
         );
+    }
+
+    #[test]
+    fn the_metrics_own_url_is_used_as_it_is_and_the_sdk_disabled_pushes_nothing() {
+        let resolved =
+            |pairs: &'static [(&'static str, &'static str)]| Config::resolve(None, &env(pairs)).unwrap();
+        let both = resolved(&[
+            (ENDPOINT, "http://127.0.0.1:4318"),
+            (METRICS_ENDPOINT, "http://127.0.0.1:9090/api/v1/otlp/v1/metrics"),
+        ])
+        .unwrap();
+        assert_eq!(both.endpoint.port, 9090);
+        assert_eq!(
+            both.endpoint.metrics_path(),
+            "/api/v1/otlp/v1/metrics",
+            "nothing added"
+        );
+        assert!(resolved(&[(ENDPOINT, "http://127.0.0.1:4318"), (SDK_DISABLED, "TRUE")]).is_none());
+        assert!(resolved(&[(ENDPOINT, "http://127.0.0.1:4318"), (SDK_DISABLED, "false")]).is_some());
+        let flag = OtlpEndpoint::parse("http://127.0.0.1:4318").unwrap();
+        let given = Config::resolve(Some(&flag), &env(&[(SDK_DISABLED, "true")])).unwrap();
+        assert!(given.is_some(), "a flag asks for itself");
     }
 
     #[test]

@@ -14,6 +14,9 @@ pub struct OtlpEndpoint {
     pub port: u16,
     /// The base path, without a trailing `/` (`""` at the root).
     pub base_path: String,
+    /// The path is the metrics' own, used as it is
+    /// (`OTEL_EXPORTER_OTLP_METRICS_ENDPOINT`), not a base.
+    pub exact: bool,
 }
 
 /// What the error says a good one looks like.
@@ -50,12 +53,26 @@ impl OtlpEndpoint {
             host: host.to_string(),
             port: port.unwrap_or(if tls { 443 } else { 80 }),
             base_path: path.trim_end_matches('/').to_string(),
+            exact: false,
+        })
+    }
+
+    /// Reads a URL the metrics are posted to as it is (the specification's
+    /// `OTEL_EXPORTER_OTLP_METRICS_ENDPOINT`): nothing is added to its path.
+    pub fn parse_exact(text: &str) -> Result<OtlpEndpoint, String> {
+        Ok(OtlpEndpoint {
+            exact: true,
+            ..OtlpEndpoint::parse(text)?
         })
     }
 
     /// Where metrics are posted: the base path and `/v1/metrics`.
     pub fn metrics_path(&self) -> String {
-        format!("{}/v1/metrics", self.base_path)
+        match (self.exact, self.base_path.is_empty()) {
+            (true, false) => self.base_path.clone(),
+            (true, true) => "/".to_string(),
+            (false, _) => format!("{}/v1/metrics", self.base_path),
+        }
     }
 
     /// The metrics URL whole, for the request: never for output.
