@@ -67,6 +67,19 @@ fn each_cold_start_is_timed_to_its_ready_signal_with_its_memory() {
         assert!(child["rss_at_ready_bytes"].as_u64().unwrap() > 1 << 20, "{child}");
         assert!(child["rss_at_end_bytes"].as_u64().unwrap() > 1 << 20, "{child}");
     }
+    // Each child's peak is at least what it held when read at its ready
+    // time and its end (a child living under a second between two
+    // readings of the watch had its peak there).
+    for usage in summary["summary"]["server"].as_array().unwrap() {
+        let child = children.iter().find(|c| c["pid"] == usage["pid"]).unwrap();
+        let held = child["rss_at_ready_bytes"]
+            .as_u64()
+            .max(child["rss_at_end_bytes"].as_u64());
+        assert!(
+            usage["peak_rss_bytes"].as_u64() >= held,
+            "{usage} against {child}"
+        );
+    }
     let spread = &ready["ready_ms"];
     assert!(
         spread["min"].as_f64() <= spread["p50"].as_f64() && spread["p50"].as_f64() <= spread["max"].as_f64()

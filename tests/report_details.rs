@@ -144,25 +144,25 @@ fn every_error_outcome_keeps_a_few_examples_with_their_reason() {
 
 /// A server of HTTP/1.1 that answers the h2c preface with a 400 and
 /// closes, as node's does.
-fn http1_server_answering_400() -> std::net::SocketAddr {
+/// A server that answers HTTP/2's preface with bytes of another protocol
+/// and closes: the connection opens (it said something that is not
+/// HTTP/1.1, which is refused before the run), and every call on it fails.
+fn server_of_another_protocol() -> std::net::SocketAddr {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap();
     std::thread::spawn(move || {
         for mut stream in listener.incoming().flatten() {
             let mut preface = [0u8; 24];
             let _ = std::io::Read::read_exact(&mut stream, &mut preface);
-            let _ = std::io::Write::write_all(
-                &mut stream,
-                b"HTTP/1.1 400 Bad Request\r\nConnection: close\r\nContent-Length: 0\r\n\r\n",
-            );
+            let _ = std::io::Write::write_all(&mut stream, b"SSH-2.0-OpenSSH_9.2\r\n");
         }
     });
     addr
 }
 
 #[test]
-fn http2_against_an_http1_server_says_why_its_calls_fail() {
-    let addr = http1_server_answering_400();
+fn http2_against_a_server_of_another_protocol_says_why_its_calls_fail() {
+    let addr = server_of_another_protocol();
     let text = scenario_against(&format!("http://{addr}"), "http2 = true\ntimeout = \"2s\"", 20);
     let report = common::run(&common::scenario(&text));
     assert_eq!(common::outcomes(&report), [("io", 20)].into());
@@ -189,10 +189,10 @@ fn http2_against_an_http1_server_says_why_its_calls_fail() {
 
 #[test]
 fn connections_that_never_work_are_reopened_with_a_backoff_not_a_spin() {
-    // Each HTTP/2 connection opens (the server says something: a 400) and
+    // Each HTTP/2 connection opens (the server says something) and
     // its first call fails: before, the next opened at once, thousands a
     // second.
-    let addr = http1_server_answering_400();
+    let addr = server_of_another_protocol();
     let report = common::run(&common::scenario(&format!(
         "target = \"http://{addr}\"\nhttp2 = true\n[load]\nconcurrency = 1\nduration = \"1s\"\n[[calls]]\nmethod = \"m\"\n"
     )));

@@ -170,7 +170,15 @@ async fn run_placed(
     };
     add_server_usage(&mut summary, &watched, &sent_to);
     if let (Target::Stream(target), Some(before)) = (&shared.target, children_before) {
-        summary.ready = Some(ready_of(target, before));
+        let ready = ready_of(target, before);
+        // The same processes read at other moments: a child that lived
+        // less than a second between two readings had its peak there.
+        for usage in &mut summary.server {
+            let child = ready.children.iter().find(|c| c.pid == usage.pid);
+            let read = child.map_or(0, |c| c.rss_at_ready_bytes.max(c.rss_at_end_bytes).unwrap_or(0));
+            usage.peak_rss_bytes = usage.peak_rss_bytes.max(read);
+        }
+        summary.ready = Some(ready);
     }
     summary
 }
@@ -178,16 +186,7 @@ async fn run_placed(
 /// The run's children's readiness (those started from `before` on: not
 /// the reachability check's).
 fn ready_of(target: &crate::transport::StreamTarget, before: usize) -> crate::stats::ReadySummary {
-    let children = (target.lives().into_iter().skip(before))
-        .map(|life| crate::stats::ChildReady {
-            pid: life.pid,
-            calls: life.calls,
-            first_answer_ms: life.first_answer_ms,
-            ready_ms: life.ready_ms,
-            rss_at_ready_bytes: life.rss_at_ready_bytes,
-            rss_at_end_bytes: life.rss_at_end_bytes,
-        })
-        .collect();
+    let children = target.lives().into_iter().skip(before).collect();
     crate::stats::ReadySummary::of(target.ready_signal(), children)
 }
 

@@ -394,6 +394,25 @@ pub fn server_usage_line(usage: &crate::stats::ServerUsage) -> String {
     )
 }
 
+/// Server processes shown a line each; more (a stdio child a connection,
+/// or one every `reconnect_every` requests) are summed up in one.
+const SERVER_LINES: usize = 4;
+
+/// Many watched processes in one line: their medians.
+fn servers_line(all: &[crate::stats::ServerUsage]) -> String {
+    let median = |mut values: Vec<f64>| {
+        values.sort_by(f64::total_cmp);
+        values[values.len() / 2]
+    };
+    let cpu = median(all.iter().map(|u| u.cpu_seconds_per_1000_calls).collect());
+    let peak = median(all.iter().map(|u| u.peak_rss_bytes as f64).collect());
+    format!(
+        "server: {} processes watched (each in summary.json's `server`): CPU s per 1,000 calls p50 {cpu:.3}, resident at peak p50 {:.1} MB",
+        all.len(),
+        peak / 1e6
+    )
+}
+
 /// The subscriptions opened and what they brought: the gaps between
 /// notifications only where some subscription had two.
 fn subscriptions_line(subs: &crate::stats::SubscriptionSummary) -> String {
@@ -418,8 +437,15 @@ fn subscriptions_line(subs: &crate::stats::SubscriptionSummary) -> String {
 
 /// Children, unsolicited messages, subscriptions and calls left in flight.
 fn extras(out: &mut String, summary: &RunSummary) {
-    for usage in &summary.server {
-        let _ = writeln!(out, "{}", server_usage_line(usage));
+    match summary.server.len() {
+        0..=SERVER_LINES => {
+            for usage in &summary.server {
+                let _ = writeln!(out, "{}", server_usage_line(usage));
+            }
+        }
+        _ => {
+            let _ = writeln!(out, "{}", servers_line(&summary.server));
+        }
     }
     if let Some(ready) = &summary.ready {
         let _ = writeln!(out, "{}", super::ready::ready_line(ready));
@@ -516,6 +542,28 @@ pub fn progress_line(row: &SecondRow) -> String {
 mod tests {
     use super::{count, method_line, server_usage_line, verdict_line};
     use crate::stats::{MethodSummary, RunSummary, ServerUsage};
+
+    #[test]
+    fn many_server_processes_are_summed_up_in_one_line() {
+        let usage = |cpu: f64, mb: u64| ServerUsage {
+            pid: 1,
+            label: "stdio child 1".into(),
+            cpu_seconds: 0.1,
+            cpu_seconds_per_1000_calls: cpu,
+            calls: 10,
+            peak_rss_bytes: mb * 1_000_000,
+            final_rss_bytes: 0,
+            samples: 1,
+            exited: false,
+        };
+        let all: Vec<ServerUsage> = (1..=5)
+            .map(|i| usage(f64::from(i as u8) / 10.0, 80 + i))
+            .collect();
+        assert_eq!(
+            super::servers_line(&all),
+            "server: 5 processes watched (each in summary.json's `server`): CPU s per 1,000 calls p50 0.300, resident at peak p50 83.0 MB"
+        );
+    }
 
     #[test]
     fn a_valid_verdict_says_the_requests_never_sent() {

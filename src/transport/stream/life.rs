@@ -27,17 +27,6 @@ pub struct ChildLife {
     now_ready: tokio::sync::Notify,
 }
 
-/// What a child's life came to, for the summary.
-#[derive(Clone, Debug, PartialEq)]
-pub struct ChildRecord {
-    pub pid: u32,
-    pub calls: u64,
-    pub first_answer_ms: Option<f64>,
-    pub ready_ms: Option<f64>,
-    pub rss_at_ready_bytes: Option<u64>,
-    pub rss_at_end_bytes: Option<u64>,
-}
-
 impl ChildLife {
     pub fn new(pid: u32, spawned: Instant) -> Self {
         ChildLife {
@@ -92,14 +81,14 @@ impl ChildLife {
         }
     }
 
-    pub fn record(&self) -> ChildRecord {
+    pub fn record(&self) -> crate::stats::ChildReady {
         let ms = |us: &AtomicU64| {
             Some(us.load(Ordering::Relaxed))
                 .filter(|v| *v != NOT_YET)
                 .map(|v| v as f64 / 1000.0)
         };
         let bytes = |b: &AtomicU64| Some(b.load(Ordering::Relaxed)).filter(|v| *v != NOT_YET);
-        ChildRecord {
+        crate::stats::ChildReady {
             pid: self.pid,
             calls: self.calls.load(Ordering::Relaxed),
             first_answer_ms: ms(&self.first_answer_us),

@@ -17,6 +17,6 @@ mod readers;
 mod target;
 
 pub use child::{hurry_shutdowns, ChildEnd};
-pub use life::{ChildLife, ChildRecord};
+pub use life::ChildLife;
 pub use mux::MuxConnection;
 pub use target::{StreamAddr, StreamTarget};

@@ -149,7 +149,7 @@ impl StreamTarget {
     }
 
     /// What each child's life came to so far, in the order they started.
-    pub fn lives(&self) -> Vec<super::ChildRecord> {
+    pub fn lives(&self) -> Vec<crate::stats::ChildReady> {
         let children = self.children.lock().unwrap_or_else(|p| p.into_inner());
         children.iter().map(|life| life.record()).collect()
     }
