@@ -10,7 +10,8 @@ use common::bin::{summary_json, temp_dir, text, volley};
 
 /// A run of `volley serve --stdio` children (LSP framing, `--ready-after`
 /// 1ms, each answer held 20 ms) with this `[ready]` table, 40 requests
-/// over 2 connections opened anew every 10: its summary.json and stdout.
+/// on one connection opened anew every 10 (so exactly 4 children): its
+/// summary.json and stdout.
 fn lsp_run(name: &str, ready: &str) -> (serde_json::Value, String) {
     let out = temp_dir(name);
     let scenario = out.with_extension("toml");
@@ -21,8 +22,7 @@ framing = "content-length"
 timeout = "2s"
 {ready}
 [load]
-concurrency = 2
-connections = 2
+concurrency = 1
 requests = 40
 reconnect_every = 10
 [[setup]]
