@@ -8,6 +8,15 @@ mod common;
 
 use common::bin::{summary_json, temp_dir, text, volley};
 
+/// LSP's handshake and a hover a request.
+const LSP_MIX: &str = r#"[[setup]]
+method = "initialize"
+params = { processId = 0, rootUri = "file:///tmp", capabilities = {} }
+[[calls]]
+method = "textDocument/hover"
+params = { textDocument = { uri = "file:///tmp/a.py" }, position = { line = 0, character = 0 } }
+"#;
+
 /// A run of `volley serve --stdio` children (LSP framing, `--ready-after`
 /// 1ms, each answer held 20 ms) with this `[ready]` table, 40 requests
 /// on one connection opened anew every 10 (so exactly 4 children): its
@@ -25,13 +34,7 @@ timeout = "2s"
 concurrency = 1
 requests = 40
 reconnect_every = 10
-[[setup]]
-method = "initialize"
-params = {{ processId = 0, rootUri = "file:///tmp", capabilities = {{}} }}
-[[calls]]
-method = "textDocument/hover"
-params = {{ textDocument = {{ uri = "file:///tmp/a.py" }}, position = {{ line = 0, character = 0 }} }}
-"#
+{LSP_MIX}"#
     );
     std::fs::write(&scenario, text_of).unwrap();
     let output = volley()
@@ -161,13 +164,7 @@ method = "$/progress"
 concurrency = 1
 requests = 20
 reconnect_every = 5
-[[setup]]
-method = "initialize"
-params = {{ processId = 1, rootUri = "file:///w", capabilities = {{}} }}
-[[calls]]
-method = "textDocument/hover"
-params = {{ textDocument = {{ uri = "file:///w/a.py" }}, position = {{ line = 0, character = 0 }} }}
-"#,
+{LSP_MIX}"#,
         server("1ms"),
         server("30ms")
     );
