@@ -17,6 +17,21 @@ method = "textDocument/hover"
 params = { textDocument = { uri = "file:///tmp/a.py" }, position = { line = 0, character = 0 } }
 "#;
 
+/// `volley run` of `text` written to `scenario`, its results in `out`:
+/// its stdout, once it exited 0.
+fn run(scenario: &std::path::Path, text_of: &str, out: &std::path::Path) -> String {
+    std::fs::write(scenario, text_of).unwrap();
+    let output = volley()
+        .arg("run")
+        .arg(scenario)
+        .args(["--no-tui", "-q", "--out"])
+        .arg(out)
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
+    text(&output.stdout)
+}
+
 /// A run of `volley serve --stdio` children (LSP framing, `--ready-after`
 /// 1ms, each answer held 20 ms) with this `[ready]` table, 40 requests
 /// on one connection opened anew every 10 (so exactly 4 children): its
@@ -36,16 +51,8 @@ requests = 40
 reconnect_every = 10
 {LSP_MIX}"#
     );
-    std::fs::write(&scenario, text_of).unwrap();
-    let output = volley()
-        .arg("run")
-        .arg(&scenario)
-        .args(["--no-tui", "-q", "--out"])
-        .arg(&out)
-        .output()
-        .unwrap();
-    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
-    (summary_json(&out), text(&output.stdout))
+    let stdout = run(&scenario, &text_of, &out);
+    (summary_json(&out), stdout)
 }
 
 #[test]
@@ -168,16 +175,7 @@ reconnect_every = 5
         server("1ms"),
         server("30ms")
     );
-    std::fs::write(&scenario, text_of).unwrap();
-    let output = volley()
-        .arg("run")
-        .arg(&scenario)
-        .args(["--no-tui", "-q", "--out"])
-        .arg(&out)
-        .output()
-        .unwrap();
-    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
-    let table = text(&output.stdout);
+    let table = run(&scenario, &text_of, &out);
     for name in ["fast", "slow"] {
         let ready = &summary_json(&out.join(name))["summary"]["ready"];
         assert_eq!(

@@ -67,6 +67,11 @@ impl ChildLife {
         }
     }
 
+    /// Whether it said it was ready (or answered, without a signal).
+    pub fn is_ready(&self) -> bool {
+        self.ready_us.load(Ordering::Relaxed) != NOT_YET
+    }
+
     /// The scenario's ready signal came (the first one counts).
     pub fn signalled(&self) {
         if self.ready_us.load(Ordering::Relaxed) == NOT_YET {

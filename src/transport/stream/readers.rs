@@ -233,7 +233,9 @@ fn method_name(raw: &str) -> std::borrow::Cow<'_, str> {
 /// A stdio child's notification that may be its ready signal.
 fn heard_ready(connection: &MuxConnection, method: &str, params: Option<&str>) {
     if let (Some(life), Some(signal)) = (connection.life.get(), connection.ready.get()) {
-        if signal.heard(method, params) {
+        // Once ready, later notifications (diagnostics come again and
+        // again) are not parsed for it.
+        if !life.is_ready() && signal.heard(method, params) {
             life.signalled();
         }
     }
