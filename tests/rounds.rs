@@ -152,3 +152,67 @@ fn what_cannot_be_made_into_rounds_is_refused_before_anything_is_sent() {
         assert!(stderr.contains(said), "{args:?}: {stderr}");
     }
 }
+
+/// A round the machine made invalid (volley stopped for a second, as a
+/// machine that stalls stops it) says nothing of either server: it is run
+/// again, its runs kept aside, and the rounds are judged on valid runs.
+#[test]
+fn a_round_the_machine_made_invalid_is_run_again() {
+    let (mut server, a) = serve(&[]);
+    let b = a.replace("127.0.0.1", "localhost");
+    let out = temp_dir("rounds-stalled");
+    let child = volley()
+        .args(["run", "--target", &a, "--target", &b, "--method", "eth_chainId"])
+        .args(["--rate", "200", "-d", "6s", "--rounds", "2", "--no-tui", "--out"])
+        .arg(&out)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // An action, not a timing assertion: once the first round has a
+    // measured second, the process stops for a second.
+    let first = out.join(a.trim_start_matches("http://").trim_end_matches('/'));
+    let seconds = first.join("round-01").join("timeseries.csv");
+    let start = std::time::Instant::now();
+    while !std::fs::read_to_string(&seconds).is_ok_and(|t| t.lines().count() > 1) {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "no round under way in {}",
+            first.display()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let pid = child.id() as i32;
+    // SAFETY: signals to the child this test started.
+    unsafe { libc::kill(pid, libc::SIGSTOP) };
+    std::thread::sleep(Duration::from_secs(1));
+    unsafe { libc::kill(pid, libc::SIGCONT) };
+    let output = wait_or_kill(child, Duration::from_secs(120));
+    server.kill().unwrap();
+    let (table, notes) = (text(&output.stdout), text(&output.stderr));
+    assert_eq!(output.status.code(), Some(0), "{table}{notes}");
+    assert!(notes.contains("round 1/2 runs again: "), "{notes}");
+    assert!(table.contains("round 1 was run again: "), "{table}");
+    let summary = summary_json(&out);
+    let reruns = summary["reruns"].as_array().unwrap();
+    assert_eq!(reruns.len(), 1, "{summary}");
+    assert_eq!(reruns[0]["round"], 1);
+    assert!(
+        reruns[0]["reasons"]
+            .to_string()
+            .contains("after their intended time"),
+        "{summary}"
+    );
+    for dir in reruns[0]["dirs"].as_array().unwrap() {
+        assert!(
+            out.join(dir.as_str().unwrap()).join("summary.json").is_file(),
+            "{dir}"
+        );
+    }
+    for target in summary["targets"].as_array().unwrap() {
+        let each = target["rounds"].as_array().unwrap();
+        assert_eq!(each.len(), 2, "{target}");
+        assert!(each.iter().all(|r| r["valid"] == true), "{target}");
+    }
+    let _ = std::fs::remove_dir_all(out);
+}

@@ -75,7 +75,8 @@ pub(super) fn run(
         let dir = out.join(name);
         std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
     }
-    let (reports, dirs) = run_rounds(live, args, (runs, names), out, rounds)?;
+    let ran = run_rounds(live, args, (runs, names), out, rounds)?;
+    let (reports, dirs) = (&ran.reports, &ran.dirs);
     let complete = reports.iter().all(|r| r.len() == rounds);
     let each: Vec<Vec<&RunReport>> = reports.iter().map(|r| r.iter().collect()).collect();
     let tolerances = args.max_regression.clone().unwrap_or_default();
@@ -94,15 +95,15 @@ pub(super) fn run(
         })
         .collect::<Vec<_>>()
         .join(" ");
-    write(out, (names, &reports, &dirs), &judged, &shown_order)?;
-    write_page(out, names, &reports, &judged, &shown_order)?;
+    write(out, (names, reports, dirs), (&judged, &ran.reruns), &shown_order)?;
+    write_page(out, names, reports, &judged, &shown_order)?;
     crate::output::write_ci_files(
         args.summary_md.as_deref(),
         args.junit.as_deref(),
         || rounds::markdown(&judged, &shown_order),
         || rounds::junit(&judged),
     )?;
-    let table = table(names, &reports) + &rounds::render(&judged, &shown_order);
+    let table = table(names, reports) + &reruns_line(&ran.reruns) + &rounds::render(&judged, &shown_order);
     crate::output::print(&table);
     crate::output::print(&format!(
         "\nresults: {} (each target's rounds in a directory named after it)\n",
@@ -124,43 +125,122 @@ pub(super) fn run(
 /// Per target, per round.
 type PerTarget<T> = Vec<Vec<T>>;
 
+/// How often one round may be run again, and how many reruns the rounds
+/// may take in all (at most doubling the run).
+const RERUNS_PER_ROUND: usize = 2;
+
+/// A round run again: its verdict was invalid for one of volley's own
+/// causes (the generator fell behind, the client saturated), which says
+/// nothing of the servers. Its runs are kept, in directories of their own.
+#[derive(Serialize)]
+pub(super) struct Rerun {
+    round: usize,
+    /// The target whose run was invalid, and why.
+    target: String,
+    reasons: Vec<String>,
+    /// Where the discarded runs were moved, one a target.
+    dirs: Vec<String>,
+}
+
+/// The rounds' runs, each target's in its order, their directories, and
+/// the rounds run again.
+struct Ran {
+    reports: Vec<Vec<RunReport>>,
+    dirs: PerTarget<PathBuf>,
+    reruns: Vec<Rerun>,
+}
+
 /// Every round in its order, each target's run written into its round's
-/// directory; a stop ends them where they are.
+/// directory; a round the machine made invalid is run again (both sides:
+/// a pair is two runs close in time); a stop ends them where they are.
 fn run_rounds(
     live: &Live,
     args: &RunArgs,
     (runs, names): (&[Scenario], &[&str]),
     out: &Path,
     rounds: usize,
-) -> anyhow::Result<(Vec<Vec<RunReport>>, PerTarget<PathBuf>)> {
-    let mut reports: Vec<Vec<RunReport>> = names.iter().map(|_| Vec::new()).collect();
-    let mut dirs: Vec<Vec<PathBuf>> = names.iter().map(|_| Vec::new()).collect();
-    'rounds: for round in 0..rounds {
-        for t in order(round, names.len()) {
-            if live.cancel.is_cancelled() {
-                break 'rounds;
+) -> anyhow::Result<Ran> {
+    let mut ran = Ran {
+        reports: names.iter().map(|_| Vec::new()).collect(),
+        dirs: names.iter().map(|_| Vec::new()).collect(),
+        reruns: Vec::new(),
+    };
+    let mut round = 0;
+    let mut again = 0;
+    while round < rounds {
+        let Some(this) = run_round(live, args, (runs, names), out, (round, rounds))? else {
+            break;
+        };
+        let invalid = this.iter().find(|(_, r, _)| !r.summary.verdict.valid);
+        let budget = again < RERUNS_PER_ROUND && ran.reruns.len() < rounds;
+        if let (Some((t, report, _)), true, false) = (invalid, budget, live.cancel.is_cancelled()) {
+            again += 1;
+            let mut dirs = Vec::new();
+            for (_, _, dir) in &this {
+                let moved = dir.with_file_name(format!("round-{:02}-discarded-{again}", round + 1));
+                std::fs::rename(dir, &moved)
+                    .with_context(|| format!("cannot move {} aside", dir.display()))?;
+                dirs.push(moved.strip_prefix(out).unwrap_or(&moved).display().to_string());
             }
-            let mut scenario = runs[t].clone();
-            let duration = scenario.load.duration.unwrap_or_default() / rounds as u32;
-            scenario.load.duration = Some(duration);
-            if round > 0 {
-                scenario.load.warmup = Duration::ZERO;
+            if !args.quiet {
+                crate::note!(
+                    "round {}/{rounds} runs again: {}'s run is invalid ({})",
+                    round + 1,
+                    names[*t],
+                    report.summary.verdict.reasons.join("; ")
+                );
             }
-            if !live.has_dashboard() && !args.quiet {
-                crate::note!("round {}/{rounds}: {}", round + 1, names[t]);
-            }
-            let dir = out.join(names[t]).join(format!("round-{:02}", round + 1));
-            let report = match live.block_on(live.run(t, args, &scenario, &dir)) {
-                Ok(report) => report,
-                Err(RunError::StoppedBeforeStart(_)) => break 'rounds,
-                Err(error) => return Err(anyhow::anyhow!("target {}: {error}", names[t])),
-            };
-            report::write_files(&dir, &report)?;
-            reports[t].push(report);
-            dirs[t].push(dir);
+            ran.reruns.push(Rerun {
+                round: round + 1,
+                target: names[*t].to_string(),
+                reasons: report.summary.verdict.reasons.clone(),
+                dirs,
+            });
+            continue;
         }
+        for (t, report, dir) in this {
+            ran.reports[t].push(report);
+            ran.dirs[t].push(dir);
+        }
+        round += 1;
+        again = 0;
     }
-    Ok((reports, dirs))
+    Ok(ran)
+}
+
+/// One round: every target in the round's order. `None` when a stop came
+/// before it was whole.
+fn run_round(
+    live: &Live,
+    args: &RunArgs,
+    (runs, names): (&[Scenario], &[&str]),
+    out: &Path,
+    (round, rounds): (usize, usize),
+) -> anyhow::Result<Option<Vec<(usize, RunReport, PathBuf)>>> {
+    let mut this = Vec::new();
+    for t in order(round, names.len()) {
+        if live.cancel.is_cancelled() {
+            return Ok(None);
+        }
+        let mut scenario = runs[t].clone();
+        let duration = scenario.load.duration.unwrap_or_default() / rounds as u32;
+        scenario.load.duration = Some(duration);
+        if round > 0 {
+            scenario.load.warmup = Duration::ZERO;
+        }
+        if !live.has_dashboard() && !args.quiet {
+            crate::note!("round {}/{rounds}: {}", round + 1, names[t]);
+        }
+        let dir = out.join(names[t]).join(format!("round-{:02}", round + 1));
+        let report = match live.block_on(live.run(t, args, &scenario, &dir)) {
+            Ok(report) => report,
+            Err(RunError::StoppedBeforeStart(_)) => return Ok(None),
+            Err(error) => return Err(anyhow::anyhow!("target {}: {error}", names[t])),
+        };
+        report::write_files(&dir, &report)?;
+        this.push((t, report, dir));
+    }
+    Ok(Some(this))
 }
 
 /// `report.html`: the judged rounds and every target's spectra.
@@ -191,6 +271,21 @@ fn write_page(
     let path = out.join("report.html");
     std::fs::write(&path, page).with_context(|| format!("cannot write {}", path.display()))?;
     Ok(())
+}
+
+/// The rounds run again, and why, under the rounds' table.
+fn reruns_line(reruns: &[Rerun]) -> String {
+    let mut out = String::new();
+    for rerun in reruns {
+        out.push_str(&format!(
+            "  round {} was run again: {}'s run was invalid ({}); kept in {}\n",
+            rerun.round,
+            rerun.target,
+            rerun.reasons.join("; "),
+            rerun.dirs.join(", ")
+        ));
+    }
+    out
 }
 
 /// A, B, C... for the order's line.
@@ -254,6 +349,8 @@ struct Document<'a> {
     /// `AB BA AB ...`: the order each round ran the targets in.
     order: &'a str,
     targets: Vec<Target<'a>>,
+    /// Rounds run again because a run of theirs was invalid.
+    reruns: &'a [Rerun],
     ab: &'a AbReport,
     result: String,
 }
@@ -263,7 +360,7 @@ struct Document<'a> {
 fn write(
     out: &Path,
     (names, reports, dirs): (&[&str], &[Vec<RunReport>], &[Vec<PathBuf>]),
-    judged: &AbReport,
+    (judged, reruns): (&AbReport, &[Rerun]),
     order: &str,
 ) -> anyhow::Result<()> {
     let targets = (names.iter().zip(reports).zip(dirs))
@@ -291,6 +388,7 @@ fn write(
             .map_or("", |r| r.meta.scenario.as_str()),
         order,
         targets,
+        reruns,
         ab: judged,
         result: judged.result_line(),
     };
