@@ -21,8 +21,11 @@ SPIN_MS=${SPIN_MS:-2}
 SLOWER=${SLOWER:-20}
 LIMIT=${LIMIT:-p50=10%}
 PORT=${PORT:-18745}
-cargo build --release --quiet
-VOLLEY=$PWD/target/release/volley
+# VOLLEY=/path/to/volley measures that build (no build here).
+if [ -z "${VOLLEY:-}" ]; then
+  cargo build --release --quiet
+  VOLLEY=$PWD/target/release/volley
+fi
 WORK=$(mktemp -d)
 PIDS=()
 trap 'kill "${PIDS[@]}" 2>/dev/null || true; rm -rf "$WORK"' EXIT
