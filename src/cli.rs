@@ -419,6 +419,11 @@ pub struct RunArgs {
     /// HTTP/2, many calls in flight per connection: by ALPN to https://, with prior knowledge to http://.
     #[arg(long)]
     pub http2: bool,
+    /// HTTP/1.1 pipelining: N requests in flight on each connection, answered in order (like wrk's
+    /// pipelining); connections default to the concurrency over N. Refused by a server that
+    /// answers out of order or closes after each answer.
+    #[arg(long, value_name = "N")]
+    pub pipeline: Option<u64>,
     /// The JSON-RPC to speak: 2.0 (default) or 1.0 (no `jsonrpc` member, array params, no batches);
     /// replaces the file's `protocol`.
     #[arg(long, value_name = "VERSION", value_parser = parse_jsonrpc)]

@@ -32,7 +32,7 @@ pub fn describe(scenario: &Scenario, file: &str) -> String {
         out,
         "target:      {} ({})",
         scenario.target,
-        crate::transport::transport_label(&scenario.target.to_string(), scenario.http2)
+        crate::transport::describe(&scenario.target.to_string(), scenario.http2, scenario.pipeline)
     );
     for (i, target) in scenario.targets.iter().enumerate() {
         let role = if i == 0 {

@@ -14,6 +14,11 @@ use volley::serve::{self, Chaos, Fault, ServeConfig, ServerHandle, ServerStats};
 const REQUESTS: u64 = 320;
 
 fn run(chaos: &str, call: &str, requests: u64, timeout: &str) -> (RunReport, ServerHandle) {
+    run_with(chaos, call, requests, timeout, "")
+}
+
+/// `run`, with `top` (keys of the scenario's top level) added.
+fn run_with(chaos: &str, call: &str, requests: u64, timeout: &str, top: &str) -> (RunReport, ServerHandle) {
     let server = serve::spawn(ServeConfig {
         listen: "127.0.0.1:0".parse().unwrap(),
         threads: 1,
@@ -23,7 +28,7 @@ fn run(chaos: &str, call: &str, requests: u64, timeout: &str) -> (RunReport, Ser
     })
     .unwrap();
     let text = format!(
-        "target = \"{}\"\ntimeout = \"{timeout}\"\n[load]\nconcurrency = 4\nrequests = {requests}\n[[calls]]\n{call}\n",
+        "target = \"{}\"\ntimeout = \"{timeout}\"\n{top}[load]\nconcurrency = 4\nrequests = {requests}\n[[calls]]\n{call}\n",
         server.url()
     );
     (common::run(&common::scenario(&text)), server)
@@ -117,6 +122,38 @@ fn http_errors_with_and_without_a_json_rpc_body() {
     assert_eq!(statuses[&500], bare_500 + faulted(&server, Fault::Http500Body));
     assert_eq!(statuses[&503], bare_503 + faulted(&server, Fault::Http503Body));
     all_judged(&report, REQUESTS, with_body + bare_500 + bare_503);
+}
+
+/// Four calls in flight on one pipelined connection: each fault lands on
+/// its own call, counted as the server counted it, and no other call is
+/// touched (answers are matched to requests by their order).
+#[test]
+fn faults_are_counted_the_same_on_a_pipelined_connection() {
+    let (report, server) = run_with(
+        "wrong-id=0.1,id-type=0.1,result-and-error=0.1,http-500-body=0.1,html=0.1",
+        SINGLE,
+        REQUESTS * 2,
+        "2s",
+        "pipeline = 8\n",
+    );
+    let wrong = faulted(&server, Fault::WrongId);
+    let typed = faulted(&server, Fault::IdType);
+    let both = faulted(&server, Fault::ResultAndError);
+    let with_body = faulted(&server, Fault::Http500Body);
+    let html = faulted(&server, Fault::Html);
+    assert_eq!(protocol(&report, "id_mismatch"), wrong);
+    assert_eq!(protocol(&report, "id_wrong_type"), typed);
+    assert_eq!(protocol(&report, "result_and_error"), both);
+    assert_eq!(
+        report.summary.total.rpc_error_codes.get(&-32603).copied(),
+        Some(with_body)
+    );
+    assert_eq!(outcomes(&report).get("invalid_json").copied(), Some(html));
+    assert_eq!(
+        report.summary.connections.opened_in_all, 1,
+        "one connection carried every call"
+    );
+    all_judged(&report, REQUESTS * 2, wrong + typed + both + with_body + html);
 }
 
 #[test]

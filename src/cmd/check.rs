@@ -135,6 +135,7 @@ fn options(args: &CheckArgs) -> anyhow::Result<Options> {
         made_headers,
         max_response: crate::transport::DEFAULT_MAX_RESPONSE_BYTES,
         http2: args.connection.http2,
+        pipeline: 1,
         tls,
         server_answers: Default::default(),
         ready: None,

@@ -101,7 +101,10 @@ pub async fn execute_into(
             Some(_) => format!("builtin ({url})"),
             None => crate::redact::url(&url),
         },
-        transport: target.transport_name().to_string(),
+        transport: match &target {
+            Target::Http(_) => crate::transport::describe(&url, scenario.http2, scenario.pipeline),
+            _ => target.transport_name().to_string(),
+        },
         tls,
         ..run_meta(scenario, &plan)
     };
@@ -325,6 +328,7 @@ pub(super) fn transport_options(scenario: &Scenario) -> crate::transport::Option
         made_headers: made.chain(jwt).collect(),
         max_response: scenario.max_response_bytes,
         http2: scenario.http2,
+        pipeline: scenario.pipeline,
         tls: scenario.tls.clone(),
         server_answers: scenario.server_answers.clone(),
         ready: scenario.ready.clone(),

@@ -304,7 +304,7 @@ fn failed_so_far(scenario: &Scenario, snapshot: &Snapshot) -> Option<String> {
 /// the one target's host and port (`builtin`, or the command's program).
 pub(super) fn target_info(scenario: &Scenario, name: Option<&str>) -> TargetInfo {
     let url = scenario.target.to_string();
-    let mut transport = crate::transport::transport_label(&url, scenario.http2).to_string();
+    let mut transport = crate::transport::describe(&url, scenario.http2, scenario.pipeline);
     if is_insecure(scenario) {
         transport.push_str(" · INSECURE: certificate not verified");
     }

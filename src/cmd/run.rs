@@ -175,6 +175,7 @@ fn overrides(args: &RunArgs) -> Result<Overrides, ScenarioError> {
         seed: args.seed,
         max_response_size: args.max_response_size,
         http2: args.http2,
+        pipeline: args.pipeline,
         jsonrpc: args.jsonrpc,
         cacert: args.cacert.clone(),
         system_roots: args.system_roots,

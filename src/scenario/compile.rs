@@ -99,8 +99,12 @@ impl Scenario {
     }
 
     /// How many connections the run opens, and how many calls each
-    /// carries at once: one on HTTP/1.1, more on a multiplexed transport.
+    /// carries at once: one on HTTP/1.1, more on a multiplexed transport
+    /// or a pipelined one (at most its depth).
     fn connections(&self, pacing: Pacing, warnings: &mut Vec<String>) -> (u64, u64) {
+        if self.pipeline > 1 {
+            return self.pipelined_connections(pacing, warnings);
+        }
         let load = &self.load;
         let shard = self.shard.unwrap_or_default();
         let staged_max = load.stages.iter().map(|s| s.target.ceil() as u64).max();
@@ -144,6 +148,38 @@ impl Scenario {
             warnings.push("--max-in-flight applies to multiplexed transports (ws://, tcp://, unix://, --http2); HTTP/1.1 carries one call per connection".into());
         }
         shape
+    }
+
+    /// HTTP/1.1 pipelined `pipeline` deep: the closed model's calls in
+    /// flight over as many connections as they fill (unless given); the
+    /// open model's connections each `pipeline` deep.
+    fn pipelined_connections(&self, pacing: Pacing, warnings: &mut Vec<String>) -> (u64, u64) {
+        let load = &self.load;
+        let depth = self.pipeline as u64;
+        if load.max_in_flight.is_some() {
+            warnings.push(format!(
+                "--max-in-flight gives way to --pipeline {depth}: a pipelined connection carries {depth} calls at once"
+            ));
+        }
+        let Pacing::Closed = pacing else {
+            return (load.connections.unwrap_or(DEFAULT_OPEN_CONNECTIONS), depth);
+        };
+        let shard = self.shard.unwrap_or_default();
+        let staged_max = load.stages.iter().map(|s| s.target.ceil() as u64).max();
+        let concurrency = staged_max.or(load.concurrency).unwrap_or(DEFAULT_CONCURRENCY);
+        let connections = load
+            .connections
+            .unwrap_or_else(|| concurrency.div_ceil(depth))
+            .max(1);
+        let mine = shard.share(connections).max(1);
+        let per_connection = shard.share(concurrency).div_ceil(mine).max(1);
+        if per_connection > depth {
+            warnings.push(format!(
+                "--pipeline {depth} on {connections} connections gives at most {} calls in flight, not {concurrency}",
+                connections.saturating_mul(depth)
+            ));
+        }
+        (connections, per_connection.min(depth))
     }
 
     /// The open model's highest rate: its stages' peak, else its rate.

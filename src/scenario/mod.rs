@@ -9,6 +9,7 @@ mod expect;
 mod load;
 mod otlp;
 mod overrides;
+mod pipeline;
 mod raw;
 mod replay;
 mod values;
@@ -20,6 +21,7 @@ pub use equality::{
 pub use error::{Located, ScenarioError};
 pub use otlp::OtlpEndpoint;
 pub use overrides::{parse_header, Overrides};
+pub use pipeline::MAX_PIPELINE;
 pub use values::{interpolate, parse_duration, parse_size, MAX_DURATION};
 
 use std::path::{Path, PathBuf};
@@ -63,6 +65,9 @@ pub struct Scenario {
     pub max_response_bytes: usize,
     /// HTTP/2: by ALPN to `https://`, with prior knowledge to `http://`.
     pub http2: bool,
+    /// HTTP/1.1 requests in flight at once on a connection (`pipeline`);
+    /// 1 waits for each answer.
+    pub pipeline: usize,
     /// The JSON-RPC the calls are written and judged in (`protocol`).
     pub version: crate::rpc::Version,
     pub tls: crate::tls::TlsOptions,
@@ -524,6 +529,7 @@ impl Scenario {
             timeout: DEFAULT_TIMEOUT,
             max_response_bytes: crate::transport::DEFAULT_MAX_RESPONSE_BYTES,
             http2: false,
+            pipeline: 1,
             version: Default::default(),
             tls: Default::default(),
             server_answers: Default::default(),

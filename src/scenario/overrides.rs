@@ -42,6 +42,7 @@ pub struct Overrides {
     pub seed: Option<u64>,
     pub max_response_size: Option<usize>,
     pub http2: bool,
+    pub pipeline: Option<u64>,
     pub jsonrpc: Option<crate::rpc::Version>,
     pub cacert: Option<PathBuf>,
     pub system_roots: bool,
@@ -93,6 +94,14 @@ impl Scenario {
         flags.apply_load(&mut scenario)?;
         flags.apply_connection(&mut scenario)?;
         scenario.check_connections(flags)?;
+        if let Some(refusal) = scenario.pipeline_refusal() {
+            let named = match (flags.pipeline, flags.http2) {
+                (Some(_), _) => "--pipeline",
+                (None, true) => "--http2",
+                (None, false) => "--target",
+            };
+            return Err(flag(named, refusal));
+        }
         scenario.start_at = flags.start_at;
         if let Some(pid) = flags.observe.iter().find(|pid| !crate::engine::observable(**pid)) {
             return Err(flag(
@@ -323,6 +332,10 @@ impl Overrides {
             scenario.max_response_bytes = size;
         }
         scenario.http2 |= self.http2;
+        if let Some(depth) = self.pipeline {
+            let depth = i64::try_from(depth).unwrap_or(i64::MAX);
+            scenario.pipeline = super::pipeline::check_depth(depth).map_err(|m| flag("--pipeline", m))?;
+        }
         if let Some(version) = self.jsonrpc {
             scenario.version = version;
         }

@@ -24,7 +24,7 @@ use thiserror::Error;
 use crate::redact;
 
 pub use h2::H2Connection;
-pub use http::{HttpConnection, HttpTarget, DEFAULT_MAX_RESPONSE_BYTES};
+pub use http::{HttpConnection, HttpTarget, PipelinedConnection, DEFAULT_MAX_RESPONSE_BYTES};
 pub use memory::{Peer, PeerCounts, Seen};
 pub use ready::ReadySignal;
 pub use stream::{hurry_shutdowns, ChildEnd, MuxConnection, StreamAddr, StreamTarget};
@@ -46,6 +46,9 @@ pub struct Options {
     pub server_answers: ServerAnswers,
     /// What tells a stdio child is ready (`[ready]`).
     pub ready: Option<ReadySignal>,
+    /// HTTP/1.1 requests in flight at once on a connection (pipelining);
+    /// 1 waits for each answer.
+    pub pipeline: usize,
 }
 
 /// The result volley answers a server's own requests with (LSP's
@@ -297,6 +300,16 @@ pub fn transport_label(url: &str, http2: bool) -> &'static str {
     Scheme::of(url).unwrap_or(Scheme::Http).label(http2)
 }
 
+/// The transport as a run's header and `summary.json` name it: its label,
+/// and how deep HTTP/1.1 is pipelined where it is.
+pub fn describe(url: &str, http2: bool, pipeline: usize) -> String {
+    let label = transport_label(url, http2);
+    match pipeline {
+        0 | 1 => label.to_string(),
+        depth => format!("{label}, pipelined {depth} deep"),
+    }
+}
+
 impl Target {
     /// Parses `url`, resolves its host and reads its TLS files once, before
     /// the run.
@@ -440,6 +453,8 @@ pub enum TransportError {
 /// One open connection to the target. Must be used inside a `LocalSet`.
 pub enum Connection {
     Http(HttpConnection),
+    /// HTTP/1.1 pipelined: shared by the callers on it, answered in order.
+    Pipelined(Rc<PipelinedConnection>),
     /// Shared by the callers multiplexed on it.
     Http2(Rc<H2Connection>),
     /// Shared by the callers multiplexed on it.
@@ -460,6 +475,9 @@ impl Connection {
         let open = async {
             match target {
                 Target::Http(t) if t.http2 => unreachable!("opened above"),
+                Target::Http(t) if t.pipeline > 1 => {
+                    Ok(Connection::Pipelined(PipelinedConnection::open(t).await?))
+                }
                 Target::Http(t) => Ok(Connection::Http(HttpConnection::open(t).await?)),
                 Target::Stream(t) => Ok(Connection::Stream(MuxConnection::open(t).await?)),
                 Target::Memory(peer) => Ok(Connection::Stream(peer.open(DEFAULT_MAX_RESPONSE_BYTES))),
@@ -479,6 +497,7 @@ impl Connection {
     ) -> Result<Reply, TransportError> {
         match self {
             Connection::Http(c) => c.exchange(body).await,
+            Connection::Pipelined(c) => c.exchange(body).await,
             Connection::Http2(c) => c.exchange(body).await,
             Connection::Stream(c) => c.exchange(body, first_id, calls).await,
         }
@@ -491,6 +510,7 @@ impl Connection {
     pub async fn probe(&mut self, body: Bytes, within: Duration) -> Result<Option<Reply>, TransportError> {
         let exchanged = match self {
             Connection::Http(c) => tokio::time::timeout(within, c.exchange(body)).await,
+            Connection::Pipelined(c) => tokio::time::timeout(within, c.exchange(body)).await,
             Connection::Http2(c) => tokio::time::timeout(within, c.exchange(body)).await,
             Connection::Stream(c) => {
                 let answer = c.probe(&body, within).await?;
@@ -515,6 +535,7 @@ impl Connection {
     pub fn is_closed(&self) -> bool {
         match self {
             Connection::Http(c) => c.is_closed(),
+            Connection::Pipelined(c) => c.is_closed(),
             Connection::Http2(c) => c.is_closed(),
             Connection::Stream(c) => c.is_closed(),
         }
@@ -542,6 +563,7 @@ impl Connection {
     pub fn is_last_handle(&self) -> bool {
         match self {
             Connection::Http(_) => true,
+            Connection::Pipelined(c) => Rc::strong_count(c) == 1,
             Connection::Http2(c) => Rc::strong_count(c) == 1,
             Connection::Stream(c) => Rc::strong_count(c) == 1,
         }
@@ -566,6 +588,7 @@ impl Connection {
     pub fn another_handle(&self) -> Option<Connection> {
         match self {
             Connection::Http(_) => None,
+            Connection::Pipelined(c) => Some(Connection::Pipelined(c.clone())),
             Connection::Http2(c) => Some(Connection::Http2(c.clone())),
             Connection::Stream(c) => Some(Connection::Stream(c.clone())),
         }

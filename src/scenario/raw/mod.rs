@@ -44,6 +44,8 @@ struct RawScenario {
     framing: Option<Spanned<String>>,
     #[serde(default)]
     http2: bool,
+    /// HTTP/1.1 requests in flight at once on a connection.
+    pipeline: Option<Spanned<i64>>,
     /// `"2.0"` (the default) or `"1.0"`.
     protocol: Option<Spanned<String>>,
     tls: Option<tls::RawTls>,
@@ -217,6 +219,11 @@ impl RawScenario {
                     .map_err(|m| at.error(Some(url.span()), Some("otlp"), m))
             })
             .transpose()?;
+        let pipeline_at = self.pipeline.as_ref().map(Spanned::span);
+        let pipeline = (self.pipeline.as_ref())
+            .map(|p| super::pipeline::check_depth(*p.get_ref()))
+            .transpose()
+            .map_err(|m| at.error(pipeline_at.clone(), Some("pipeline"), m))?;
         let protocol_at = self.protocol.as_ref().map(Spanned::span);
         let thresholds_at = self.thresholds_at();
         let jwt_at = self.jwt_secret_at();
@@ -234,6 +241,7 @@ impl RawScenario {
             timeout,
             max_response_bytes: crate::transport::DEFAULT_MAX_RESPONSE_BYTES,
             http2: self.http2,
+            pipeline: pipeline.unwrap_or(1),
             version,
             tls,
             server_answers: server_requests::server_answers(&self.server_requests),
@@ -261,6 +269,9 @@ impl RawScenario {
         scenario
             .check_jwt()
             .map_err(|m| at.error(jwt_at.clone(), Some("jwt_secret"), m))?;
+        if let Some(refusal) = scenario.pipeline_refusal() {
+            return Err(at.error(pipeline_at, Some("pipeline"), refusal));
+        }
         checked_whole(at, scenario, protocol_at, thresholds_at)
     }
 

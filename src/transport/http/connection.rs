@@ -1,39 +1,28 @@
 //! One HTTP/1.1 keep-alive connection: writes each request at once and
-//! reads its answer in place, with the framing decided in `framing.rs`.
+//! reads its answer in place (`answers.rs`), with the framing decided in
+//! `framing.rs`.
 
-use std::future::Future;
-use std::task::Poll;
+use bytes::Bytes;
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 
-use bytes::{Buf, Bytes, BytesMut};
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
-
-use super::framing::{self, BodyLength, Chunk, Head};
+use super::answers::Answers;
+use super::framing;
 use super::HttpTarget;
 use crate::tls::NetStream;
 use crate::transport::{MadeHeader, Reply, TransportError};
 
-const READ_CHUNK: usize = 16 * 1024;
-
 /// One keep-alive connection.
 pub struct HttpConnection<S = NetStream> {
-    stream: S,
+    answers: Answers<S>,
     head: Bytes,
-    limit: usize,
     out: Vec<u8>,
-    input: BytesMut,
-    closed: bool,
     /// Answers read whole on this stream: a connection that has carried
     /// one may have been closed by the server since.
     answered: u64,
-    /// Some byte of the answer being read has come.
-    heard: bool,
     /// Where a fresh stream comes from when the server closed this one
     /// between calls; `None` for a stream given from outside. Boxed: the
     /// connection lives in an enum beside pointer-sized variants.
     target: Option<Box<HttpTarget>>,
-    /// MCP's `Mcp-Session-Id`, as the server last gave it: sent back on
-    /// every later request of this connection.
-    session: Vec<u8>,
     /// Headers made for each request (generated values, a fresh JWT).
     made: std::sync::Arc<[MadeHeader]>,
 }
@@ -51,19 +40,18 @@ impl HttpConnection<NetStream> {
     /// server closed while it sat idle, without `Connection: close`, is
     /// replaced by a new one first, so the call never meets the dead one.
     pub async fn exchange(&mut self, body: Bytes) -> Result<Reply, TransportError> {
-        if self.answered > 0 && self.closed_while_idle().await {
+        if self.answered > 0 && self.answers.closed_while_idle().await {
             let reopened = match &self.target {
                 Some(target) => Some(target.connect().await),
                 None => None,
             };
             match reopened {
                 Some(Ok(stream)) => {
-                    self.stream = stream;
-                    self.input.clear();
+                    self.answers.restart(stream);
                     self.answered = 0;
                 }
                 Some(Err(e)) => {
-                    self.closed = true;
+                    self.answers.closed = true;
                     return Err(e);
                 }
                 None => {}
@@ -76,42 +64,37 @@ impl HttpConnection<NetStream> {
 impl<S: AsyncRead + AsyncWrite + Unpin> HttpConnection<S> {
     pub fn over(stream: S, head: Bytes, limit: usize) -> Self {
         HttpConnection {
-            stream,
+            answers: Answers::new(stream, limit),
             head,
-            limit,
             out: Vec::with_capacity(1024),
-            input: BytesMut::with_capacity(READ_CHUNK),
-            closed: false,
             answered: 0,
-            heard: false,
             target: None,
-            session: Vec::new(),
             made: std::sync::Arc::new([]),
         }
     }
 
     pub fn is_closed(&self) -> bool {
-        self.closed
+        self.answers.closed
     }
 
     /// Sends one request on this stream and reads its answer. Any error
     /// leaves the connection closed: its stream is in an unknown state.
     pub async fn send(&mut self, body: Bytes) -> Result<Reply, TransportError> {
         let reused = self.answered > 0;
-        self.heard = false;
+        self.answers.heard = false;
         let result = match self.write_request(&body).await {
-            Ok(()) => self.read_answer().await,
+            Ok(()) => self.answers.read_answer().await,
             Err(e) => Err(e),
         };
         match &result {
             Ok(_) => self.answered += 1,
-            Err(_) => self.closed = true,
+            Err(_) => self.answers.closed = true,
         }
         // A reused connection that failed before any byte of its answer
         // came was most likely closed by the server before the request
         // reached it: said apart, since the server never saw this call.
         result.map_err(|e| match e {
-            TransportError::Io(reason) if reused && !self.heard => {
+            TransportError::Io(reason) if reused && !self.answers.heard => {
                 TransportError::Io(self.closed_unannounced(&reason))
             }
             other => other,
@@ -128,186 +111,23 @@ impl<S: AsyncRead + AsyncWrite + Unpin> HttpConnection<S> {
         )
     }
 
-    /// Whether the server closed this idle connection (or wrote to it out
-    /// of turn, as a `408` before closing). The read is polled once, never
-    /// waited for, and costs no system call when nothing came: tokio knows
-    /// the socket was drained by the last answer's read and reads it again
-    /// only once the kernel has reported something.
-    async fn closed_while_idle(&mut self) -> bool {
-        if !self.input.is_empty() {
-            // Bytes after the last answer: nothing to pair them with.
-            return true;
-        }
-        self.input.reserve(READ_CHUNK);
-        let mut read = std::pin::pin!(self.stream.read_buf(&mut self.input));
-        let polled = std::future::poll_fn(|cx| Poll::Ready(read.as_mut().poll(cx))).await;
-        // End of stream, an error, or bytes nobody asked for.
-        polled.is_ready()
-    }
-
     async fn write_request(&mut self, body: &[u8]) -> Result<(), TransportError> {
-        framing::frame_request(&mut self.out, &self.head, &self.made, &self.session, body);
-        self.stream
+        self.out.clear();
+        framing::frame_request(&mut self.out, &self.head, &self.made, &self.answers.session, body);
+        let stream = &mut self.answers.stream;
+        stream
             .write_all(&self.out)
             .await
             .map_err(|e| io_error("sending the request", e))?;
         // TLS holds records until flushed; a plain socket's flush is free.
-        self.stream
+        stream
             .flush()
             .await
             .map_err(|e| io_error("sending the request", e))
     }
-
-    /// Reads the final answer, skipping interim (1xx) ones.
-    async fn read_answer(&mut self) -> Result<Reply, TransportError> {
-        let mut interim = 0;
-        let head = loop {
-            let head = self.read_head().await?;
-            if let Some(session) = &head.session {
-                self.session.clear();
-                self.session.extend_from_slice(&self.input[session.clone()]);
-            }
-            self.input.advance(head.length);
-            if !head.is_interim() {
-                break head;
-            }
-            interim += 1;
-            if interim > framing::MAX_INTERIM {
-                return Err(TransportError::Io(format!(
-                    "more than {} interim (1xx) answers to one request",
-                    framing::MAX_INTERIM
-                )));
-            }
-        };
-        let body = match head.framing {
-            BodyLength::Length(length) => {
-                // Room for the whole body at once (its length is within the
-                // limit): a large answer is read into place, not copied
-                // over and over as the buffer doubles.
-                self.input.reserve(length.saturating_sub(self.input.len()));
-                while self.input.len() < length {
-                    // There is room for the rest: reading never grows (and
-                    // copies) the buffer.
-                    self.read_more().await?;
-                }
-                self.input.split_to(length).freeze()
-            }
-            BodyLength::Chunked => self.read_chunked().await?,
-            BodyLength::UntilClose => self.read_until_close().await?,
-        };
-        if head.close {
-            self.closed = true;
-        }
-        let (body, others) = if head.event_stream {
-            crate::transport::sse::decode(&body)
-        } else {
-            (body, 0)
-        };
-        Ok(Reply {
-            status: head.status,
-            body,
-            others,
-        })
-    }
-
-    /// Reads until a whole answer head is in, at most `MAX_HEAD_BYTES`.
-    async fn read_head(&mut self) -> Result<Head, TransportError> {
-        let mut scanned = None;
-        loop {
-            if let Some(head) = framing::head_in(&self.input, scanned, self.limit)? {
-                return Ok(head);
-            }
-            // From two bytes back: the blank line may straddle two reads.
-            scanned = Some(self.input.len().saturating_sub(2));
-            self.fill().await?;
-        }
-    }
-
-    /// A body without a length: everything until the server closes.
-    async fn read_until_close(&mut self) -> Result<Bytes, TransportError> {
-        loop {
-            if self.input.len() > self.limit {
-                return Err(TransportError::TooLarge { limit: self.limit });
-            }
-            self.input.reserve(READ_CHUNK);
-            let read = self.stream.read_buf(&mut self.input).await;
-            if read.map_err(|e| io_error("reading the answer", e))? == 0 {
-                break;
-            }
-        }
-        self.closed = true;
-        Ok(self.input.split().freeze())
-    }
-
-    /// Reads more of the answer; the end of the stream here is an error.
-    async fn fill(&mut self) -> Result<(), TransportError> {
-        self.input.reserve(READ_CHUNK);
-        self.read_more().await
-    }
-
-    /// Reads what fits in the buffer's spare room (there must be some).
-    async fn read_more(&mut self) -> Result<(), TransportError> {
-        debug_assert!(self.input.capacity() > self.input.len());
-        match self.stream.read_buf(&mut self.input).await {
-            Ok(0) => Err(TransportError::Io(
-                "the connection closed before the answer was complete".into(),
-            )),
-            Ok(_) => {
-                self.heard = true;
-                Ok(())
-            }
-            Err(e) => Err(io_error("reading the answer", e)),
-        }
-    }
-
-    /// A chunked body (RFC 9112 §7.1), held to the size limit as it comes.
-    async fn read_chunked(&mut self) -> Result<Bytes, TransportError> {
-        let mut body = BytesMut::new();
-        loop {
-            let line_end = self.line_end().await?;
-            // `body` never passes the limit, so the room left is exact.
-            let room = self.limit - body.len();
-            let chunk = framing::chunk(&self.input[..line_end], room, self.limit)?;
-            self.input.advance(line_end + 2);
-            let Chunk::Data { framed, .. } = chunk else {
-                self.skip_trailers().await?;
-                return Ok(body.freeze());
-            };
-            while self.input.len() < framed {
-                self.fill().await?;
-            }
-            body.extend_from_slice(framing::chunk_data(&self.input[..framed])?);
-            self.input.advance(framed);
-        }
-    }
-
-    /// The trailer section after the last chunk; trailers are not used.
-    async fn skip_trailers(&mut self) -> Result<(), TransportError> {
-        let mut taken = 0;
-        loop {
-            let end = self.line_end().await?;
-            let ended = framing::trailer_line(&self.input[..end], &mut taken)?;
-            self.input.advance(end + 2);
-            if ended {
-                return Ok(());
-            }
-        }
-    }
-
-    /// The offset of the first CRLF in the input, reading as needed.
-    async fn line_end(&mut self) -> Result<usize, TransportError> {
-        let mut scanned: usize = 0;
-        loop {
-            if let Some(at) = framing::line_end(&self.input, scanned)? {
-                return Ok(at);
-            }
-            scanned = self.input.len();
-            self.fill().await?;
-        }
-    }
 }
 
-fn io_error(doing: &str, e: std::io::Error) -> TransportError {
+pub(super) fn io_error(doing: &str, e: std::io::Error) -> TransportError {
     TransportError::Io(format!("{doing}: {e}"))
 }
 
@@ -316,7 +136,7 @@ mod tests {
     use super::*;
     use crate::transport::http::framing::{MAX_HEADERS, MAX_HEAD_BYTES, MAX_INTERIM, MAX_LINE_BYTES};
     use crate::transport::{Options, DEFAULT_MAX_RESPONSE_BYTES};
-    use tokio::io::duplex;
+    use tokio::io::{duplex, AsyncReadExt};
 
     /// Runs one exchange against a peer that answers with `answer` (sent in
     /// pieces of `piece` bytes); returns the reply, the request seen, and
@@ -546,6 +366,7 @@ mod tests {
             tls: Default::default(),
             server_answers: Default::default(),
             ready: None,
+            pipeline: 1,
         };
         let target = HttpTarget::resolve(&url, &options).await.unwrap();
         let mut connection = HttpConnection::open(&target).await.unwrap();

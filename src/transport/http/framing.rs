@@ -37,7 +37,8 @@ pub(super) fn request_head<'a>(
     Bytes::from(head)
 }
 
-/// A whole request in `out` (emptied first), for one write: the target's
+/// A whole request appended to `out`, for one write (pipelined requests
+/// go out together): the target's
 /// `head`, the headers `made` for this request, MCP's `session` when the
 /// server gave one, the body's length and the body.
 pub(super) fn frame_request(
@@ -47,7 +48,6 @@ pub(super) fn frame_request(
     session: &[u8],
     body: &[u8],
 ) {
-    out.clear();
     out.extend_from_slice(head);
     for header in made {
         out.extend_from_slice(header.name.as_bytes());
@@ -401,9 +401,13 @@ mod tests {
             &head[..],
             b"POST /rpc?x=1 HTTP/1.1\r\nHost: h:1\r\nAccept: a\r\nX-Key: k\r\n"
         );
-        let mut out = b"left over".to_vec();
+        let mut out = b"ahead|".to_vec();
         frame_request(&mut out, &head, &[], b"", b"{}");
-        assert_eq!(out, [&head[..], b"Content-Length: 2\r\n\r\n{}"].concat());
+        assert_eq!(
+            out,
+            [b"ahead|", &head[..], b"Content-Length: 2\r\n\r\n{}"].concat()
+        );
+        out.clear();
         frame_request(&mut out, b"H\r\n", &[], b"s-1", b"");
         assert_eq!(out, b"H\r\nMcp-Session-Id: s-1\r\nContent-Length: 0\r\n\r\n");
     }

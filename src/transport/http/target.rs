@@ -28,6 +28,9 @@ pub struct HttpTarget {
     pub(in crate::transport) http2: bool,
     /// For `https://`.
     pub(in crate::transport) tls: Option<ClientTls>,
+    /// Requests in flight at once on a connection: more than one is
+    /// pipelining.
+    pub(in crate::transport) pipeline: usize,
 }
 
 /// Header values and a URL's keys may be secrets: never shown.
@@ -87,6 +90,7 @@ impl HttpTarget {
             made: made.clone().into(),
             http2: options.http2,
             tls,
+            pipeline: options.pipeline.max(1),
         })
     }
 
@@ -119,6 +123,9 @@ impl HttpTarget {
         tls::settle(&mut stream)
             .await
             .map_err(|e| self.connect_error(e))?;
+        if self.pipeline > 1 {
+            super::pipeline::check(self, self.pipeline).await?;
+        }
         Ok(tls::describe(&stream))
     }
 
@@ -144,6 +151,7 @@ mod tests {
             tls: Default::default(),
             server_answers: Default::default(),
             ready: None,
+            pipeline: 1,
         };
         let target = HttpTarget::resolve("http://user:pw@[::1]/rpc", &options)
             .await

@@ -270,6 +270,7 @@ mod tests {
             tls: Default::default(),
             server_answers: Default::default(),
             ready: None,
+            pipeline: 1,
         }
     }
 
