@@ -8,11 +8,12 @@
 #   BASE=/path/to/older/volley CONNECTIONS=64 benches/peers.sh
 #                                    # also the previous build, as the tool `base`
 #   LARGE= MUX= benches/peers.sh     # without the large-answer and multiplexed cases
+#   PIPELINE="16" benches/peers.sh   # also HTTP/1.1 pipelined 16 deep (the default; empty: none)
 #   CONNECTIONS= RATEMODE= LARGE= MUX= benches/peers.sh   # the flow case alone
 #
 # Each tool sends the same JSON-RPC call (eth_chainId) over HTTP/1.1 keep-alive
 # with the same connections for the same time, in interleaved rounds
-# (volley, oha, wrk, volley, oha, wrk, ...). The server is pinned to CPU 0 and
+# (volley, oha, wrk, h2load, volley, ...). The server is pinned to CPU 0 and
 # every client to CPU 1, so a client is charged only for its own work.
 # Per tool it reports the median calls/s, the client's CPU seconds per
 # 100,000 calls (user + system, from the process's own accounting), the peak
@@ -28,6 +29,9 @@
 # Multiplexed: 4 connections x 64 in flight against a server holding each
 # answer 10 ms (ideal 25,600 calls/s), over TCP, WebSocket, h2c and a
 # child's stdio, with h2load and oha on h2c.
+# Pipelined: 64 connections, each PIPELINE requests deep (volley
+# --pipeline, wrk with a script sending that many requests at once, h2load
+# --h1 -m), beside volley at depth 1.
 # Flows: volley alone, 64 connections, a flow of two steps (eth_chainId, its
 # result captured and sent on to `echo`, whose answer must equal it) beside
 # the same two calls as a plain mix with the same check: the CPU a flow's
@@ -44,6 +48,7 @@ LARGE=${LARGE-"150 1500"}
 MUX=${MUX-1}
 RATEMODE=${RATEMODE-1}
 FLOW=${FLOW-1}
+PIPELINE=${PIPELINE-16}
 PORT=${PORT:-18645}
 TLS=${TLS:-}
 SCHEME=http; [ -n "$TLS" ] && SCHEME=https
@@ -87,16 +92,32 @@ wrk_script() {
   printf 'wrk.method = "POST"\nwrk.body = %s\nwrk.headers["Content-Type"] = "application/json"\n' "'$2'" >"$1"
 }
 wrk_script "$WORK/post.lua" "$BODY"
+# The same, N requests written at once (N is the script's argument).
+cp "$WORK/post.lua" "$WORK/pipeline.lua"
+cat >>"$WORK/pipeline.lua" <<'LUA'
+init = function(args)
+  local depth, each = tonumber(args[1]), {}
+  for i = 1, depth do each[i] = wrk.format() end
+  batch = table.concat(each)
+end
+request = function() return batch end
+LUA
+printf '%s' "$BODY" >"$WORK/body.json"
 
 echo "mode,connections,tool,round,calls_per_s,calls,cpu_s,cpu_s_per_100k,user_s_per_100k,max_rss_kb" >"$CSV"
 
 # run TOOL MODE CONNECTIONS ROUND: one timed run, one CSV row. MODE is
-# closed, rate (the open model), paced (the closed model at RATE) or
-# large-N (the `block` method with N transactions).
+# closed, rate (the open model), paced (the closed model at RATE),
+# large-N (the `block` method with N transactions) or pipe-N (HTTP/1.1
+# pipelined N deep).
 run() {
   local tool=$1 mode=$2 conns=$3 round=$4 out="$WORK/$1.out" timing="$WORK/$1.time"
   local url=$URL body=$BODY lua="$WORK/post.lua" call=(--method eth_chainId) load=(-c "$conns") oha_rate=()
+  local depth=1 wrk_args=()
   case "$mode" in
+    pipe-*)
+      depth=${mode#pipe-}; lua="$WORK/pipeline.lua"; wrk_args=(-- "$depth")
+      load=(-c "$((conns * depth))" --pipeline "$depth") ;;
     rate) load=(--rate "$RATE"); oha_rate=(-q "$RATE") ;;
     paced) url=$PACED_URL ;;
     large-*)
@@ -132,13 +153,25 @@ PY
       ;;
     wrk)
       /usr/bin/time -o "$timing" -f "%U %S %M" taskset -c "$CLIENT_CPU" wrk -t1 -c "$conns" -d "${DURATION}s" \
-        -s "$lua" "$url" >"$out" 2>&1
+        -s "$lua" "$url" "${wrk_args[@]}" >"$out" 2>&1
       python3 - "$out" >"$WORK/calls" <<'PY'
 import re, sys
 text = open(sys.argv[1]).read()
 rps = float(re.search(r"Requests/sec:\s*([\d.]+)", text).group(1))
 calls = int(re.search(r"(\d+) requests in", text).group(1))
 print(rps, calls)
+PY
+      ;;
+    h2load)
+      /usr/bin/time -o "$timing" -f "%U %S %M" taskset -c "$CLIENT_CPU" h2load --h1 -t 1 -c "$conns" -m "$depth" \
+        -D "$DURATION" -d "$WORK/body.json" -H 'content-type: application/json' "$url" >"$out" 2>&1
+      python3 - "$out" >"$WORK/calls" <<'PY'
+import re, sys
+text = open(sys.argv[1]).read()
+rps = float(re.search(r"finished in [\d.]+s, ([\d.]+) req/s", text).group(1))
+done = re.search(r"requests: \d+ total, \d+ started, \d+ done, (\d+) succeeded, (\d+) failed", text)
+assert done.group(2) == "0", f"{done.group(2)} requests failed"
+print(rps, int(done.group(1)))
 PY
       ;;
   esac
@@ -159,7 +192,13 @@ BASE=${BASE:-}
 EXTRA=; [ -n "$BASE" ] && EXTRA=base
 for conns in $CONNECTIONS; do
   for round in $(seq "$ROUNDS"); do
-    for tool in volley oha wrk $EXTRA; do run "$tool" closed "$conns" "$round"; done
+    for tool in volley oha wrk h2load $EXTRA; do run "$tool" closed "$conns" "$round"; done
+  done
+done
+for depth in $PIPELINE; do
+  for round in $(seq "$ROUNDS"); do
+    run volley closed 64 "$round"
+    for tool in volley wrk h2load $EXTRA; do run "$tool" "pipe-$depth" 64 "$round"; done
   done
 done
 if [ -n "$RATEMODE" ]; then
@@ -310,7 +349,7 @@ groups = {}
 for r in rows:
     groups.setdefault((r["mode"], int(r["connections"])), {}).setdefault(r["tool"], []).append(r)
 med = lambda rs, k: statistics.median(float(r[k]) for r in rs)
-print(f"\n{'mode':<11}{'conns':>6} {'tool':<13}{'calls/s':>10}{'cpu s/100k':>11}{'user':>7}{'peak MB':>9}   volley/oha   volley/wrk   volley/base")
+print(f"\n{'mode':<11}{'conns':>6} {'tool':<13}{'calls/s':>10}{'cpu s/100k':>11}{'user':>7}{'peak MB':>9}   volley/oha   volley/wrk   volley/h2load   volley/base")
 order = lambda item: (["closed", "rate", "paced", "flow"].index(item[0][0]) if item[0][0] in ("closed", "rate", "paced", "flow") else 4, item[0])
 for (mode, conns), tools in sorted(groups.items(), key=order):
     v = tools.get("volley")
@@ -318,7 +357,7 @@ for (mode, conns), tools in sorted(groups.items(), key=order):
         line = (f"{mode:<11}{conns:>6} {tool:<13}{med(rs,'calls_per_s'):>10.0f}{med(rs,'cpu_s_per_100k'):>11.3f}"
                 f"{med(rs,'user_s_per_100k'):>7.3f}{max(float(r['max_rss_kb']) for r in rs)/1024:>9.1f}")
         if tool == "volley":
-            for peer in ("oha", "wrk", "base"):
+            for peer in ("oha", "wrk", "h2load", "base"):
                 p = tools.get(peer)
                 if p:
                     line += f"   {med(v,'calls_per_s')/med(p,'calls_per_s'):.2f}x rate, {med(v,'cpu_s_per_100k')/med(p,'cpu_s_per_100k'):.2f}x cpu"
@@ -333,6 +372,12 @@ for (mode, conns), tools in sorted(groups.items(), key=order):
     if mode == "rate":
         for tool, rs in tools.items():
             print(f"        rate kept by {tool}: {med(rs,'calls_per_s')/rate*100:.2f}% of {rate:.0f}/s")
+one = groups.get(("closed", 64), {}).get("volley")
+for (mode, conns), tools in sorted(groups.items()):
+    if mode.startswith("pipe-") and one and tools.get("volley"):
+        deep = tools["volley"]
+        print(f"\nvolley pipelined {mode[5:]} deep: {med(deep,'calls_per_s')/med(one,'calls_per_s'):.2f}x its own calls/s at depth 1, "
+              f"{med(one,'cpu_s_per_100k')/med(deep,'cpu_s_per_100k'):.2f}x its calls per client CPU-second")
 flow, plain = groups.get(("flow", 64), {}).get("flow"), groups.get(("flow", 64), {}).get("plain")
 if flow and plain:
     print(f"\na flow's step: {med(flow,'cpu_s_per_100k')/med(plain,'cpu_s_per_100k'):.2f}x the CPU of a plain call (flow/plain; within 1.2x is the bar)")
