@@ -489,9 +489,7 @@ fn spawn_connection(
         });
         // HTTP/1.1, or HTTP/2 for a client that starts with its preface
         // (cleartext with prior knowledge).
-        let mut builder = hyper_util::server::conn::auto::Builder::new(hyper_util::rt::TokioExecutor::new());
-        // Answers to pipelined requests go out together, in one write.
-        builder.http1().pipeline_flush(true);
+        let builder = hyper_util::server::conn::auto::Builder::new(hyper_util::rt::TokioExecutor::new());
         let connection = builder.serve_connection(TokioIo::new(stream), service);
         tokio::select! {
             _ = connection => {}
