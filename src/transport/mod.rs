@@ -51,6 +51,22 @@ pub struct Options {
     pub pipeline: usize,
 }
 
+/// No header, no TLS settings, the default answer limit, no pipelining.
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            headers: Vec::new(),
+            made_headers: Vec::new(),
+            max_response: DEFAULT_MAX_RESPONSE_BYTES,
+            http2: false,
+            tls: Default::default(),
+            server_answers: Default::default(),
+            ready: None,
+            pipeline: 1,
+        }
+    }
+}
+
 /// The result volley answers a server's own requests with (LSP's
 /// `workspace/configuration`, `window/workDoneProgress/create`), so a
 /// server waiting on one does not stall: by method, else the default.

@@ -358,17 +358,7 @@ mod tests {
                     .unwrap();
             }
         });
-        let options = Options {
-            headers: Vec::new(),
-            made_headers: Vec::new(),
-            max_response: DEFAULT_MAX_RESPONSE_BYTES,
-            http2: false,
-            tls: Default::default(),
-            server_answers: Default::default(),
-            ready: None,
-            pipeline: 1,
-        };
-        let target = HttpTarget::resolve(&url, &options).await.unwrap();
+        let target = HttpTarget::resolve(&url, &Options::default()).await.unwrap();
         let mut connection = HttpConnection::open(&target).await.unwrap();
         assert_eq!(
             &connection.exchange(Bytes::from_static(b"{}")).await.unwrap().body[..],

@@ -285,21 +285,15 @@ fn answer_id(body: &[u8]) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::transport::{Options, DEFAULT_MAX_RESPONSE_BYTES};
+    use crate::transport::Options;
     use tokio::io::AsyncReadExt;
     use tokio::net::{TcpListener, TcpStream};
 
     async fn target(listener: &TcpListener, pipeline: usize) -> HttpTarget {
         let url = format!("http://{}/", listener.local_addr().unwrap());
         let options = Options {
-            headers: Vec::new(),
-            made_headers: Vec::new(),
-            max_response: DEFAULT_MAX_RESPONSE_BYTES,
-            http2: false,
-            tls: Default::default(),
-            server_answers: Default::default(),
-            ready: None,
             pipeline,
+            ..Options::default()
         };
         HttpTarget::resolve(&url, &options).await.unwrap()
     }

@@ -144,14 +144,8 @@ mod tests {
     #[tokio::test]
     async fn a_target_is_looked_up_once_its_credentials_and_brackets_are_off() {
         let options = Options {
-            headers: Vec::new(),
-            made_headers: Vec::new(),
             max_response: 1024,
-            http2: false,
-            tls: Default::default(),
-            server_answers: Default::default(),
-            ready: None,
-            pipeline: 1,
+            ..Options::default()
         };
         let target = HttpTarget::resolve("http://user:pw@[::1]/rpc", &options)
             .await

@@ -263,14 +263,8 @@ mod tests {
 
     fn options() -> Options {
         Options {
-            headers: Vec::new(),
-            made_headers: Vec::new(),
             max_response: 1024,
-            http2: false,
-            tls: Default::default(),
-            server_answers: Default::default(),
-            ready: None,
-            pipeline: 1,
+            ..Options::default()
         }
     }
 
