@@ -82,7 +82,11 @@ impl<S: AsyncRead + AsyncWrite + Unpin> HttpConnection<S> {
     pub async fn send(&mut self, body: Bytes) -> Result<Reply, TransportError> {
         let reused = self.answered > 0;
         self.answers.heard = false;
-        let result = match self.write_request(&body).await {
+        let written = self.write_request(&body).await;
+        // Written, it is no longer needed: the request builder's buffer is
+        // reclaimed in place only once no request holds a part of it.
+        drop(body);
+        let result = match written {
             Ok(()) => self.answers.read_answer().await,
             Err(e) => Err(e),
         };

@@ -99,6 +99,9 @@ impl PipelinedConnection {
             framing::frame_request(&mut pipe.out, &self.head, &self.made, &pipe.session, &body);
             pipe.waiting.push_back(tell);
         }
+        // Framed, it is no longer needed: the request builder's buffer is
+        // reclaimed in place only once no request holds a part of it.
+        drop(body);
         self.wake_writer.notify_one();
         let mut waiting = Abandoned(Some(&self.pipe));
         let answer = answer.await;
