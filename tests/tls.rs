@@ -127,6 +127,36 @@ fn https_over_http1_with_a_private_ca() {
     assert_exact(&report, &setup.server);
 }
 
+/// Pipelined over TLS: 8 requests in flight on each of the 2 connections,
+/// batches and notifications among them, every one answered in order. The
+/// server also saw the two requests of volley's check that it keeps
+/// pipelining, and no other.
+#[test]
+fn https_pipelined_counts_every_call() {
+    let setup = setup("h1-pipelined", LOOPBACK_NAMES, false);
+    let report = try_run(&scenario_text(
+        &setup.server.url(),
+        "pipeline = 8",
+        &cacert(&setup),
+    ))
+    .unwrap();
+    assert_eq!(report.meta.transport, "http/1.1 (tls), pipelined 8 deep");
+    let stats = &setup.server.stats;
+    assert_eq!(ServerStats::get(&stats.requests), 1500 + 2, "the check's two");
+    let total = &report.summary.total;
+    assert_eq!(report.summary.requests, 1500);
+    assert_eq!(report.summary.in_flight_at_end, 0);
+    assert_eq!(
+        total.calls + 2,
+        ServerStats::get(&stats.calls) + ServerStats::get(&stats.notifications)
+    );
+    let injected = ServerStats::get(&stats.injected_errors);
+    assert!(injected > 0);
+    assert_eq!(total.rpc_error_codes.get(&-32000).copied(), Some(injected));
+    assert_eq!(total.ok + injected, total.calls, "{:?}", total.outcomes);
+    assert_eq!(report.summary.connections.opened_in_all, 2);
+}
+
 #[test]
 fn https_negotiates_http2_by_alpn() {
     let setup = setup("h2", LOOPBACK_NAMES, false);
