@@ -216,3 +216,71 @@ fn a_round_the_machine_made_invalid_is_run_again() {
     }
     let _ = std::fs::remove_dir_all(out);
 }
+
+/// A threshold is judged on each round of each target (a round is a run
+/// of its own), never left out: one that breaks fails the run, saying in
+/// how many rounds and its worst figure.
+#[test]
+fn a_threshold_broken_in_the_rounds_fails_them() {
+    let (mut server, a) = serve(&["--latency", "2ms"]);
+    let b = a.replace("127.0.0.1", "localhost");
+    let out = temp_dir("rounds-threshold");
+    let output = rounds(
+        &a,
+        &b,
+        &out,
+        &["--threshold", "p50 < 1ms", "--threshold", "p50 < 1s"],
+    );
+    server.kill().unwrap();
+    let table = text(&output.stdout);
+    assert_eq!(output.status.code(), Some(2), "{table}{}", text(&output.stderr));
+    let (first, second) = (a.trim_start_matches("http://"), b.trim_start_matches("http://"));
+    for target in [first, second] {
+        let target = target.trim_end_matches('/');
+        assert!(
+            table.contains(&format!(
+                "FAIL p50 < 1ms on {target}: failed in 4 of 4 rounds (worst "
+            )),
+            "{table}"
+        );
+        assert!(
+            table.contains(&format!("PASS p50 < 1s on {target}: held in all 4 rounds")),
+            "{table}"
+        );
+    }
+    assert!(
+        table.contains("result: THRESHOLD FAILED (p50 < 1ms on "),
+        "{table}"
+    );
+    let summary = summary_json(&out);
+    let thresholds = summary["ab"]["thresholds"].as_array().unwrap();
+    assert_eq!(thresholds.len(), 4, "two thresholds, two targets");
+    assert_eq!(thresholds[0]["failed"], 4);
+    let _ = std::fs::remove_dir_all(out);
+}
+
+/// Each target's warnings stand beside its rounds: a server that cannot
+/// keep the rate says so, with the rounds it said it in.
+#[test]
+fn each_targets_warnings_stand_beside_its_rounds() {
+    let (mut fast, a) = serve(&[]);
+    let (mut slow, b) = serve(&["--capacity", "20"]);
+    let out = temp_dir("rounds-warnings");
+    let output = rounds(&a, &b, &out, &["--connections", "2", "--timeout", "30s"]);
+    for server in [&mut fast, &mut slow] {
+        server.kill().unwrap();
+    }
+    let table = text(&output.stdout);
+    let b_lines = table.split("B = ").nth(1).unwrap_or_else(|| panic!("{table}"));
+    assert!(
+        b_lines.contains("  warning, in 4 of 4 rounds: the server did not keep up with the offered rate"),
+        "{table}"
+    );
+    let a_lines = table.split("B = ").next().unwrap();
+    assert!(!a_lines.contains("warning, in"), "{table}");
+    assert!(
+        !table.contains("measure at least 2 s"),
+        "no round is judged alone: {table}"
+    );
+    let _ = std::fs::remove_dir_all(out);
+}

@@ -26,6 +26,11 @@ if [ -n "${BASELINE_TARGET:-}" ]; then
     echo "exit-code=1" >> "$GITHUB_OUTPUT"
     exit 0
   fi
+  if [ -n "${BASELINE:-}" ]; then
+    echo "baseline-target (A/B rounds) and baseline (a stored run) are two ways to compare: give one" >&2
+    echo "exit-code=1" >> "$GITHUB_OUTPUT"
+    exit 0
+  fi
   args+=(--target "$BASELINE_TARGET" --target "$TARGET" --rounds "${ROUNDS:-8}")
 elif [ -n "${TARGET:-}" ]; then
   args+=(--target "$TARGET")

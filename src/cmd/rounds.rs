@@ -320,8 +320,36 @@ fn table(names: &[&str], reports: &[Vec<RunReport>]) -> String {
                 total.latency.p99_ms
             );
         }
+        for (warning, seen) in warnings_of(rounds) {
+            let _ = writeln!(out, "  warning, in {seen} of {} rounds: {warning}", rounds.len());
+        }
     }
     out
+}
+
+/// A target's warnings over its rounds, each kind once (as its first round
+/// with it said it) with the rounds it came in. A round too short for
+/// `volley compare` is left out: rounds are judged together.
+fn warnings_of(rounds: &[RunReport]) -> Vec<(String, usize)> {
+    use crate::stats::WarningCode;
+    let mut kinds: Vec<(WarningCode, String, usize)> = Vec::new();
+    for run in rounds {
+        let mut seen_here = Vec::new();
+        for warning in &run.summary.warnings {
+            if warning.code == WarningCode::TooShortToCompare || seen_here.contains(&warning.code) {
+                continue;
+            }
+            seen_here.push(warning.code);
+            match kinds.iter_mut().find(|(code, ..)| *code == warning.code) {
+                Some((.., count)) => *count += 1,
+                None => kinds.push((warning.code, warning.message.clone(), 1)),
+            }
+        }
+    }
+    kinds
+        .into_iter()
+        .map(|(_, message, count)| (message, count))
+        .collect()
 }
 
 #[derive(Serialize)]

@@ -39,11 +39,26 @@ fn change_name<S: serde::Serializer>(c: &Change, s: S) -> Result<S::Ok, S::Error
     s.serialize_str(c.name())
 }
 
+/// A threshold, judged on each round of one target (a round is a run of
+/// its own): it holds only if it held in every one.
+#[derive(Clone, Debug, Serialize)]
+pub struct RoundsThreshold {
+    pub expression: String,
+    pub target: String,
+    /// Rounds it failed in, of `rounds`.
+    pub failed: usize,
+    pub rounds: usize,
+    /// The worst round's figure where it failed (`8.4 ms`).
+    pub worst: Option<String>,
+}
+
 /// The rounds judged.
 #[derive(Debug, Serialize)]
 pub struct AbReport {
     pub rounds: usize,
     pub rows: Vec<AbRow>,
+    /// Every threshold asked for, per target.
+    pub thresholds: Vec<RoundsThreshold>,
     /// Why the rounds cannot be judged: a round whose verdict is invalid.
     pub invalid: Vec<String>,
 }
@@ -53,27 +68,86 @@ impl AbReport {
         self.rows.iter().any(|r| r.verdict == Change::Regression)
     }
 
-    /// A regression, or rounds that cannot be judged: CI goes red.
+    fn marked(&self, change: Change) -> Vec<String> {
+        (self.rows.iter())
+            .filter(|r| r.verdict == change)
+            .map(|r| format!("{} {} {}", r.target, r.method, r.metric.name()))
+            .collect()
+    }
+
+    fn thresholds_failed(&self) -> Vec<String> {
+        (self.thresholds.iter())
+            .filter(|t| t.failed > 0)
+            .map(|t| format!("{} on {}", t.expression, t.target))
+            .collect()
+    }
+
+    /// A regression, a change the rounds cannot tell from chance, a
+    /// threshold broken, or rounds that cannot be judged: CI goes red.
     pub fn failed(&self) -> bool {
-        self.regressed() || !self.invalid.is_empty()
+        self.regressed()
+            || !self.marked(Change::Inconclusive).is_empty()
+            || !self.thresholds_failed().is_empty()
+            || !self.invalid.is_empty()
     }
 
     pub fn result_line(&self) -> String {
         if !self.invalid.is_empty() {
             return format!("result: CANNOT COMPARE: {}", self.invalid.join("; "));
         }
-        let regressed: Vec<String> = (self.rows.iter())
-            .filter(|r| r.verdict == Change::Regression)
-            .map(|r| format!("{} {} {}", r.target, r.method, r.metric.name()))
-            .collect();
-        match regressed.is_empty() {
-            true => "result: no regression".into(),
-            false => format!(
-                "result: REGRESSION ({}: past its limit, and the rounds' interval rules out no change)",
+        let (regressed, unclear) = (self.marked(Change::Regression), self.marked(Change::Inconclusive));
+        let broken = self.thresholds_failed();
+        let mut said = Vec::new();
+        if !regressed.is_empty() {
+            said.push(format!(
+                "REGRESSION ({}: past its limit, and the rounds' interval rules out no change)",
                 regressed.join(", ")
-            ),
+            ));
+        }
+        if !unclear.is_empty() {
+            said.push(format!(
+                "INCONCLUSIVE ({}: past its limit, but the rounds' interval does not rule out no change: more rounds, or longer ones, would tell)",
+                unclear.join(", ")
+            ));
+        }
+        if !broken.is_empty() {
+            said.push(format!("THRESHOLD FAILED ({})", broken.join(", ")));
+        }
+        match said.is_empty() {
+            true => "result: no regression".into(),
+            false => format!("result: {}", said.join("; ")),
         }
     }
+}
+
+/// Each threshold of each target over its rounds.
+fn thresholds(names: &[&str], runs: &[Vec<&RunReport>]) -> Vec<RoundsThreshold> {
+    let mut judged = Vec::new();
+    for (name, rounds) in names.iter().zip(runs) {
+        let asked = rounds.first().map_or(0, |r| r.thresholds.len());
+        for i in 0..asked {
+            let each: Vec<_> = rounds.iter().filter_map(|r| r.thresholds.get(i)).collect();
+            let failing: Vec<_> = each.iter().filter(|t| !t.passed).collect();
+            // The worst: the furthest from passing, the largest figure for
+            // a ceiling, the smallest for a floor; a missing one first.
+            let worst = failing
+                .iter()
+                .min_by(|a, b| match (a.measured, b.measured) {
+                    (None, _) => std::cmp::Ordering::Less,
+                    (_, None) => std::cmp::Ordering::Greater,
+                    (Some(x), Some(y)) => y.total_cmp(&x),
+                })
+                .map(|t| t.shown.clone());
+            judged.push(RoundsThreshold {
+                expression: each.first().map_or_else(String::new, |t| t.expression.clone()),
+                target: name.to_string(),
+                failed: failing.len(),
+                rounds: rounds.len(),
+                worst,
+            });
+        }
+    }
+    judged
 }
 
 /// Judges every target after the first against it: `runs[t][r]` is target
@@ -107,6 +181,7 @@ pub fn judge(names: &[&str], runs: &[Vec<&RunReport>], tolerances: &Tolerances) 
     AbReport {
         rounds: first.len(),
         rows,
+        thresholds: thresholds(names, runs),
         invalid,
     }
 }
@@ -178,28 +253,31 @@ fn row(
 
 /// Past the limit (as a ratio of A's median, or a difference for the error
 /// rate) and the interval clear of no change: a regression, or an
-/// improvement the other way.
+/// improvement the other way. Past the limit the worse way with the
+/// interval still holding no change: inconclusive, never `ok` (one round
+/// far out widens the interval; it must not hide the change).
 fn verdict(metric: ComparedFigure, limit: Tolerance, a: f64, (ratio, low, high): (f64, f64, f64)) -> Change {
-    if metric == ComparedFigure::ErrorRate {
+    // (past the limit the worse way, clear of no change), then the better way.
+    let (worse, better) = if metric == ComparedFigure::ErrorRate {
         let allowed = limit.allowed(a);
-        return match (ratio > allowed && low > 0.0, ratio < -allowed && high < 0.0) {
-            (true, _) => Change::Regression,
-            (_, true) => Change::Improved,
-            _ => Change::Ok,
-        };
-    }
-    let allowed = if a > 0.0 {
-        limit.allowed(a) / a
+        ((ratio > allowed, low > 0.0), (ratio < -allowed, high < 0.0))
     } else {
-        limit.relative
+        let allowed = if a > 0.0 {
+            limit.allowed(a) / a
+        } else {
+            limit.relative
+        };
+        let up = (ratio > 1.0 + allowed, low > 1.0);
+        let down = (ratio < 1.0 - allowed, high < 1.0);
+        match metric.higher_is_worse() {
+            true => (up, down),
+            false => (down, up),
+        }
     };
-    let (up, down) = (
-        ratio > 1.0 + allowed && low > 1.0,
-        ratio < 1.0 - allowed && high < 1.0,
-    );
-    match (metric.higher_is_worse(), up, down) {
-        (true, true, _) | (false, _, true) => Change::Regression,
-        (true, _, true) | (false, true, _) => Change::Improved,
+    match (worse, better) {
+        ((true, true), _) => Change::Regression,
+        ((true, false), _) => Change::Inconclusive,
+        (_, (true, true)) => Change::Improved,
         _ => Change::Ok,
     }
 }
@@ -234,8 +312,34 @@ pub fn render(report: &AbReport, order: &str) -> String {
             r.verdict.name()
         );
     }
+    if !report.thresholds.is_empty() {
+        out.push('\n');
+    }
+    for threshold in &report.thresholds {
+        let _ = writeln!(out, "{}", threshold_line(threshold));
+    }
     let _ = writeln!(out, "\n{}", report.result_line());
     out
+}
+
+/// A threshold over a target's rounds, as a line: `FAIL p99 < 1ms on B:
+/// failed in 8 of 8 rounds (worst 8.4 ms)`.
+pub fn threshold_line(t: &RoundsThreshold) -> String {
+    match (t.failed, &t.worst) {
+        (0, _) => format!(
+            "PASS {} on {}: held in all {} rounds",
+            t.expression, t.target, t.rounds
+        ),
+        (n, worst) => format!(
+            "FAIL {} on {}: failed in {n} of {} rounds{}",
+            t.expression,
+            t.target,
+            t.rounds,
+            worst
+                .as_ref()
+                .map_or_else(String::new, |w| format!(" (worst {w})"))
+        ),
+    }
 }
 
 /// `report.html` of the rounds: the table, coloured by verdict, and each
@@ -277,13 +381,12 @@ pub fn html_page(
         "limit",
         "verdict",
     ];
-    let lines = [
-        format!(
-            "{} rounds each, in the order {order}; each target against the first, round by round",
-            report.rounds
-        ),
-        report.result_line(),
-    ];
+    let mut lines = vec![format!(
+        "{} rounds each, in the order {order}; each target against the first, round by round",
+        report.rounds
+    )];
+    lines.extend(report.thresholds.iter().map(threshold_line));
+    lines.push(report.result_line());
     side_by_side_page("volley A/B rounds", &head, &rows, (&lines, ""), targets)
 }
 
@@ -312,6 +415,9 @@ pub fn markdown(report: &AbReport, order: &str) -> String {
             r.verdict.name()
         );
     }
+    for threshold in &report.thresholds {
+        let _ = writeln!(out, "\n{}", cell(&threshold_line(threshold)));
+    }
     let _ = writeln!(out, "\n**{}**", cell(&report.result_line()));
     out
 }
@@ -322,9 +428,10 @@ pub fn junit(report: &AbReport) -> String {
     let mut cases: Vec<(String, Option<String>)> = (report.rows.iter())
         .map(|r| {
             let (ratio, interval) = shown_ratio(r);
-            let failure = (r.verdict == Change::Regression).then(|| {
+            let failure = matches!(r.verdict, Change::Regression | Change::Inconclusive).then(|| {
                 format!(
-                    "REGRESSION {} {ratio} ({interval}, limit {})",
+                    "{} {} {ratio} ({interval}, limit {})",
+                    r.verdict.name(),
                     r.metric.name(),
                     r.limit_shown
                 )
@@ -332,6 +439,10 @@ pub fn junit(report: &AbReport) -> String {
             (format!("{} {} {}", r.target, r.method, r.metric.name()), failure)
         })
         .collect();
+    for t in &report.thresholds {
+        let failure = (t.failed > 0).then(|| threshold_line(t));
+        cases.push((format!("threshold {} on {}", t.expression, t.target), failure));
+    }
     if !report.invalid.is_empty() {
         cases.push(("the rounds can be judged".into(), Some(report.invalid.join("; "))));
     }
@@ -379,8 +490,13 @@ mod tests {
         );
         assert_eq!(
             verdict(p50, limit(0.25, 0.0), 5.0, (1.6, 0.9, 2.8)),
+            Change::Inconclusive,
+            "past the limit, but the interval holds 1: it cannot tell, never ok"
+        );
+        assert_eq!(
+            verdict(p50, limit(0.25, 0.0), 5.0, (0.6, 0.3, 1.2)),
             Change::Ok,
-            "the interval holds 1"
+            "better, but the interval holds 1"
         );
         assert_eq!(
             verdict(p50, limit(0.25, 0.0), 5.0, (0.5, 0.45, 0.55)),
@@ -402,7 +518,68 @@ mod tests {
         );
         assert_eq!(
             verdict(errors, limit(0.0, 0.001), 0.0, (0.01, -0.005, 0.025)),
-            Change::Ok
+            Change::Inconclusive
+        );
+        assert_eq!(
+            verdict(errors, limit(0.0, 0.001), 0.0, (0.0005, -0.005, 0.025)),
+            Change::Ok,
+            "within its limit"
+        );
+    }
+
+    #[test]
+    fn the_result_names_what_is_inconclusive_and_each_threshold_broken() {
+        let row = |verdict| AbRow {
+            target: "B".into(),
+            method: TOTAL_TAG.into(),
+            metric: ComparedFigure::P50,
+            first: 2.7,
+            this: 4.0,
+            ratio: Some((3.17, 0.03, 320.0)),
+            limit: limit(0.25, 0.0),
+            limit_shown: "25%".into(),
+            verdict,
+        };
+        let threshold = |failed| RoundsThreshold {
+            expression: "p99 < 1ms".into(),
+            target: "B".into(),
+            failed,
+            rounds: 8,
+            worst: (failed > 0).then(|| "8.4 ms".into()),
+        };
+        let report = |rows, thresholds| AbReport {
+            rounds: 8,
+            rows,
+            thresholds,
+            invalid: Vec::new(),
+        };
+        let clean = report(vec![row(Change::Ok)], vec![threshold(0)]);
+        assert!(!clean.failed());
+        assert_eq!(clean.result_line(), "result: no regression");
+        assert_eq!(
+            threshold_line(&threshold(0)),
+            "PASS p99 < 1ms on B: held in all 8 rounds"
+        );
+        let unclear = report(vec![row(Change::Inconclusive)], Vec::new());
+        assert!(unclear.failed());
+        assert!(
+            unclear
+                .result_line()
+                .starts_with("result: INCONCLUSIVE (B TOTAL p50: "),
+            "{}",
+            unclear.result_line()
+        );
+        let broken = report(vec![row(Change::Ok)], vec![threshold(8)]);
+        assert!(broken.failed());
+        assert_eq!(broken.result_line(), "result: THRESHOLD FAILED (p99 < 1ms on B)");
+        assert_eq!(
+            threshold_line(&threshold(8)),
+            "FAIL p99 < 1ms on B: failed in 8 of 8 rounds (worst 8.4 ms)"
+        );
+        assert!(
+            junit(&broken).contains("FAIL p99 &lt; 1ms on B"),
+            "{}",
+            junit(&broken)
         );
     }
 }
