@@ -92,7 +92,9 @@ for trial in $(seq "$TRIALS"); do
       --rate "$RATE" --connections 8 --rounds "$ROUNDS" -d "${DURATION}s" --warmup 1s \
       --max-regression "$LIMIT" --no-tui -q --out "$out" >"$out.txt" 2>&1 || code=$?
     line=$(grep -E "TOTAL +p50" "$out.txt" | head -1 | tr -s ' ')
-    echo "trial $trial $name: exit $code · ${line:-no p50 row}"
+    reruns=$(grep -c " was run again: " "$out.txt" || true)
+    result=$(grep -m1 "^result: " "$out.txt" | cut -c9-60)
+    echo "trial $trial $name: exit $code · ${line:-no p50 row} · rounds run again: $reruns · $result"
     [ "$code" = 2 ] && red[$name]=$((${red[$name]:-0} + 1))
   done
 done
