@@ -359,3 +359,57 @@ fn runs_of_other_loads_are_not_compared_and_each_key_that_differs_is_named() {
         std::fs::remove_dir_all(dir).unwrap();
     }
 }
+
+/// The same methods with other weights are another mix, so another load:
+/// refused, naming the method whose share moved, never read as one
+/// method's rate falling.
+#[test]
+fn runs_of_other_weights_are_not_compared() {
+    let (mut server, url) = serve("0ms");
+    let [even, skewed] = ["weights-even", "weights-skewed"].map(dir);
+    for (weight, out) in [(1, &even), (3, &skewed)] {
+        let scenario = out.with_extension("toml");
+        std::fs::write(
+            &scenario,
+            format!(
+                "target = \"{url}\"\nseed = 7\n[load]\nconcurrency = 4\nrequests = 4000\n[[calls]]\nmethod = \"eth_chainId\"\nweight = {weight}\n[[calls]]\nmethod = \"eth_blockNumber\"\n"
+            ),
+        )
+        .unwrap();
+        let output = volley()
+            .arg("run")
+            .arg(&scenario)
+            .args(["--no-tui", "-q", "--out"])
+            .arg(out)
+            .output()
+            .unwrap();
+        assert_eq!(
+            output.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    server.kill().unwrap();
+    let output = compare(&even, &skewed);
+    let table = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(output.status.code(), Some(2), "{table}");
+    assert!(
+        table.contains("CANNOT COMPARE: the mixes differ: eth_chainId was 50.")
+            && table.contains(" against 75.")
+            && table.contains("% (the weights changed?)"),
+        "{table}"
+    );
+    // The same run against itself: the same mix.
+    let output = compare(&even, &even);
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&output.stdout)
+    );
+    for dir in [even, skewed] {
+        let _ = std::fs::remove_file(dir.with_extension("toml"));
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+}

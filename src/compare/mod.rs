@@ -8,6 +8,7 @@
 //! different loads are not compared at all.
 
 mod limits;
+mod mix;
 mod render;
 pub mod rounds;
 mod significance;
@@ -177,7 +178,8 @@ pub fn compare(baselines: &[PathBuf], current: &Path, tolerances: &Tolerances) -
     let cur = read(current)?;
     let mut notes = differences(&base, &cur);
     let mut invalid = loads_differ(&base, &cur);
-    let methods = common_methods(&base, &cur, &mut invalid);
+    let methods = mix::common_methods(&base, &cur, &mut invalid);
+    invalid.extend(mix::shares_differ(&base, &cur));
     // Each method's share of a mix is drawn from the seed: with other seeds,
     // its rate differs by the draw, not by the server.
     let seeds: std::collections::BTreeSet<u64> = (base.iter().chain([&cur]))
@@ -257,7 +259,9 @@ fn differences(base: &[Read], cur: &Read) -> Vec<String> {
 fn loads_differ(base: &[Read], cur: &Read) -> Vec<String> {
     let c = &cur.run.report.meta.load;
     let shown = |v: Option<f64>| v.map_or("none".to_string(), |v| format!("{v}"));
-    let mut differ = Vec::new();
+    let seconds = |v: Option<f64>| v.map_or("none".to_string(), |v| format!("{v} s"));
+    // Each key's values, and the baselines that had the one that differs.
+    let mut differ: Vec<(&str, String, String, Vec<String>)> = Vec::new();
     for b in base {
         let l = &b.run.report.meta.load;
         let keys: [(&str, String, String); 8] = [
@@ -273,7 +277,7 @@ fn loads_differ(base: &[Read], cur: &Read) -> Vec<String> {
                 l.connections.to_string(),
                 c.connections.to_string(),
             ),
-            ("duration", shown(l.duration_s), shown(c.duration_s)),
+            ("duration", seconds(l.duration_s), seconds(c.duration_s)),
             (
                 "requests",
                 shown(l.requests.map(|n| n as f64)),
@@ -287,51 +291,27 @@ fn loads_differ(base: &[Read], cur: &Read) -> Vec<String> {
             ),
         ];
         for (key, was, is) in keys {
-            let line = format!(
-                "the loads differ in {key}: {was} in {} against {is}",
-                b.dir.display()
-            );
-            if was != is && !differ.contains(&line) {
-                differ.push(line);
+            if was == is {
+                continue;
+            }
+            let dir = b.dir.display().to_string();
+            match differ
+                .iter_mut()
+                .find(|(k, w, i, _)| *k == key && *w == was && *i == is)
+            {
+                Some((.., dirs)) => dirs.push(dir),
+                None => differ.push((key, was, is, vec![dir])),
             }
         }
     }
-    differ
-}
-
-/// The methods every run called (and the total); a method only some
-/// called is a mix that differs, and the runs are not compared.
-fn common_methods(base: &[Read], cur: &Read, notes: &mut Vec<String>) -> Vec<String> {
-    let names = |run: &SavedRun| -> Vec<String> {
-        (run.report.summary.methods.iter())
-            .map(|m| m.method.clone())
-            .collect()
-    };
-    let current = names(&cur.run);
-    let every_base = |m: &String| base.iter().all(|b| names(&b.run).contains(m));
-    let mut methods: Vec<String> = current.iter().filter(|m| every_base(m)).cloned().collect();
-    let alone: Vec<&str> = (current.iter().filter(|m| !methods.contains(m)))
-        .map(String::as_str)
-        .collect();
-    if !alone.is_empty() {
-        notes.push(format!(
-            "the mixes differ: only the current run called {}",
-            alone.join(", ")
-        ));
-    }
-    let missing: Vec<String> = (base.iter().flat_map(|b| names(&b.run)))
-        .filter(|m| !current.contains(m))
-        .collect::<std::collections::BTreeSet<_>>()
-        .into_iter()
-        .collect();
-    if !missing.is_empty() {
-        notes.push(format!(
-            "the mixes differ: only the baseline called {}",
-            missing.join(", ")
-        ));
-    }
-    methods.push(crate::stats::TOTAL_TAG.to_string());
-    methods
+    (differ.into_iter())
+        .map(|(key, was, is, dirs)| {
+            format!(
+                "the loads differ in {key}: {was} in {} against {is}",
+                dirs.join(", ")
+            )
+        })
+        .collect()
 }
 
 /// Why `read` (named `which`) cannot be compared, from its own verdict.
