@@ -526,11 +526,16 @@ fn a_directory_of_several_runs_is_not_read_as_one() {
             text(&refused.stderr)
         );
     }
+    let page = std::fs::read_to_string(out.join("report.html")).unwrap();
+    assert!(page.contains("targets side by side"), "left as it was");
+    // The page says what the table says: no interval, and each verdict.
     assert!(
-        std::fs::read_to_string(out.join("report.html"))
-            .unwrap()
-            .contains("targets side by side"),
-        "left as it was"
+        page.contains("ratios of one run each: no interval"),
+        "report.html"
+    );
+    assert!(
+        page.matches(": verdict: valid").count() >= 2,
+        "each target's verdict"
     );
 }
 

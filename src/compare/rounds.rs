@@ -293,6 +293,10 @@ pub fn render(report: &AbReport, order: &str) -> String {
     );
     let _ = writeln!(
         out,
+        "(first, this: each target's median over its rounds; ratio: the mean of the rounds' own ratios, on a log scale)"
+    );
+    let _ = writeln!(
+        out,
         "{:<16} {:<20} {:<10} {:>12} {:>12} {:>9} {:>19} {:>10}  verdict",
         "target", "method", "metric", "first", "this", "ratio", "99% interval", "limit"
     );
@@ -458,7 +462,17 @@ pub fn shown_ratio(r: &AbRow) -> (String, String) {
             format!("{:+.2}pp", d * 100.0),
             format!("{:+.2}..{:+.2}pp", low * 100.0, high * 100.0),
         ),
-        (_, Some((ratio, low, high))) => (format!("{ratio:.3}x"), format!("{low:.3}x..{high:.3}x")),
+        (_, Some((ratio, low, high))) => (times(ratio), format!("{}..{}", times(low), times(high))),
+    }
+}
+
+/// A ratio to three places; past what three places can say, its bound
+/// (an interval over two rounds can reach 10^11).
+fn times(ratio: f64) -> String {
+    match ratio {
+        r if r >= 1000.0 => ">999x".into(),
+        r if r < 0.001 => "<0.001x".into(),
+        r => format!("{r:.3}x"),
     }
 }
 

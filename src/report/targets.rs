@@ -14,6 +14,11 @@ use crate::equality::EqualityReport;
 use crate::stats::race::RaceFigures;
 use crate::stats::MethodSummary;
 
+/// A ratio of one run each carries no measure of chance: said, with what
+/// gives one.
+const NO_INTERVAL: &str =
+    "ratios of one run each: no interval (--rounds N runs A/B rounds and gives each ratio its 99% interval)";
+
 #[derive(Serialize)]
 struct EqualityDocument<'a> {
     sample: f64,
@@ -153,12 +158,7 @@ pub fn table(runs: &[TargetRun], parallel: bool) -> String {
             );
         }
     }
-    // A ratio of one run each carries no measure of chance: said, with
-    // what gives one.
-    let _ = writeln!(
-        out,
-        "ratios of one run each: no interval (--rounds N runs A/B rounds and gives each ratio its 99% interval)"
-    );
+    let _ = writeln!(out, "{NO_INTERVAL}");
     out.push_str(&super::race::table(runs));
     for run in runs {
         for usage in &run.report.summary.server {
@@ -348,9 +348,17 @@ fn page(runs: &[TargetRun], compared: Option<Compared>) -> Vec<u8> {
         .collect();
     let spectra: Vec<html::Spectra> = runs.iter().map(|r| super::latencies(r.report).spectra).collect();
     let named: Vec<(&str, &html::Spectra)> = runs.iter().map(|r| r.name).zip(&spectra).collect();
-    let lines = [format!(
-        "Ratios are to {first}; each target's own report is in its directory."
-    )];
+    let mut lines = vec![
+        format!("Ratios are to {first}; each target's own report is in its directory."),
+        NO_INTERVAL.to_string(),
+    ];
+    for run in runs {
+        let verdict = &run.report.summary.verdict;
+        lines.push(match verdict.valid {
+            true => format!("{}: verdict: valid", run.name),
+            false => format!("{}: verdict: invalid: {}", run.name, verdict.reasons.join("; ")),
+        });
+    }
     let answers = super::race::html(runs) + &compared.map_or(String::new(), super::equality::html);
     let title = "volley: targets side by side";
     html::side_by_side_page(title, &head, &rows, (&lines, &answers), &named).into_bytes()
