@@ -478,6 +478,7 @@ fn spawn_connection(
                 Some(stream) => stream,
                 None => return,
             },
+            None if tls_to_plain(&stream).await => return,
             None => NetStream::Plain(stream),
         };
         let service = hyper::service::service_fn(move |request| {
@@ -489,13 +490,37 @@ fn spawn_connection(
         });
         // HTTP/1.1, or HTTP/2 for a client that starts with its preface
         // (cleartext with prior knowledge).
-        let builder = hyper_util::server::conn::auto::Builder::new(hyper_util::rt::TokioExecutor::new());
+        let mut builder = hyper_util::server::conn::auto::Builder::new(hyper_util::rt::TokioExecutor::new());
+        // Answers to pipelined requests go out together, in one write.
+        builder.http1().pipeline_flush(true);
         let connection = builder.serve_connection(TokioIo::new(stream), service);
         tokio::select! {
             _ = connection => {}
             _ = closed.cancelled() => {}
         }
     });
+}
+
+/// Whether a client opened this plain connection with a TLS handshake
+/// (its first byte a handshake record's, 22): answered `400` in plain HTTP
+/// and closed, so the client can tell it met plain HTTP. (hyper, flushing
+/// pipelined answers together, closes without its own `400`.)
+async fn tls_to_plain(stream: &tokio::net::TcpStream) -> bool {
+    let mut first = [0u8; 1];
+    if !matches!(stream.peek(&mut first).await, Ok(1) if first[0] == 22) {
+        return false;
+    }
+    let refusal = b"HTTP/1.1 400 Bad Request\r\nConnection: close\r\nContent-Length: 0\r\n\r\n";
+    let mut written = 0;
+    while written < refusal.len() {
+        let _ = stream.writable().await;
+        match stream.try_write(&refusal[written..]) {
+            Ok(n) => written += n,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
+            Err(_) => break,
+        }
+    }
+    true
 }
 
 /// A TLS handshake with a client, given a few seconds; a client that fails
