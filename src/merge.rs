@@ -495,6 +495,7 @@ fn meta(shards: &[ShardRun]) -> RunMeta {
             stages: first.stage_bounds.len(),
             shard: None,
             recorded_pace: load.recorded_pace,
+            pipeline: load.pipeline,
         },
         seed: first.seed,
         started_at: metas

@@ -34,6 +34,7 @@ fn a_pipelined_run_sends_its_requests_exactly_on_connections_n_deep() {
     );
     let summary = summary_json(&out);
     assert_eq!(summary["meta"]["transport"], "http/1.1, pipelined 16 deep");
+    assert_eq!(summary["meta"]["load"]["pipeline"], 16);
     let total = &summary["summary"]["total"];
     assert_eq!(
         (total["calls"].as_u64(), total["ok"].as_u64()),

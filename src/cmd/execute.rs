@@ -187,7 +187,10 @@ fn run_meta(scenario: &Scenario, plan: &crate::plan::LoadPlan) -> RunMeta {
         transport: String::new(),
         jsonrpc: scenario.version.to_string(),
         tls: None,
-        load: LoadMeta::new(plan),
+        load: LoadMeta {
+            pipeline: scenario.pipeline,
+            ..LoadMeta::new(plan)
+        },
         seed: plan.seed,
         started_at: timestamp(SystemTime::now()),
         ended_at: String::new(),

@@ -264,7 +264,7 @@ fn loads_differ(base: &[Read], cur: &Read) -> Vec<String> {
     let mut differ: Vec<(&str, String, String, Vec<String>)> = Vec::new();
     for b in base {
         let l = &b.run.report.meta.load;
-        let keys: [(&str, String, String); 8] = [
+        let keys: [(&str, String, String); 9] = [
             ("model", l.model.to_string(), c.model.to_string()),
             ("rate", shown(l.rate), shown(c.rate)),
             (
@@ -284,6 +284,7 @@ fn loads_differ(base: &[Read], cur: &Read) -> Vec<String> {
                 shown(c.requests.map(|n| n as f64)),
             ),
             ("stages", l.stages.to_string(), c.stages.to_string()),
+            ("pipeline", l.pipeline.to_string(), c.pipeline.to_string()),
             (
                 "shard",
                 l.shard.clone().unwrap_or_default(),

@@ -131,6 +131,14 @@ pub struct LoadMeta {
     pub shard: Option<String>,
     /// A replay sent at its recorded times (`timing = "recorded"`).
     pub recorded_pace: bool,
+    /// HTTP/1.1 requests in flight on each connection (`--pipeline`); 1
+    /// waits for each answer, as a file from before pipelining did.
+    #[serde(default = "no_pipelining")]
+    pub pipeline: usize,
+}
+
+fn no_pipelining() -> usize {
+    1
 }
 
 impl LoadMeta {
@@ -156,6 +164,7 @@ impl LoadMeta {
             stages: plan.stages.len(),
             shard: (!plan.shard.is_whole()).then(|| plan.shard.to_string()),
             recorded_pace: plan.recorded.is_some(),
+            pipeline: 1,
         }
     }
 }

@@ -64,7 +64,7 @@ impl RunSummary {
             late_for_connections: total.late_for_connections,
             ..ScheduleSummary::of(&total.start_delay, d.unsent, d.due)
         });
-        let behind = schedule.as_ref().filter(|s| s.behind).map(|s| {
+        let behind = schedule.as_ref().filter(|s| s.needs_cause()).map(|s| {
             BehindCause::of(&BehindFacts {
                 late: s.late_requests,
                 late_for_connections: s.late_for_connections,
@@ -129,5 +129,75 @@ impl RunSummary {
                 stages: recorded.stages,
             },
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::stats::WarningCode;
+
+    /// An open-model run of 1,000 requests sent on time, `unsent` more due
+    /// and never sent, its 8 callers `busy` at the end.
+    fn derived(unsent: u64, busy: u64) -> RunSummary {
+        let mut total = Recorder::new(1);
+        for _ in 0..1000 {
+            total.start_delay.record(100).unwrap();
+        }
+        let recorded = Recorded {
+            methods: &["eth_chainId".to_string()],
+            total,
+            stages: Vec::new(),
+            stage_bounds: &[],
+        };
+        RunSummary::derive(
+            recorded,
+            Ending {
+                seconds: 1.0,
+                wall: 1.0,
+                paused: 0.0,
+                schedule: Some(Due {
+                    due: 1000 + unsent,
+                    unsent,
+                }),
+                rate: Some(1000.0),
+                planned_connections: 8,
+                subscribed: false,
+                set_up: false,
+                flows_in_flight: Vec::new(),
+                callers: Some(8),
+                callers_busy_at_end: busy,
+                in_flight_at_end: busy,
+                panicked: 0,
+                cpu: ClientCpu::default(),
+                partial: false,
+            },
+        )
+    }
+
+    /// A few requests never sent, under 1% of those due, while every
+    /// caller waited on the server: the server's finding, the verdict
+    /// valid. With callers to spare, the same few are volley's.
+    #[test]
+    fn a_few_requests_never_sent_are_weighed_by_their_cause() {
+        let mut server = derived(5, 8);
+        assert!(server.verdict.valid, "{:?}", server.verdict);
+        let schedule = server.schedule.as_ref().unwrap();
+        assert!(!schedule.behind && schedule.needs_cause());
+        let volleys = derived(5, 2);
+        assert!(!volleys.verdict.valid);
+        assert!(
+            volleys.verdict.reasons[0].starts_with("5 requests due were never sent"),
+            "{:?}",
+            volleys.verdict
+        );
+        assert!(derived(0, 8).verdict.valid);
+        // The warning that tells the cause comes whenever one is weighed.
+        server.finish(&Default::default());
+        assert!(
+            (server.warnings.iter()).any(|w| w.code == WarningCode::BehindSchedule),
+            "{:?}",
+            server.warnings
+        );
     }
 }

@@ -239,6 +239,13 @@ impl ScheduleSummary {
         }
     }
 
+    /// Whether what the schedule missed needs its cause told: it fell
+    /// behind, or any request due was never sent (which the verdict weighs
+    /// however few: volley's if volley's, a finding if the server's).
+    pub fn needs_cause(&self) -> bool {
+        self.behind || self.unsent > 0
+    }
+
     /// Whether the schedule fell behind, by the rule of [`ScheduleSummary::of`],
     /// without the percentiles a summary carries (the live view's check).
     pub fn behind(delays: &Histogram<u64>, unsent: u64, due: u64) -> bool {

@@ -199,7 +199,7 @@ fn of_figures(summary: &RunSummary, facts: &Facts) -> Vec<Warning> {
             ),
         ));
     }
-    if let Some(schedule) = summary.schedule.as_ref().filter(|s| s.behind) {
+    if let Some(schedule) = summary.schedule.as_ref().filter(|s| s.needs_cause()) {
         warnings.push(Warning::new(
             WarningCode::BehindSchedule,
             format!(
@@ -343,7 +343,7 @@ impl BehindCause {
                             count(capacity.callers as u64, "call"),
                             count(capacity.connections as u64, "connection")
                         ),
-                        " (or --max-in-flight)",
+                        " (or more calls on each: --max-in-flight, or a deeper --pipeline over HTTP/1.1)",
                     ),
                 };
                 format!(

@@ -415,7 +415,7 @@ impl Target {
         }
         let check = async {
             match self {
-                Target::Http(t) => t.check_reachable().await,
+                Target::Http(t) => t.check_reachable(within).await,
                 Target::Stream(t) => t.check_reachable().await,
                 Target::Memory(_) => Ok(None),
             }

@@ -310,6 +310,7 @@ pub(crate) fn meta() -> crate::report::RunMeta {
         stages: 2,
         shard: None,
         recorded_pace: false,
+        pipeline: 1,
     };
     RunMeta {
         tool: "volley".into(),

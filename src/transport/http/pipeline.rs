@@ -193,6 +193,12 @@ async fn read_answers(mut answers: Answers<ReadHalf<NetStream>>, pipe: Rc<RefCel
                     0 | 1 => error.to_string(),
                     n => format!("{error} ({} pipelined requests behind it unanswered)", n - 1),
                 };
+                // The call whose answer failed says so too, as an `io`
+                // error (an answer too large keeps its own kind).
+                let error = match error {
+                    TransportError::Io(_) => TransportError::Io(why.clone()),
+                    other => other,
+                };
                 end(&pipe, &wake, Some(error), why);
                 return;
             }
@@ -227,7 +233,13 @@ async fn read_answers(mut answers: Answers<ReadHalf<NetStream>>, pipe: Rc<RefCel
 /// open. Asked before the run; a server that fails is refused, never
 /// measured. The probe's method is one no server has, so the call changes
 /// nothing; JSON-RPC answers it with its id all the same.
-pub(in crate::transport) async fn check(target: &HttpTarget, depth: usize) -> Result<(), TransportError> {
+/// The second answer is waited for `second_within`: a server that leaves
+/// the second request unanswered is refused then, saying so.
+pub(in crate::transport) async fn check(
+    target: &HttpTarget,
+    depth: usize,
+    second_within: std::time::Duration,
+) -> Result<(), TransportError> {
     let stream = target.connect().await?;
     let mut answers = Answers::new(stream, target.max_response());
     let mut out = Vec::new();
@@ -256,12 +268,22 @@ pub(in crate::transport) async fn check(target: &HttpTarget, depth: usize) -> Re
         if answers.closed {
             return Err(refuse("closed the connection after one answer".into()));
         }
-        let reply = answers.read_answer().await.map_err(|e| match n {
-            0 => e,
-            _ => refuse(format!(
-                "did not answer the second of two requests sent together ({e})"
-            )),
-        })?;
+        let reply = match n {
+            0 => answers.read_answer().await?,
+            _ => match tokio::time::timeout(second_within, answers.read_answer()).await {
+                Ok(read) => read.map_err(|e| {
+                    refuse(format!(
+                        "did not answer the second of two requests sent together ({e})"
+                    ))
+                })?,
+                Err(_) => {
+                    return Err(refuse(format!(
+                        "did not answer the second of two requests sent together within {}",
+                        humantime::format_duration(second_within)
+                    )))
+                }
+            },
+        };
         ids.push(answer_id(&reply.body));
     }
     if ids.iter().all(Option::is_some) && ids != PROBE_IDS.map(|id| Some(id.to_string())) {
@@ -450,13 +472,22 @@ mod tests {
     /// an answer, or answers out of order, is refused, saying so.
     #[tokio::test]
     async fn the_check_refuses_a_server_that_closes_or_answers_out_of_order() {
-        for (close, swap, says) in [
-            (false, false, None),
-            (true, false, Some("closed the connection after one answer")),
+        // (close after the first, answer in reverse, leave the second
+        // unanswered on an open connection, what the refusal says)
+        for (close, swap, silent, says) in [
+            (false, false, false, None),
+            (true, false, false, Some("closed the connection after one answer")),
             (
                 false,
                 true,
+                false,
                 Some("out of order (ids volley-pipeline-2 then volley-pipeline-1)"),
+            ),
+            (
+                false,
+                false,
+                true,
+                Some("did not answer the second of two requests sent together within 300ms"),
             ),
         ] {
             let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -478,11 +509,13 @@ mod tests {
                     })
                     .collect();
                 stream.write_all(&answers[0]).await.unwrap();
-                if !close {
+                if !close && !silent {
                     stream.write_all(&answers[1]).await.unwrap();
                 }
+                // Open, and silent, until the check is done with it.
+                let _ = stream.read(&mut [0u8; 16]).await;
             });
-            let checked = within(check(&target, 16)).await;
+            let checked = within(check(&target, 16, std::time::Duration::from_millis(300))).await;
             match says {
                 None => checked.unwrap(),
                 Some(says) => {

@@ -117,14 +117,18 @@ impl HttpTarget {
         self.max_response
     }
 
-    /// Returns what TLS agreed on, if any.
-    pub(in crate::transport) async fn check_reachable(&self) -> Result<Option<String>, TransportError> {
+    /// Returns what TLS agreed on, if any. `within` bounds the whole
+    /// check, the pipelining check's wait for its second answer too.
+    pub(in crate::transport) async fn check_reachable(
+        &self,
+        within: std::time::Duration,
+    ) -> Result<Option<String>, TransportError> {
         let mut stream = self.connect().await?;
         tls::settle(&mut stream)
             .await
             .map_err(|e| self.connect_error(e))?;
         if self.pipeline > 1 {
-            super::pipeline::check(self, self.pipeline).await?;
+            super::pipeline::check(self, self.pipeline, within / 2).await?;
         }
         Ok(tls::describe(&stream))
     }
