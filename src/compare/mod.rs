@@ -210,7 +210,11 @@ pub fn compare(baselines: &[PathBuf], current: &Path, tolerances: &Tolerances) -
             "one baseline run: nothing measures how runs of the baseline differ, so the limits alone judge (give several: volley compare BASE1 BASE2 BASE3 CURRENT)".into(),
         ),
         n => notes.push(format!(
-            "{n} baseline runs: each baseline figure is their median; a change is told from chance when the current run lies outside the interval where 99% of further baseline runs would"
+            "{n} baseline runs: each baseline figure is their median; a change is told from chance when the current run lies outside the interval where 99% of further baseline runs would{}",
+            match n {
+                2 => " (two make that interval so wide that little lies outside it: five or more tell far more)",
+                _ => "",
+            }
         )),
     }
     if too_short {
