@@ -50,6 +50,22 @@ fn compare_all(baselines: &[&Path], current: &Path, flags: &[&str]) -> Output {
         .unwrap()
 }
 
+/// `volley` with `args`, its results into `out`; it must succeed.
+fn run_into(args: &[&str], out: &Path) {
+    let output = volley()
+        .args(args)
+        .args(["--no-tui", "-q", "--out"])
+        .arg(out)
+        .output()
+        .unwrap();
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
 fn row<'t>(table: &'t str, start: &str) -> &'t str {
     table
         .lines()
@@ -318,28 +334,18 @@ fn runs_of_other_loads_are_not_compared_and_each_key_that_differs_is_named() {
     let (mut server, url) = serve("0ms");
     let [fast, slow] = ["rate-40", "rate-20"].map(dir);
     for (rate, out) in [("40", &fast), ("20", &slow)] {
-        let output = volley()
-            .args([
-                "run",
-                "--target",
-                &url,
-                "--method",
-                "eth_chainId",
-                "--rate",
-                rate,
-                "-d",
-                "1s",
-            ])
-            .args(["--no-tui", "-q", "--out"])
-            .arg(out)
-            .output()
-            .unwrap();
-        assert_eq!(
-            output.status.code(),
-            Some(0),
-            "{}",
-            String::from_utf8_lossy(&output.stderr)
-        );
+        let args = [
+            "run",
+            "--target",
+            &url,
+            "--method",
+            "eth_chainId",
+            "--rate",
+            rate,
+            "-d",
+            "1s",
+        ];
+        run_into(&args, out);
     }
     server.kill().unwrap();
     let output = compare(&fast, &slow);
@@ -376,19 +382,7 @@ fn runs_of_other_weights_are_not_compared() {
             ),
         )
         .unwrap();
-        let output = volley()
-            .arg("run")
-            .arg(&scenario)
-            .args(["--no-tui", "-q", "--out"])
-            .arg(out)
-            .output()
-            .unwrap();
-        assert_eq!(
-            output.status.code(),
-            Some(0),
-            "{}",
-            String::from_utf8_lossy(&output.stderr)
-        );
+        run_into(&["run", scenario.to_str().unwrap()], out);
     }
     server.kill().unwrap();
     let output = compare(&even, &skewed);
