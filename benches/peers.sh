@@ -114,6 +114,8 @@ run() {
   local tool=$1 mode=$2 conns=$3 round=$4 out="$WORK/$1.out" timing="$WORK/$1.time"
   local url=$URL body=$BODY lua="$WORK/post.lua" call=(--method eth_chainId) load=(-c "$conns") oha_rate=()
   local depth=1 wrk_args=()
+  # Each run its own result directory: a case may run a tool twice a round.
+  RUN_NO=$((${RUN_NO:-0} + 1))
   case "$mode" in
     pipe-*)
       depth=${mode#pipe-}; lua="$WORK/pipeline.lua"; wrk_args=(-- "$depth")
@@ -131,8 +133,8 @@ run() {
       local tls=("${VOLLEY_TLS[@]}"); [ "$mode" = paced ] && tls=()
       /usr/bin/time -o "$timing" -f "%U %S %M" taskset -c "$CLIENT_CPU" "$binary" run --target "$url" \
         "${call[@]}" "${load[@]}" --connections "$conns" -d "${DURATION}s" --threads 1 --quiet "${tls[@]}" \
-        --out "$WORK/$tool-$mode-$conns-$round" >"$out" 2>&1
-      python3 - "$WORK/$tool-$mode-$conns-$round/summary.json" >"$WORK/calls" <<'PY'
+        --out "$WORK/$tool-$mode-$conns-$round-$RUN_NO" >"$out" 2>&1
+      python3 - "$WORK/$tool-$mode-$conns-$round-$RUN_NO/summary.json" >"$WORK/calls" <<'PY'
 import json, sys
 s = json.load(open(sys.argv[1]))["summary"]
 t = s["total"]
