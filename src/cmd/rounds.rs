@@ -46,7 +46,7 @@ pub(super) fn check(args: &RunArgs, scenario: &Scenario) -> anyhow::Result<()> {
     let duration = load.duration.context("--rounds needs a measured duration (-d)")?;
     if rounds < 4 && !args.quiet {
         crate::note!(
-            "--rounds {rounds}: an interval over so few rounds is wide (Student's t at 99% is {} with {rounds}): only a change of several times shows; 8 rounds or more tell far less",
+            "--rounds {rounds}: an interval over so few rounds is wide (Student's t at 99% is {} with {rounds}): only a change of several times shows; 8 rounds or more tell far smaller ones",
             if rounds == 2 { "63.7" } else { "9.9" }
         );
     }
@@ -139,7 +139,7 @@ const RERUNS_PER_ROUND: usize = 2;
 /// causes (the generator fell behind, the client saturated), which says
 /// nothing of the servers. Its runs are kept, in directories of their own.
 #[derive(Serialize)]
-pub(super) struct Rerun {
+struct Rerun {
     round: usize,
     /// The target whose run was invalid, and why.
     target: String,
