@@ -88,7 +88,9 @@ fn schedule_reasons(schedule: &ScheduleSummary, evidence: &Evidence, reasons: &m
             super::LATE_THRESHOLD.as_millis()
         ));
     }
-    if schedule.unsent > 0 {
+    // A stop cuts the schedule: what was due as it came was never sent by
+    // the stop's doing, which "stopped before its end" already says.
+    if schedule.unsent > 0 && !evidence.partial {
         let achieved = match (evidence.rate, evidence.measured_seconds > 0.0) {
             (Some(rate), true) => {
                 let unsent_rate = schedule.unsent as f64 / evidence.measured_seconds;
@@ -479,5 +481,13 @@ mod tests {
         stopped.partial = true;
         stopped.panicked = 2;
         assert_eq!(Verdict::of(&stopped).reasons.len(), 2);
+        // A stop's own unsent requests are the stop's, said once.
+        let cut = schedule(0, 3);
+        let mut stopped = evidence(Some(&cut), &idle);
+        stopped.partial = true;
+        assert_eq!(
+            Verdict::of(&stopped).reasons,
+            ["the run was stopped before its end"]
+        );
     }
 }
