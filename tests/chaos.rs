@@ -347,3 +347,27 @@ fn lateness_while_the_server_holds_every_connection_is_put_down_to_the_server() 
     );
     assert!(report.summary.verdict.valid, "{:?}", report.summary.verdict);
 }
+
+/// An outage ends every connection of its time, one that has not yet sent
+/// its first byte too (the server waits to see whether it opens with TLS).
+#[test]
+fn an_outage_closes_a_connection_that_has_sent_nothing() {
+    use std::io::Read;
+    let server = serve::spawn(ServeConfig {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        threads: 1,
+        chaos: "outage=300ms/600ms".parse().unwrap(),
+        ..ServeConfig::default()
+    })
+    .unwrap();
+    let mut idle = std::net::TcpStream::connect(server.addr).unwrap();
+    // A hang guard, not a timing assertion: the server closes it at its
+    // next outage, well within this.
+    idle.set_read_timeout(Some(std::time::Duration::from_secs(20)))
+        .unwrap();
+    let read = idle.read(&mut [0u8; 16]);
+    // Closed: the end of the stream, or a reset; never the guard's timeout.
+    let timed_out = matches!(&read, Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut));
+    assert!(matches!(read, Ok(0) | Err(_)) && !timed_out, "{read:?}");
+    assert!(ServerStats::get(&server.stats.chaos.outages) >= 1);
+}

@@ -219,7 +219,7 @@ fn a_round_the_machine_made_invalid_is_run_again() {
 
 /// A threshold is judged on each round of each target (a round is a run
 /// of its own), never left out: one that breaks fails the run, saying in
-/// how many rounds and its worst figure.
+/// how many rounds and with what figures.
 #[test]
 fn a_threshold_broken_in_the_rounds_fails_them() {
     let (mut server, a) = serve(&["--latency", "2ms"]);
@@ -237,12 +237,13 @@ fn a_threshold_broken_in_the_rounds_fails_them() {
     let (first, second) = (a.trim_start_matches("http://"), b.trim_start_matches("http://"));
     for target in [first, second] {
         let target = target.trim_end_matches('/');
-        assert!(
-            table.contains(&format!(
-                "FAIL p50 < 1ms on {target}: failed in 4 of 4 rounds (worst "
-            )),
-            "{table}"
-        );
+        let fail = format!("FAIL p50 < 1ms on {target}: failed in 4 of 4 rounds (");
+        let line = table
+            .lines()
+            .find(|l| l.starts_with(&fail))
+            .unwrap_or_else(|| panic!("{table}"));
+        // The failing figures, lowest to highest: `2.1 ms to 2.6 ms`.
+        assert!(line.ends_with(" ms)"), "{line}");
         assert!(
             table.contains(&format!("PASS p50 < 1s on {target}: held in all 4 rounds")),
             "{table}"

@@ -48,8 +48,9 @@ pub struct RoundsThreshold {
     /// Rounds it failed in, of `rounds`.
     pub failed: usize,
     pub rounds: usize,
-    /// The worst round's figure where it failed (`8.4 ms`).
-    pub worst: Option<String>,
+    /// The failing rounds' figures, lowest to highest (`8.1 ms to
+    /// 8.4 ms`), or the one figure.
+    pub failing: Option<String>,
 }
 
 /// The rounds judged.
@@ -128,22 +129,26 @@ fn thresholds(names: &[&str], runs: &[Vec<&RunReport>]) -> Vec<RoundsThreshold> 
         for i in 0..asked {
             let each: Vec<_> = rounds.iter().filter_map(|r| r.thresholds.get(i)).collect();
             let failing: Vec<_> = each.iter().filter(|t| !t.passed).collect();
-            // The worst: the furthest from passing, the largest figure for
-            // a ceiling, the smallest for a floor; a missing one first.
-            let worst = failing
-                .iter()
-                .min_by(|a, b| match (a.measured, b.measured) {
-                    (None, _) => std::cmp::Ordering::Less,
-                    (_, None) => std::cmp::Ordering::Greater,
-                    (Some(x), Some(y)) => y.total_cmp(&x),
-                })
-                .map(|t| t.shown.clone());
+            // The failing rounds' figures, lowest to highest: a result
+            // does not say which way its threshold points.
+            let mut figures: Vec<_> = failing.iter().collect();
+            figures.sort_by(|a, b| match (a.measured, b.measured) {
+                (Some(x), Some(y)) => x.total_cmp(&y),
+                (x, y) => x.is_some().cmp(&y.is_some()),
+            });
+            let shown = match (figures.first(), figures.last()) {
+                (Some(low), Some(high)) if low.shown != high.shown => {
+                    Some(format!("{} to {}", low.shown, high.shown))
+                }
+                (Some(one), _) => Some(one.shown.clone()),
+                _ => None,
+            };
             judged.push(RoundsThreshold {
                 expression: each.first().map_or_else(String::new, |t| t.expression.clone()),
                 target: name.to_string(),
                 failed: failing.len(),
                 rounds: rounds.len(),
-                worst,
+                failing: shown,
             });
         }
     }
@@ -327,21 +332,19 @@ pub fn render(report: &AbReport, order: &str) -> String {
 }
 
 /// A threshold over a target's rounds, as a line: `FAIL p99 < 1ms on B:
-/// failed in 8 of 8 rounds (worst 8.4 ms)`.
+/// failed in 8 of 8 rounds (8.1 ms to 8.4 ms)`.
 pub fn threshold_line(t: &RoundsThreshold) -> String {
-    match (t.failed, &t.worst) {
+    match (t.failed, &t.failing) {
         (0, _) => format!(
             "PASS {} on {}: held in all {} rounds",
             t.expression, t.target, t.rounds
         ),
-        (n, worst) => format!(
+        (n, figures) => format!(
             "FAIL {} on {}: failed in {n} of {} rounds{}",
             t.expression,
             t.target,
             t.rounds,
-            worst
-                .as_ref()
-                .map_or_else(String::new, |w| format!(" (worst {w})"))
+            figures.as_ref().map_or_else(String::new, |w| format!(" ({w})"))
         ),
     }
 }
@@ -559,7 +562,7 @@ mod tests {
             target: "B".into(),
             failed,
             rounds: 8,
-            worst: (failed > 0).then(|| "8.4 ms".into()),
+            failing: (failed > 0).then(|| "8.1 ms to 8.4 ms".into()),
         };
         let report = |rows, thresholds| AbReport {
             rounds: 8,
@@ -588,7 +591,7 @@ mod tests {
         assert_eq!(broken.result_line(), "result: THRESHOLD FAILED (p99 < 1ms on B)");
         assert_eq!(
             threshold_line(&threshold(8)),
-            "FAIL p99 < 1ms on B: failed in 8 of 8 rounds (worst 8.4 ms)"
+            "FAIL p99 < 1ms on B: failed in 8 of 8 rounds (8.1 ms to 8.4 ms)"
         );
         assert!(
             junit(&broken).contains("FAIL p99 &lt; 1ms on B"),

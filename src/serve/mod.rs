@@ -473,29 +473,34 @@ fn spawn_connection(
     // connection and sends nothing.
     let served = Arc::new(std::sync::atomic::AtomicBool::new(false));
     tokio::spawn(async move {
-        let stream = match acceptor {
-            Some(acceptor) => match handshake(&acceptor, stream).await {
-                Some(stream) => stream,
-                None => return,
-            },
-            None if tls_to_plain(&stream).await => return,
-            None => NetStream::Plain(stream),
+        // An outage ends the connection whatever it is doing: its TLS
+        // handshake, the first byte's wait, or its requests.
+        let serve = async move {
+            let stream = match acceptor {
+                Some(acceptor) => match handshake(&acceptor, stream).await {
+                    Some(stream) => stream,
+                    None => return,
+                },
+                None if tls_to_plain(&stream).await => return,
+                None => NetStream::Plain(stream),
+            };
+            let service = hyper::service::service_fn(move |request| {
+                let (config, stats, rng) = (config.clone(), stats.clone(), rng.clone());
+                if !served.swap(true, Ordering::Relaxed) {
+                    stats.connections_served.fetch_add(1, Ordering::Relaxed);
+                }
+                async move { Ok::<_, Infallible>(respond(request, &config, &stats, &rng, started).await) }
+            });
+            // HTTP/1.1, or HTTP/2 for a client that starts with its preface
+            // (cleartext with prior knowledge).
+            let mut builder =
+                hyper_util::server::conn::auto::Builder::new(hyper_util::rt::TokioExecutor::new());
+            // Answers to pipelined requests go out together, in one write.
+            builder.http1().pipeline_flush(true);
+            let _ = builder.serve_connection(TokioIo::new(stream), service).await;
         };
-        let service = hyper::service::service_fn(move |request| {
-            let (config, stats, rng) = (config.clone(), stats.clone(), rng.clone());
-            if !served.swap(true, Ordering::Relaxed) {
-                stats.connections_served.fetch_add(1, Ordering::Relaxed);
-            }
-            async move { Ok::<_, Infallible>(respond(request, &config, &stats, &rng, started).await) }
-        });
-        // HTTP/1.1, or HTTP/2 for a client that starts with its preface
-        // (cleartext with prior knowledge).
-        let mut builder = hyper_util::server::conn::auto::Builder::new(hyper_util::rt::TokioExecutor::new());
-        // Answers to pipelined requests go out together, in one write.
-        builder.http1().pipeline_flush(true);
-        let connection = builder.serve_connection(TokioIo::new(stream), service);
         tokio::select! {
-            _ = connection => {}
+            _ = serve => {}
             _ = closed.cancelled() => {}
         }
     });
