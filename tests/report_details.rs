@@ -541,7 +541,7 @@ fn the_table_lists_each_error_outcome_with_its_details() {
         .map(|(s, n)| format!("{s}: {n}"))
         .collect();
     let requests = format!(
-        "requests completed: {} · HTTP statuses: {}",
+        "requests: {} · HTTP statuses: {}",
         report.summary.requests,
         statuses.join(", ")
     );

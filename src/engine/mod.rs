@@ -342,6 +342,9 @@ fn add_server_usage(summary: &mut RunSummary, watched: &[crate::stats::Watched],
             _ => w.summary(calls),
         })
         .collect();
+    let read = |w: &&crate::stats::Watched| w.samples.iter().any(|s| s.at >= 0.0);
+    summary.servers_read_once =
+        (watched.iter().filter(read).count()).saturating_sub(summary.server.len()) as u64;
     if summary.server.is_empty() {
         return;
     }

@@ -284,12 +284,12 @@ fn requests(out: &mut String, summary: &RunSummary) {
     if !summary.http_statuses.is_empty() {
         let _ = writeln!(
             out,
-            "\nrequests completed: {} · HTTP statuses: {}",
+            "\nrequests: {} · HTTP statuses: {}",
             summary.requests,
             pairs(&summary.http_statuses).join(", ")
         );
     } else {
-        let _ = writeln!(out, "\nrequests completed: {}", summary.requests);
+        let _ = writeln!(out, "\nrequests: {}", summary.requests);
     }
     if let Some(schedule) = &summary.schedule {
         let d = &schedule.start_delay;
@@ -446,6 +446,18 @@ fn extras(out: &mut String, summary: &RunSummary) {
         _ => {
             let _ = writeln!(out, "{}", servers_line(&summary.server));
         }
+    }
+    if summary.servers_read_once > 0 {
+        let _ = writeln!(
+            out,
+            "server: {} read only once in the run (under a second alive): no CPU figures for {}",
+            count(summary.servers_read_once, "process"),
+            if summary.servers_read_once == 1 {
+                "it"
+            } else {
+                "them"
+            }
+        );
     }
     if let Some(ready) = &summary.ready {
         let _ = writeln!(out, "{}", super::ready::ready_line(ready));
@@ -631,6 +643,20 @@ mod tests {
         );
         usage.exited = true;
         assert!(server_usage_line(&usage).ends_with("44.0 MB at the last reading: it ended during the run"));
+    }
+
+    #[test]
+    fn processes_read_once_are_said_to_have_no_figures() {
+        let mut summary = RunSummary::of_methods(Vec::new(), MethodSummary::default(), 1.0);
+        let mut out = String::new();
+        super::extras(&mut out, &summary);
+        assert!(!out.contains("read only once"), "{out}");
+        summary.servers_read_once = 3;
+        super::extras(&mut out, &summary);
+        assert!(
+            out.contains("server: 3 processes read only once in the run (under a second alive): no CPU figures for them"),
+            "{out}"
+        );
     }
 
     /// Flows on sessions of their own open nothing before the run: the

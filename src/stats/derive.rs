@@ -108,6 +108,7 @@ impl RunSummary {
             stages: StageSummary::each(&recorded.stages, recorded.stage_bounds, ending.wall),
             events: Vec::new(),
             server: Vec::new(),
+            servers_read_once: 0,
             ready: None,
             flows: FlowSummary::each(recorded.methods, total, &ending.flows_in_flight),
             callers_busy_at_end: ending.callers_busy_at_end,

@@ -511,6 +511,10 @@ pub struct RunSummary {
     /// children); empty when none was watched.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub server: Vec<super::ServerUsage>,
+    /// Watched processes read less than twice in the measured run (stdio
+    /// children that lived under a second): no figures for them.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub servers_read_once: u64,
     /// A stdio target's children: how fast each was ready, and its memory.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ready: Option<super::ReadySummary>,
@@ -546,6 +550,10 @@ pub struct RunSummary {
     pub partial: bool,
 }
 
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
 #[cfg(test)]
 impl RunSummary {
     /// A valid run of `methods` and their `total` over `seconds`, with
@@ -560,6 +568,7 @@ impl RunSummary {
             samples: Vec::new(),
             gathered: Default::default(),
             server: Vec::new(),
+            servers_read_once: 0,
             ready: None,
             connections: super::ConnectSummary::of(&super::Connects::default(), 1),
             http_statuses: Default::default(),

@@ -51,7 +51,9 @@ pub struct ServerUsage {
 
 impl Watched {
     /// The usage over the measured run (readings at 0 s and after), for
-    /// `calls` calls; `None` when the process was never read there.
+    /// `calls` calls; `None` when the process was read there less than
+    /// twice (a stdio child that lived under a second): one reading tells
+    /// no CPU time, and 0 would say it spent none.
     pub fn summary(&self, calls: u64) -> Option<ServerUsage> {
         let measured: Vec<&UsageSample> = self.samples.iter().filter(|s| s.at >= 0.0).collect();
         // The last warmup reading, when there is one, is where the
@@ -59,6 +61,9 @@ impl Watched {
         let before = self.samples.iter().rev().find(|s| s.at < 0.0);
         let first = before.or(measured.first().copied())?;
         let last = measured.last()?;
+        if std::ptr::eq(first, *last) {
+            return None;
+        }
         let cpu_seconds = (last.cpu_seconds - first.cpu_seconds).max(0.0);
         Some(ServerUsage {
             pid: self.pid,
@@ -130,5 +135,31 @@ mod tests {
         assert!((cpu - 1.0).abs() < 1e-9, "{cpu}");
         assert_eq!(rss, 20 << 20);
         assert_eq!(Watched::default().summary(1), None);
+    }
+
+    #[test]
+    fn one_reading_gives_no_figures() {
+        let once = |samples| Watched {
+            pid: 7,
+            label: "stdio child 7".into(),
+            gone: true,
+            samples,
+        };
+        assert_eq!(
+            once(vec![sample(0.4, 0.3, 8)]).summary(50),
+            None,
+            "read once, in the run"
+        );
+        assert!(
+            once(vec![sample(-0.2, 0.1, 8), sample(0.4, 0.3, 8)])
+                .summary(50)
+                .is_some(),
+            "read in the warmup and in the run"
+        );
+        assert_eq!(
+            once(vec![sample(-0.2, 0.1, 8)]).summary(50),
+            None,
+            "read in the warmup only"
+        );
     }
 }
