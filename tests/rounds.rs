@@ -55,6 +55,11 @@ fn a_slower_server_is_a_regression_round_by_round_and_the_same_one_is_not() {
     assert!(table.contains("result: REGRESSION ("), "{table}");
     let summary = summary_json(&out);
     assert_eq!(summary["order"], "AB BA AB BA");
+    let said = summary["result"].as_str().unwrap();
+    assert!(
+        said.starts_with("REGRESSION ("),
+        "the table's result, unprefixed: {said}"
+    );
     for target in summary["targets"].as_array().unwrap() {
         let each = target["rounds"].as_array().unwrap();
         assert_eq!(each.len(), 4, "{target}");

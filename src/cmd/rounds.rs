@@ -424,7 +424,7 @@ fn write(
         targets,
         reruns,
         ab: judged,
-        result: judged.result_line(),
+        result: judged.result(),
     };
     let mut json = serde_json::to_vec_pretty(&document).expect("plain data");
     json.push(b'\n');

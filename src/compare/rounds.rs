@@ -92,9 +92,15 @@ impl AbReport {
             || !self.invalid.is_empty()
     }
 
+    /// The table's last line: `result: ` and [`Self::result`].
     pub fn result_line(&self) -> String {
+        format!("result: {}", self.result())
+    }
+
+    /// `no regression`, or each kind of failure with what failed.
+    pub fn result(&self) -> String {
         if !self.invalid.is_empty() {
-            return format!("result: CANNOT COMPARE: {}", self.invalid.join("; "));
+            return format!("CANNOT COMPARE: {}", self.invalid.join("; "));
         }
         let (regressed, unclear) = (self.marked(Change::Regression), self.marked(Change::Inconclusive));
         let broken = self.thresholds_failed();
@@ -115,8 +121,8 @@ impl AbReport {
             said.push(format!("THRESHOLD FAILED ({})", broken.join(", ")));
         }
         match said.is_empty() {
-            true => "result: no regression".into(),
-            false => format!("result: {}", said.join("; ")),
+            true => "no regression".into(),
+            false => said.join("; "),
         }
     }
 }
