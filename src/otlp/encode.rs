@@ -222,7 +222,7 @@ fn call_durations(about: &About, targets: &[Figures], now_ns: u64) -> Metric {
     }
     metric(
         CALL_DURATION,
-        "Duration of JSON-RPC calls, from their intended send time; every call, failed ones too.",
+        "Duration of JSON-RPC calls, from their intended send time; every call, failed ones too; a notification until it was written.",
         "s",
         metric::Data::Histogram(Histogram {
             data_points: points,
