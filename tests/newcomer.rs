@@ -149,6 +149,9 @@ fn ctrl_c_in_the_warmup_says_nothing_was_measured_and_blames_no_server() {
     );
     assert!(!warnings.contains("the server answered no call"), "{warnings}");
     assert_eq!(json["summary"]["verdict"]["valid"], false);
+    // The calls the stop cut were the warmup's: no figure, no failure.
+    let table = text(&output.stdout);
+    assert!(!table.contains("no call succeeded"), "{table}");
 }
 
 #[test]

@@ -276,8 +276,10 @@ impl fmt::Display for NoneSucceeded {
 pub fn none_succeeded(summary: &RunSummary) -> Option<NoneSucceeded> {
     let total = &summary.total;
     // Calls sent and never answered, cut by a stop before they could time
-    // out: no call ended, and none succeeded either.
-    if total.calls == 0 && summary.in_flight_at_end > 0 {
+    // out: no call ended, and none succeeded either. Not a stop in the
+    // warmup: its calls are in no figure, and it said nothing of the server.
+    let in_warmup = unanswered(summary) == Some(Unanswered::StoppedInWarmup);
+    if total.calls == 0 && summary.in_flight_at_end > 0 && !in_warmup {
         return Some(NoneSucceeded {
             calls: summary.in_flight_at_end,
             cause: "no answer (still waiting when the run was stopped)".into(),
