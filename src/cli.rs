@@ -56,8 +56,8 @@ pub enum Command {
     Validate(ValidateArgs),
     /// Write a commented starter scenario (or one built from an OpenRPC document).
     Init(InitArgs),
-    /// Compare two result directories per method; exit 2 on a regression past its limit
-    /// that the runs' second-by-second spread says is not noise.
+    /// Compare a run with one or more baseline runs per method; exit 2 on a change past its limit
+    /// (with several baselines, only one outside the range their spread predicts is a regression).
     Compare(CompareArgs),
     /// Render a result directory's report.html again from its summary.json and latency.hlog.
     Report(ReportArgs),
@@ -300,7 +300,8 @@ pub struct CompareArgs {
     /// $GITHUB_STEP_SUMMARY when that is set).
     #[arg(long, value_name = "FILE")]
     pub summary_md: Option<PathBuf>,
-    /// Also write JUnit XML here: each metric of each method a test case, a regression a failure.
+    /// Also write JUnit XML here: each metric of each method a test case, a regression or an
+    /// inconclusive change a failure.
     #[arg(long, value_name = "FILE")]
     pub junit: Option<PathBuf>,
     /// Also write an HTML page here: the table, and both runs' percentile spectra overlaid.

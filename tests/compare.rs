@@ -407,3 +407,39 @@ fn runs_of_other_weights_are_not_compared() {
         std::fs::remove_dir_all(dir).unwrap();
     }
 }
+
+/// Notifications have no latency: compare shows no p50 or p99 row for
+/// them (a `0.000 ms ... ok` would say it compared something), and still
+/// their rate and errors.
+#[test]
+fn a_method_of_notifications_has_no_latency_rows() {
+    let (mut server, url) = serve("0ms");
+    let out = dir("notifications");
+    let scenario = out.with_extension("toml");
+    std::fs::write(
+        &scenario,
+        format!(
+            "target = \"{url}\"\nseed = 7\n[load]\nconcurrency = 2\nrequests = 2000\n[[calls]]\nmethod = \"eth_chainId\"\n[[calls]]\nmethod = \"log\"\nnotification = true\n"
+        ),
+    )
+    .unwrap();
+    run_into(&["run", scenario.to_str().unwrap()], &out);
+    server.kill().unwrap();
+    let output = compare(&out, &out);
+    let table = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(output.status.code(), Some(0), "{table}");
+    let rows_of = |method: &str| -> Vec<&str> {
+        (table.lines())
+            .filter(|l| l.split_whitespace().next() == Some(method))
+            .map(|l| l.split_whitespace().nth(1).unwrap_or(""))
+            .collect()
+    };
+    assert_eq!(rows_of("log"), ["rps", "error_rate"], "{table}");
+    assert_eq!(
+        rows_of("eth_chainId"),
+        ["p50", "p99", "rps", "error_rate"],
+        "{table}"
+    );
+    let _ = std::fs::remove_file(scenario);
+    std::fs::remove_dir_all(out).unwrap();
+}

@@ -290,3 +290,51 @@ fn each_targets_warnings_stand_beside_its_rounds() {
     );
     let _ = std::fs::remove_dir_all(out);
 }
+
+/// Notifications have no latency: no p50 or p99 row for them (a
+/// `0.000 ms` row judged `ok` said something was compared), and still
+/// their rate.
+#[test]
+fn a_method_of_notifications_has_no_latency_rows() {
+    let (mut server, a) = serve(&[]);
+    let out = temp_dir("rounds-notifications");
+    let scenario = out.with_extension("toml");
+    std::fs::write(
+        &scenario,
+        "seed = 7\n[load]\nrate = 50\n[[calls]]\nmethod = \"eth_chainId\"\n[[calls]]\nmethod = \"log\"\nnotification = true\n",
+    )
+    .unwrap();
+    let child = volley()
+        .args(["run", scenario.to_str().unwrap(), "--target", &a, "--target"])
+        .arg(a.replace("127.0.0.1", "localhost"))
+        .args(["-d", "2s", "--rounds", "2", "--no-tui", "-q", "--out"])
+        .arg(&out)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let output = wait_or_kill(child, Duration::from_secs(120));
+    server.kill().unwrap();
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{}{}",
+        text(&output.stdout),
+        text(&output.stderr)
+    );
+    let summary = summary_json(&out);
+    let metrics_of = |method: &str| -> Vec<String> {
+        (summary["ab"]["rows"].as_array().unwrap().iter())
+            .filter(|r| r["method"] == method)
+            .map(|r| r["metric"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let log = metrics_of("log");
+    assert!(
+        !log.is_empty() && !log.iter().any(|m| m == "p50" || m == "p99"),
+        "{log:?}"
+    );
+    assert!(metrics_of("eth_chainId").iter().any(|m| m == "p50"));
+    let _ = std::fs::remove_file(scenario);
+    let _ = std::fs::remove_dir_all(out);
+}

@@ -37,6 +37,11 @@ impl ComparedFigure {
         self.metric().name()
     }
 
+    /// p50 or p99: a latency, which notifications have none of.
+    pub fn is_latency(self) -> bool {
+        matches!(self, ComparedFigure::P50 | ComparedFigure::P99)
+    }
+
     /// Read by thresholds' reading of figures' names, so `--max-regression`
     /// and `--threshold` take the same spellings (`calls_per_s` for `rps`).
     fn parse(name: &str) -> Option<ComparedFigure> {

@@ -22,10 +22,10 @@ pub fn markdown(report: &RunReport) -> String {
     );
     let _ = writeln!(
         out,
-        "`{}` · {} · {:.2} s measured\n",
+        "`{}` · {} · {} measured\n",
         cell(&meta.target),
         meta.transport_shown(),
-        summary.measured_seconds
+        super::measured_time(summary.measured_seconds)
     );
     out.push_str("| method | calls | errors | calls/s | p50 ms | p90 ms | p99 ms | max ms |\n");
     out.push_str("|---|---:|---:|---:|---:|---:|---:|---:|\n");

@@ -60,11 +60,11 @@ pub fn render(report: &RunReport, latencies: &Latencies) -> String {
     let _ = writeln!(out, "<h1>{}</h1>", esc(&title));
     let _ = writeln!(
         out,
-        "<p class=\"meta\">{} ({}) · {} model · {:.2} s measured · started {}</p>",
+        "<p class=\"meta\">{} ({}) · {} model · {} measured · started {}</p>",
         esc(&meta.target),
         esc(&meta.transport_shown()),
         esc(meta.load.model),
-        summary.measured_seconds,
+        super::measured_time(summary.measured_seconds),
         esc(&meta.started_at)
     );
     verdict(&mut out, report);

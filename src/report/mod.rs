@@ -33,6 +33,16 @@ use crate::stats::RunSummary;
 /// reader refuses a layout it does not know.
 pub const FORMAT: u32 = 1;
 
+/// How long the measured part ran, as the reports' headers say it:
+/// `12.00 s`, or in milliseconds under a second (a run of 100 calls
+/// reading `0.00 s` said it measured nothing).
+pub fn measured_time(seconds: f64) -> String {
+    match seconds >= 1.0 {
+        true => format!("{seconds:.2} s"),
+        false => format!("{:.1} ms", seconds * 1000.0),
+    }
+}
+
 /// A run's figures and what is needed to read them: `summary.json`, as
 /// written and as read back.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -252,4 +262,15 @@ fn latencies(report: &RunReport) -> html::Latencies {
         latencies.add(&interval.tag, interval.second, &interval.histogram());
     }
     latencies
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_run_under_a_second_says_its_length_in_milliseconds() {
+        assert_eq!(super::measured_time(12.0), "12.00 s");
+        assert_eq!(super::measured_time(1.0), "1.00 s");
+        assert_eq!(super::measured_time(0.0023), "2.3 ms");
+        assert_eq!(super::measured_time(0.0), "0.0 ms");
+    }
 }

@@ -77,7 +77,7 @@ pub fn verdict_line(summary: &RunSummary) -> String {
     }
 }
 
-/// Requests completed a second, or `-` where no time was measured.
+/// Requests a second, or `-` where no time was measured.
 fn measured_rate(requests: u64, seconds: f64) -> String {
     match seconds > 0.0 {
         true => format!("{:.1}", requests as f64 / seconds),
@@ -122,13 +122,13 @@ fn headline(out: &mut String, report: &RunReport) {
         .map_or(String::new(), |s| format!(" · shard {s}"));
     let _ = writeln!(
         out,
-        "\n{} · {} over {} · {} model{rate}{staged}, {} · {:.2} s measured{paused}{shard}{}",
+        "\n{} · {} over {} · {} model{rate}{staged}, {} · {} measured{paused}{shard}{}",
         meta.scenario,
         meta.target,
         meta.transport_shown(),
         load.model,
         count(load.connections as u64, "connection"),
-        summary.measured_seconds,
+        super::measured_time(summary.measured_seconds),
         if summary.partial {
             " · PARTIAL (stopped early)"
         } else {

@@ -41,6 +41,13 @@ impl LatencySummary {
             timed: h.len(),
         }
     }
+
+    /// Whether there is any latency: not for notifications alone (nothing
+    /// answers them). A summary written before `timed` was kept reads 0
+    /// there, and has latency where its maximum is above 0.
+    pub fn any(&self) -> bool {
+        self.timed > 0 || self.max_ms > 0.0
+    }
 }
 
 /// One method's figures (or the total's).
