@@ -136,3 +136,65 @@ fn connections_that_fail_to_open_are_counted_apart_from_the_calls() {
     assert!(total.ok > 0 && connect > 0, "{:?}", total.outcomes);
     assert_eq!(total.calls, 100);
 }
+
+/// A server that answers one request on each connection and closes it,
+/// without `Connection: close`: volley opens a new one for the next call.
+/// Every connection that carried a request is in the run's counts, those
+/// opened in place of a closed one too.
+#[test]
+fn connections_a_server_closed_while_idle_are_counted_as_reopened() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let accepted = Arc::new(AtomicUsize::new(0));
+    let counted = accepted.clone();
+    let addr = common::serve_on_a_thread(move |listener| async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            let counted = counted.clone();
+            tokio::spawn(async move {
+                let mut request = vec![0u8; 4096];
+                let mut seen = Vec::new();
+                let mut id = Value::Null;
+                // The whole request: its head, and a body of Content-Length.
+                while let Ok(n) = stream.read(&mut request).await {
+                    if n == 0 {
+                        return;
+                    }
+                    seen.extend_from_slice(&request[..n]);
+                    let text = String::from_utf8_lossy(&seen);
+                    if let Some(end) = text.find("\r\n\r\n") {
+                        let length = (text[..end].lines())
+                            .find_map(|l| {
+                                l.to_ascii_lowercase()
+                                    .strip_prefix("content-length:")
+                                    .map(|v| v.trim().to_string())
+                            })
+                            .and_then(|v| v.parse::<usize>().ok())
+                            .unwrap_or(0);
+                        if seen.len() >= end + 4 + length {
+                            let call: Value = serde_json::from_slice(&seen[end + 4..]).unwrap_or_default();
+                            id = call["id"].clone();
+                            break;
+                        }
+                    }
+                }
+                // A connection that carried a request (the check before the
+                // run opens one and sends nothing).
+                counted.fetch_add(1, Ordering::SeqCst);
+                let body = serde_json::json!({"jsonrpc": "2.0", "id": id, "result": "0x1"}).to_string();
+                let answer = format!("HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n{body}", body.len());
+                let _ = stream.write_all(answer.as_bytes()).await;
+                // Closed here, unannounced.
+            });
+        }
+    });
+    let report = common::run(&common::scenario(&format!(
+        "target = \"http://{addr}/\"\n[load]\nrate = 50\nconnections = 1\nrequests = 20\n[[calls]]\nmethod = \"eth_chainId\"\n"
+    )));
+    let connections = &report.summary.connections;
+    assert_eq!(report.summary.total.calls, 20);
+    assert!(connections.reopened > 0, "{connections:?}");
+    assert_eq!(
+        connections.opened_in_all,
+        accepted.load(Ordering::SeqCst) as u64,
+        "every connection that carried a request: {connections:?}"
+    );
+}

@@ -239,6 +239,12 @@ impl Caller {
         let wait = super::ending::wait_for(&self.shared, local, sent);
         let result = call::exchange_until(&mut in_hand.connection, body, first_id, calls, wait).await;
         local.in_flight.set(local.in_flight.get() - in_flight);
+        // Counted as every reopening is, or a server closing idle
+        // connections would look like one that kept them.
+        let reopened = in_hand.connection.take_reopened();
+        if reopened > 0 {
+            local.recorder.borrow_mut().connects.reopened += u64::from(reopened);
+        }
         (result, sent, Instant::now())
     }
 }

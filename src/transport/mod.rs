@@ -546,6 +546,15 @@ impl Connection {
         }
     }
 
+    /// Connections opened inside the last exchanges in place of one the
+    /// server closed while idle (HTTP/1.1 replaces its stream itself).
+    pub fn take_reopened(&mut self) -> u32 {
+        match self {
+            Connection::Http(c) => c.take_reopened(),
+            _ => 0,
+        }
+    }
+
     /// A closed connection is reopened before the next call, not counted as
     /// an error: servers may close idle keep-alive connections at will.
     pub fn is_closed(&self) -> bool {

@@ -25,6 +25,9 @@ pub struct HttpConnection<S = NetStream> {
     target: Option<Box<HttpTarget>>,
     /// Headers made for each request (generated values, a fresh JWT).
     made: std::sync::Arc<[MadeHeader]>,
+    /// Streams opened in place of one the server closed while idle, not
+    /// yet taken into the run's connection counts.
+    reopened: u32,
 }
 
 impl HttpConnection<NetStream> {
@@ -49,6 +52,7 @@ impl HttpConnection<NetStream> {
                 Some(Ok(stream)) => {
                     self.answers.restart(stream);
                     self.answered = 0;
+                    self.reopened = self.reopened.saturating_add(1);
                 }
                 Some(Err(e)) => {
                     self.answers.closed = true;
@@ -70,7 +74,14 @@ impl<S: AsyncRead + AsyncWrite + Unpin> HttpConnection<S> {
             answered: 0,
             target: None,
             made: std::sync::Arc::new([]),
+            reopened: 0,
         }
+    }
+
+    /// The streams opened in place of closed ones since the last asking:
+    /// the run counts them as its other reopenings.
+    pub fn take_reopened(&mut self) -> u32 {
+        std::mem::take(&mut self.reopened)
     }
 
     pub fn is_closed(&self) -> bool {
@@ -370,9 +381,45 @@ mod tests {
         );
         // Idle until the server's close has surely come in.
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        assert_eq!(connection.take_reopened(), 0);
         let second = connection.exchange(Bytes::from_static(b"{}")).await;
         assert_eq!(&second.unwrap().body[..], b"ok");
+        assert_eq!(connection.take_reopened(), 1, "counted for the run");
+        assert_eq!(connection.take_reopened(), 0, "once");
         server.await.unwrap();
+    }
+
+    /// A server that keeps the connection: every call on the one stream,
+    /// none on a new one.
+    #[tokio::test]
+    async fn a_connection_kept_alive_carries_every_call() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/", listener.local_addr().unwrap());
+        let accepted = std::sync::Arc::new(std::sync::atomic::AtomicU32::new(0));
+        let counted = accepted.clone();
+        tokio::spawn(async move {
+            loop {
+                let (mut stream, _) = listener.accept().await.unwrap();
+                counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                tokio::spawn(async move {
+                    let mut request = vec![0u8; 4096];
+                    while stream.read(&mut request).await.is_ok_and(|n| n > 0) {
+                        let answer = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
+                        if stream.write_all(answer).await.is_err() {
+                            break;
+                        }
+                    }
+                });
+            }
+        });
+        let target = HttpTarget::resolve(&url, &Options::default()).await.unwrap();
+        let mut connection = HttpConnection::open(&target).await.unwrap();
+        for _ in 0..3 {
+            let reply = connection.exchange(Bytes::from_static(b"{}")).await.unwrap();
+            assert_eq!(&reply.body[..], b"ok");
+        }
+        assert_eq!(connection.take_reopened(), 0);
+        assert_eq!(accepted.load(std::sync::atomic::Ordering::SeqCst), 1);
     }
 
     /// When the close is not seen in time (the call follows at once), the
