@@ -353,6 +353,11 @@ mod tests {
         let interim = "HTTP/1.1 100 Continue\r\n\r\n".repeat(MAX_INTERIM as usize + 1);
         let error = refused(interim.as_bytes()).await;
         assert!(error.to_string().contains("interim"), "{error}");
+        // As many as allowed, then the answer: read.
+        let allowed = "HTTP/1.1 100 Continue\r\n\r\n".repeat(MAX_INTERIM as usize)
+            + "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
+        let (reply, _, _) = exchange(allowed.as_bytes(), 1 << 20).await;
+        assert_eq!(&reply.unwrap().body[..], b"ok");
     }
 
     /// A real socket: the server answers once, without `Connection: close`,
