@@ -112,6 +112,41 @@ fn the_action_is_composite_and_every_name_it_uses_is_declared() {
     }
 }
 
+/// Every variable a step's script reads is in that step's `env`, but for
+/// GitHub's own (`GITHUB_*`, `RUNNER_*`), bash's, and those read with a
+/// default of their own (`${VOLLEY_RELEASES:-https://…}`): the run step
+/// once left out `BASELINE`, and its check of `baseline` beside
+/// `baseline-target` could never fire.
+#[test]
+fn every_variable_a_script_reads_is_given_by_its_step() {
+    let (_, doc) = read("action.yml");
+    let scripts = outputs_written(&doc);
+    for step in doc["runs"]["steps"].as_vec().unwrap() {
+        let Some(id) = step["id"].as_str() else { continue };
+        let given = keys(&step["env"]);
+        let script = &scripts[id];
+        let mut read = BTreeSet::new();
+        for (at, _) in script.match_indices('$') {
+            let rest = script[at + 1..].trim_start_matches('{');
+            let name: String = rest
+                .chars()
+                .take_while(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || *c == '_')
+                .collect();
+            let defaulted = rest[name.len()..].starts_with(":-") && !rest[name.len()..].starts_with(":-}");
+            if name.len() > 1 && !defaulted {
+                read.insert(name);
+            }
+        }
+        for name in read {
+            let github = ["GITHUB_", "RUNNER_"].iter().any(|p| name.starts_with(p));
+            if github || name == "PIPESTATUS" {
+                continue;
+            }
+            assert!(given.contains(&name), "step {id}'s script reads ${name}, which its env never gives");
+        }
+    }
+}
+
 /// The action installs the release it was published with, by default.
 #[test]
 fn the_action_installs_this_version_by_default() {
