@@ -69,6 +69,21 @@ fn read_summary(dir: &Path, bytes: &[u8]) -> anyhow::Result<RunReport> {
     let path = dir.join("summary.json");
     let document: Value =
         serde_json::from_slice(bytes).with_context(|| format!("{} is not JSON", path.display()))?;
+    if document.get("summary").is_none() && document.get("ab").is_some() {
+        // A/B rounds: each round of each target is a run, a level down.
+        let firsts: Vec<String> = (document["targets"].as_array().into_iter().flatten())
+            .filter_map(|t| {
+                t["rounds"][0]["dir"]
+                    .as_str()
+                    .map(|d| dir.join(d).display().to_string())
+            })
+            .collect();
+        anyhow::bail!(
+            "{} holds A/B rounds (judged already: its table and `result`), not one run: each round of each target is a run of its own ({}, ...)",
+            dir.display(),
+            firsts.join(", ")
+        );
+    }
     if document.get("summary").is_none() && document["targets"].is_array() {
         let names: Vec<String> = (document["targets"].as_array().into_iter().flatten())
             .filter_map(|t| t["name"].as_str().map(|n| dir.join(n).display().to_string()))

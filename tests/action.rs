@@ -142,7 +142,10 @@ fn every_variable_a_script_reads_is_given_by_its_step() {
             if github || name == "PIPESTATUS" {
                 continue;
             }
-            assert!(given.contains(&name), "step {id}'s script reads ${name}, which its env never gives");
+            assert!(
+                given.contains(&name),
+                "step {id}'s script reads ${name}, which its env never gives"
+            );
         }
     }
 }

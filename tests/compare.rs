@@ -294,6 +294,17 @@ fn a_run_of_a_server_that_answered_nothing_cannot_pass_a_comparison() {
         table.contains("too short to judge a change (at least 2 s)"),
         "{table}"
     );
+    // One of several baselines invalid: named by its directory.
+    let output = compare_all(&[&base, &dead], &base, &[]);
+    let table = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(output.status.code(), Some(2), "{table}");
+    assert!(
+        table.contains(&format!(
+            "CANNOT COMPARE: baseline {}'s verdict is invalid: ",
+            dead.display()
+        )),
+        "{table}"
+    );
     // The same in the formats CI reads.
     let (junit, step) = (dir("compare-junit.xml"), dir("compare-step.md"));
     let output = volley()

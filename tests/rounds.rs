@@ -78,6 +78,15 @@ fn a_slower_server_is_a_regression_round_by_round_and_the_same_one_is_not() {
         row["ratio"][1].as_f64().unwrap(),
     );
     assert!(ratio > 3.0 && low > 1.0, "{row}");
+    // Compare takes one run: it names a round's, which it can read.
+    let refused = volley().arg("compare").arg(&out).arg(&out).output().unwrap();
+    let said = text(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(1), "{said}");
+    let named = (said.split("of its own (").nth(1))
+        .and_then(|s| s.split(", ").next())
+        .unwrap_or("");
+    assert!(said.contains("holds A/B rounds"), "{said}");
+    assert!(Path::new(named).join("summary.json").is_file(), "{said}");
     let page = std::fs::read_to_string(out.join("report.html")).unwrap();
     assert!(
         page.contains("<title>volley A/B rounds</title>") && page.contains("REGRESSION"),

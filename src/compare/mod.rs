@@ -225,13 +225,22 @@ pub fn compare(baselines: &[PathBuf], current: &Path, tolerances: &Tolerances) -
     }
     if too_short {
         notes.push(format!(
-            "a run measured {shortest_s:.1} s: too short to judge a change (at least {JUDGED_SECONDS} s)"
+            "a run measured {shortest_s:.3} s: too short to judge a change (at least {JUDGED_SECONDS} s)"
         ));
     }
     invalid.extend(
-        (base.iter().map(|b| ("baseline", b)))
-            .chain([("current", &cur)])
-            .filter_map(|(which, read)| invalid_reason(which, read)),
+        (base.iter().map(|b| {
+            (
+                if base.len() > 1 {
+                    "baseline"
+                } else {
+                    "the baseline run"
+                },
+                b,
+            )
+        }))
+        .chain([("the current run", &cur)])
+        .filter_map(|(which, read)| invalid_reason(which, read)),
     );
     if !invalid.is_empty() {
         // Figures that cannot be trusted, or loads that differ, are not
@@ -326,14 +335,14 @@ fn loads_differ(base: &[Read], cur: &Read) -> Vec<String> {
 }
 
 /// Why `read` (named `which`) cannot be compared, from its own verdict.
+/// One of several baselines is named by its directory.
 fn invalid_reason(which: &str, read: &Read) -> Option<String> {
     let verdict = &read.run.report.summary.verdict;
-    (!verdict.valid).then(|| {
-        format!(
-            "the {which} run's verdict is invalid: {}",
-            verdict.reasons.join("; ")
-        )
-    })
+    let named = match which {
+        "baseline" => format!("baseline {}", read.dir.display()),
+        _ => which.to_string(),
+    };
+    (!verdict.valid).then(|| format!("{named}'s verdict is invalid: {}", verdict.reasons.join("; ")))
 }
 
 /// Two runs on the built-in server are on the same server, whatever free
