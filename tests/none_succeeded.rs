@@ -165,3 +165,38 @@ fn the_verdict_line_says_what_share_of_calls_the_server_failed_and_how() {
         let _ = std::fs::remove_dir_all(dir);
     }
 }
+
+/// A server that answers nothing, with a warmup: the warmup's calls hold
+/// every connection through the measured part, so no call of it is sent.
+/// That is the server answering no call, not "nothing was measured" (a
+/// replay used up, a run shorter than a call), and the run fails.
+#[test]
+fn a_silent_server_whose_warmup_calls_hold_every_connection_fails_the_run() {
+    let (mut server, url) = serve(&["--chaos", "hang=1"]);
+    let load = [
+        "--rate",
+        "20",
+        "--connections",
+        "2",
+        "--warmup",
+        "1s",
+        "-d",
+        "1s",
+        "--timeout",
+        "3s",
+    ];
+    let stdout = failed_run(&url, "eth_chainId", &load, "warmup-held");
+    server.kill().unwrap();
+    assert!(
+        last_line(&stdout).starts_with("FAILED: no call succeeded: ")
+            && last_line(&stdout).contains(" calls ended in no answer (never sent: every connection waited on calls the server never answered)"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains(
+            "warning: the server answered no call: every connection waited, the whole measured part"
+        ),
+        "{stdout}"
+    );
+    assert!(!stdout.contains("nothing was measured"), "{stdout}");
+}

@@ -122,6 +122,10 @@ pub enum Unanswered {
     NothingSent,
     /// Calls were sent and none was answered.
     NoAnswer,
+    /// No call was sent in the measured part, though requests were due:
+    /// every connection waited, all along, on calls the server had not
+    /// answered (sent in the warmup).
+    ConnectionsHeld { unsent: u64 },
     /// Answers came, then none for at least this many seconds at the end:
     /// longer than any answered call took, so the server stopped.
     StoppedAnswering { answered: u64, silent_s: f64 },
@@ -133,6 +137,10 @@ impl fmt::Display for Unanswered {
             Unanswered::StoppedInWarmup => f.write_str("stopped before the measured part began"),
             Unanswered::NothingSent => f.write_str("nothing was measured: no call was sent"),
             Unanswered::NoAnswer => f.write_str("the server answered no call"),
+            Unanswered::ConnectionsHeld { unsent } => write!(
+                f,
+                "the server answered no call: every connection waited, the whole measured part, on calls it never answered (sent in the warmup), and {unsent} requests due were never sent"
+            ),
             Unanswered::StoppedAnswering { answered, silent_s } => write!(
                 f,
                 "{answered} calls answered, then none for the last {silent_s:.1} s or more: the server stopped answering"
@@ -159,9 +167,11 @@ pub fn unanswered(summary: &RunSummary) -> Option<Unanswered> {
         if summary.subscriptions.is_some() || summary.children_exited > 0 {
             return None;
         }
+        let unsent = summary.schedule.as_ref().map_or(0, |s| s.unsent);
         return Some(match (summary.partial && summary.measured_seconds < 1e-3, cut) {
             (true, _) => Unanswered::StoppedInWarmup,
             (false, true) => Unanswered::NoAnswer,
+            (false, false) if unsent > 0 => Unanswered::ConnectionsHeld { unsent },
             (false, false) => Unanswered::NothingSent,
         });
     }
@@ -278,7 +288,17 @@ pub fn none_succeeded(summary: &RunSummary) -> Option<NoneSucceeded> {
     // Calls sent and never answered, cut by a stop before they could time
     // out: no call ended, and none succeeded either. Not a stop in the
     // warmup: its calls are in no figure, and it said nothing of the server.
-    let in_warmup = unanswered(summary) == Some(Unanswered::StoppedInWarmup);
+    let silence = unanswered(summary);
+    if let Some(Unanswered::ConnectionsHeld { unsent }) = silence {
+        return Some(NoneSucceeded {
+            calls: unsent,
+            cause: "no answer (never sent: every connection waited on calls the server never answered)"
+                .into(),
+            count: unsent,
+            hint: "Is the server answering? The calls sent in the warmup held every connection.",
+        });
+    }
+    let in_warmup = silence == Some(Unanswered::StoppedInWarmup);
     if total.calls == 0 && summary.in_flight_at_end > 0 && !in_warmup {
         return Some(NoneSucceeded {
             calls: summary.in_flight_at_end,

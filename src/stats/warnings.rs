@@ -225,7 +225,7 @@ fn unanswered(summary: &RunSummary) -> Option<Warning> {
     let code = match silence {
         Unanswered::StoppedInWarmup => WarningCode::StoppedInWarmup,
         Unanswered::NothingSent => WarningCode::NothingMeasured,
-        Unanswered::NoAnswer => WarningCode::NoAnswer,
+        Unanswered::NoAnswer | Unanswered::ConnectionsHeld { .. } => WarningCode::NoAnswer,
         Unanswered::StoppedAnswering { .. } => WarningCode::StoppedAnswering,
     };
     let message = match silence {
