@@ -55,6 +55,7 @@ fn a_slower_server_is_a_regression_round_by_round_and_the_same_one_is_not() {
     assert!(table.contains("result: REGRESSION ("), "{table}");
     let summary = summary_json(&out);
     assert_eq!(summary["order"], "AB BA AB BA");
+    assert_eq!(summary["ab"]["notes"], serde_json::json!([]), "4 rounds: no note");
     let said = summary["result"].as_str().unwrap();
     assert!(
         said.starts_with("REGRESSION ("),
@@ -338,6 +339,14 @@ fn a_method_of_notifications_has_no_latency_rows() {
             .map(|r| r["metric"].as_str().unwrap().to_string())
             .collect()
     };
+    // Two rounds, quiet: the note stands in the results, not on stderr only.
+    let note = summary["ab"]["notes"][0].as_str().unwrap_or_default();
+    assert!(
+        note.starts_with("2 rounds: an interval over so few is wide"),
+        "{}",
+        summary["ab"]
+    );
+    assert!(text(&output.stdout).contains(&format!("note: {note}")));
     let log = metrics_of("log");
     assert!(
         !log.is_empty() && !log.iter().any(|m| m == "p50" || m == "p99"),

@@ -44,11 +44,8 @@ pub(super) fn check(args: &RunArgs, scenario: &Scenario) -> anyhow::Result<()> {
         anyhow::bail!("--rounds splits a measured duration (-d) over the rounds: a load of stages or of requests cannot be split");
     }
     let duration = load.duration.context("--rounds needs a measured duration (-d)")?;
-    if rounds < 4 && !args.quiet {
-        crate::note!(
-            "--rounds {rounds}: an interval over so few rounds is wide (Student's t at 99% is {} with {rounds}): only a change of several times shows; 8 rounds or more tell far smaller ones",
-            if rounds == 2 { "63.7" } else { "9.9" }
-        );
+    if let Some(few) = rounds::few_rounds(rounds as usize).filter(|_| !args.quiet) {
+        crate::note!("--rounds {few}");
     }
     if duration / rounds < Duration::from_secs(1) {
         anyhow::bail!(

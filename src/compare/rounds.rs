@@ -62,6 +62,9 @@ pub struct AbReport {
     pub thresholds: Vec<RoundsThreshold>,
     /// Why the rounds cannot be judged: a round whose verdict is invalid.
     pub invalid: Vec<String>,
+    /// What the reader must know to read the rows: so few rounds that
+    /// only a change of several times shows.
+    pub notes: Vec<String>,
 }
 
 impl AbReport {
@@ -199,7 +202,20 @@ pub fn judge(names: &[&str], runs: &[Vec<&RunReport>], tolerances: &Tolerances) 
         rows,
         thresholds: thresholds(names, runs),
         invalid,
+        notes: few_rounds(first.len()).into_iter().collect(),
     }
+}
+
+/// Under 4 rounds, the interval is so wide that an `ok` says little.
+pub fn few_rounds(rounds: usize) -> Option<String> {
+    let t = match rounds {
+        2 => "63.7",
+        3 => "9.9",
+        _ => return None,
+    };
+    Some(format!(
+        "{rounds} rounds: an interval over so few is wide (Student's t at 99% is {t}), so only a change of several times shows, and `ok` says little; 8 rounds or more tell far smaller ones"
+    ))
 }
 
 /// The first target's methods (each round has the same), then the total.
@@ -338,6 +354,9 @@ pub fn render(report: &AbReport, order: &str) -> String {
     for threshold in &report.thresholds {
         let _ = writeln!(out, "{}", threshold_line(threshold));
     }
+    for note in &report.notes {
+        let _ = writeln!(out, "\nnote: {note}");
+    }
     let _ = writeln!(out, "\n{}", report.result_line());
     out
 }
@@ -404,6 +423,7 @@ pub fn html_page(
         report.rounds
     )];
     lines.extend(report.thresholds.iter().map(threshold_line));
+    lines.extend(report.notes.iter().map(|note| format!("note: {note}")));
     lines.push(report.result_line());
     side_by_side_page("volley A/B rounds", &head, &rows, (&lines, ""), targets)
 }
@@ -435,6 +455,9 @@ pub fn markdown(report: &AbReport, order: &str) -> String {
     }
     for threshold in &report.thresholds {
         let _ = writeln!(out, "\n{}", cell(&threshold_line(threshold)));
+    }
+    for note in &report.notes {
+        let _ = writeln!(out, "\n> {}", cell(note));
     }
     let _ = writeln!(out, "\n**{}**", cell(&report.result_line()));
     out
@@ -580,6 +603,7 @@ mod tests {
             rows,
             thresholds,
             invalid: Vec::new(),
+            notes: Vec::new(),
         };
         let clean = report(vec![row(Change::Ok)], vec![threshold(0)]);
         assert!(!clean.failed());
