@@ -132,8 +132,6 @@ fn a_rate_the_server_cannot_keep_is_a_finding_not_an_invalid_run() {
         .arg(&out)
         .output()
         .unwrap();
-    let _ = server.kill();
-    let _ = server.wait();
     let table = String::from_utf8_lossy(&output.stdout);
     assert_eq!(output.status.code(), Some(0), "{table}");
     let json: Value = serde_json::from_slice(&std::fs::read(out.join("summary.json")).unwrap()).unwrap();
@@ -145,6 +143,54 @@ fn a_rate_the_server_cannot_keep_is_a_finding_not_an_invalid_run() {
     );
     assert!(table.contains("verdict: valid"), "{table}");
     std::fs::remove_dir_all(&out).unwrap();
+    // A gate on them: no error was made, and still CI goes red.
+    let gate = volley()
+        .args([
+            "run",
+            "--target",
+            &url,
+            "--method",
+            "eth_chainId",
+            "--rate",
+            "1000",
+        ])
+        .args(["--connections", "2", "-d", "1s", "--no-tui", "-q", "--out"])
+        .arg(&out)
+        .args(["--threshold", "error_rate == 0", "--threshold", "unsent == 0"])
+        .output()
+        .unwrap();
+    let _ = server.kill();
+    let _ = server.wait();
+    let table = String::from_utf8_lossy(&gate.stdout);
+    assert_eq!(gate.status.code(), Some(2), "{table}");
+    assert!(table.contains("pass  error_rate == 0  (0%)"), "{table}");
+    let line = table
+        .lines()
+        .find(|l| l.contains("FAIL  unsent == 0  ("))
+        .unwrap_or_else(|| panic!("{table}"));
+    assert!(line.ends_with(" requests never sent)"), "{line}");
+    std::fs::remove_dir_all(&out).unwrap();
+    // The closed model has no schedule: refused before anything is sent.
+    let closed = volley()
+        .args([
+            "run",
+            "--target",
+            &url,
+            "--method",
+            "eth_chainId",
+            "-c",
+            "2",
+            "-n",
+            "10",
+        ])
+        .args(["--no-tui", "-q", "--threshold", "unsent == 0", "--out"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&closed.stderr);
+    assert_eq!(closed.status.code(), Some(1), "{said}");
+    assert!(said.contains("`unsent` needs a rate"), "{said}");
+    assert!(!out.exists(), "nothing written");
 }
 
 #[test]

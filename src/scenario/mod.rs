@@ -393,9 +393,10 @@ impl Scenario {
         if self.thresholds.is_empty() {
             return Ok(());
         }
-        let methods = self.compile().mix.methods;
-        let methods: Vec<&str> = methods.iter().map(String::as_str).collect();
-        crate::thresholds::check_methods(&self.thresholds, &methods, self.load.stages.len())
+        let compiled = self.compile();
+        let methods: Vec<&str> = compiled.mix.methods.iter().map(String::as_str).collect();
+        let load = (self.load.stages.len(), compiled.plan.is_open());
+        crate::thresholds::check_methods(&self.thresholds, &methods, load)
     }
 
     /// Whether everything the scenario sends can be said in its JSON-RPC:

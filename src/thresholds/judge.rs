@@ -67,7 +67,11 @@ impl Threshold {
         // latency and outcome, a limit that holds on the rest is not
         // passed on calls it did not see.
         let cut = summary.in_flight_at_end;
-        match self.figures_in(summary).and_then(|m| self.measure(m)) {
+        let measured = match self.metric {
+            Metric::Unsent => self.unsent_in(summary),
+            _ => self.figures_in(summary).and_then(|m| self.measure(m)),
+        };
+        match measured {
             Ok(measured) => {
                 let holds = self.op.holds(self.compare(measured));
                 ThresholdResult {
@@ -163,6 +167,21 @@ impl Threshold {
         })
     }
 
+    /// Requests due and never sent: a count, or a share of those due.
+    fn unsent_in(&self, summary: &RunSummary) -> Result<f64, String> {
+        let Some(schedule) = &summary.schedule else {
+            return Err("the closed model has no schedule: no request is due, so none goes unsent".into());
+        };
+        let unsent = schedule.unsent;
+        let due = schedule.start_delay.timed.saturating_add(unsent);
+        Ok(match self.limit {
+            Limit::Percent(_) if due > 0 => unsent as f64 * 100.0 / due as f64,
+            Limit::Fraction(_) if due > 0 => unsent as f64 / due as f64,
+            Limit::Percent(_) | Limit::Fraction(_) => return Err("no request was due".into()),
+            _ => unsent as f64,
+        })
+    }
+
     fn figures_in<'a>(&self, summary: &'a RunSummary) -> Result<&'a MethodSummary, String> {
         match &self.scope {
             Scope::Total => Ok(&summary.total),
@@ -232,6 +251,8 @@ impl Threshold {
             Metric::RpcErrorCode(code) => m.rpc_error_codes.get(&code).copied().unwrap_or(0),
             Metric::HttpStatus(status) => m.http_statuses.get(&status).copied().unwrap_or(0),
             Metric::ProtocolRule(rule) => m.protocol_errors.get(rule.name()).copied().unwrap_or(0),
+            // Only the schedule knows them: judged at the end (`unsent_in`).
+            Metric::Unsent => return Err("requests never sent are judged at the end".into()),
         };
         Ok(match self.limit {
             Limit::Percent(_) => count as f64 * 100.0 / m.calls as f64,
@@ -254,6 +275,9 @@ impl Threshold {
         match self.limit {
             Limit::Nanos(_) => format!("{} ms", significant(measured)),
             Limit::PerSecond(_) => format!("{} calls/s", significant(measured)),
+            Limit::Count(_) if self.metric == Metric::Unsent => {
+                format!("{} never sent", crate::stats::count(measured as u64, "request"))
+            }
             Limit::Count(_) if measured == 1.0 => "1 call".into(),
             Limit::Count(_) => format!("{measured} calls"),
             Limit::Percent(_) => format!("{}%", significant(measured)),
@@ -284,10 +308,20 @@ pub fn evaluate_all(thresholds: &[Threshold], summary: &RunSummary) -> Vec<Thres
 
 /// Refuses, before the run, thresholds on a method not in the mix or a
 /// stage the load does not have, naming each and what would be right.
-pub fn check_methods(thresholds: &[Threshold], methods: &[&str], stages: usize) -> Result<(), String> {
+/// `(stages, open)`: the load's stages, and whether it is the open model
+/// (only a schedule leaves requests unsent).
+pub fn check_methods(
+    thresholds: &[Threshold],
+    methods: &[&str],
+    (stages, open): (usize, bool),
+) -> Result<(), String> {
     let problems: Vec<String> = thresholds
         .iter()
         .filter_map(|t| match &t.scope {
+            _ if t.metric == Metric::Unsent && !open => Some(format!(
+                "threshold `{}`: the closed model has no schedule, so no request goes unsent; `unsent` needs a rate (--rate, or `rate` in [load])",
+                t.text
+            )),
             Scope::Method(name) if !methods.contains(&name.as_str()) => Some(format!(
                 "threshold `{}`: no method `{name}` in this run; its methods are {}",
                 t.text,
@@ -638,8 +672,8 @@ mod tests {
     fn unknown_methods_and_stages_are_refused_before_the_run() {
         let all = |texts: &str| -> Vec<Threshold> { each(texts).map(|t| parse(t).unwrap()).collect() };
         let known = all("p99 < 1s; eth_call.p50 < 20ms; rpc.discover.ok > 0; stage[2].rps > 1");
-        assert_eq!(check_methods(&known, &METHODS, 2), Ok(()));
-        let error = check_methods(&all("eth_cal.p99 < 1s"), &METHODS, 0).unwrap_err();
+        assert_eq!(check_methods(&known, &METHODS, (2, true)), Ok(()));
+        let error = check_methods(&all("eth_cal.p99 < 1s"), &METHODS, (0, true)).unwrap_err();
         assert!(
             error.contains("threshold `eth_cal.p99 < 1s`: no method `eth_cal`"),
             "{error}"
@@ -648,15 +682,15 @@ mod tests {
             error.contains("`eth_call`, `tools/call`, `rpc.discover`, `eth_getLogs`"),
             "{error}"
         );
-        let error = check_methods(&all("stage[3].p99 < 1s"), &METHODS, 2).unwrap_err();
+        let error = check_methods(&all("stage[3].p99 < 1s"), &METHODS, (2, true)).unwrap_err();
         assert!(
             error.contains("the load has 2 stages, `stage[1]` to `stage[2]`"),
             "{error}"
         );
-        let error = check_methods(&all("stage[1].p99 < 1s"), &METHODS, 0).unwrap_err();
+        let error = check_methods(&all("stage[1].p99 < 1s"), &METHODS, (0, true)).unwrap_err();
         assert!(error.contains("the load has no stages"), "{error}");
         // Every problem at once, so one fix-and-retry is enough.
-        let error = check_methods(&all("a.p99 < 1s; p99 < 1s; b.ok > 0"), &METHODS, 0).unwrap_err();
+        let error = check_methods(&all("a.p99 < 1s; p99 < 1s; b.ok > 0"), &METHODS, (0, true)).unwrap_err();
         assert_eq!(error.lines().count(), 2, "{error}");
     }
 
@@ -692,5 +726,34 @@ mod tests {
         for (value, shown) in cases {
             assert_eq!(significant(value), shown);
         }
+    }
+
+    /// Requests due and never sent: a count, or a share of those due, of
+    /// the run only; a closed model has none to judge, and says so before
+    /// the run.
+    #[test]
+    fn unsent_requests_are_judged_on_the_schedule() {
+        let mut delays = crate::stats::new_histogram();
+        for _ in 0..495 {
+            delays.record(100).unwrap();
+        }
+        let mut open = summary();
+        open.schedule = Some(crate::stats::ScheduleSummary::of(&delays, 5, 500));
+        let held = judge("unsent < 2%", &open);
+        assert!(held.passed, "{held}");
+        assert_eq!(held.shown, "1%", "5 of the 500 due");
+        let failed = judge("unsent == 0", &open);
+        assert!(!failed.passed, "{failed}");
+        assert_eq!(failed.shown, "5 requests never sent");
+        assert!(judge("unsent <= 5", &open).passed);
+        let closed = judge("unsent == 0", &summary());
+        assert!(!closed.passed, "not measured is not passed");
+        assert!(closed.note.unwrap().contains("the closed model has no schedule"));
+        let scoped = parse("eth_call.unsent == 0").unwrap_err();
+        assert!(scoped.contains("`unsent` is the run's"), "{scoped}");
+        let unsent = [parse("unsent == 0").unwrap()];
+        let refused = check_methods(&unsent, &METHODS, (0, false));
+        assert!(refused.unwrap_err().contains("`unsent` needs a rate"));
+        assert_eq!(check_methods(&unsent, &METHODS, (0, true)), Ok(()));
     }
 }

@@ -52,6 +52,9 @@ pub enum Metric {
     RpcErrorCode(i64),
     HttpStatus(u16),
     ProtocolRule(ProtocolKind),
+    /// Requests due in the open model and never sent (every connection
+    /// busy): the run's, no method's. A count, or a share of those due.
+    Unsent,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -12,7 +12,7 @@ const OPERATOR_CHARS: &[char] = &['<', '>', '=', '!'];
 const FIGURES: &str =
     "p50 p90 p99 p999 max mean (latency), rps or calls_per_s, calls ok errors, error_rate, \
      rpc_error invalid_json protocol timeout connect io http_status assertion, \
-     rpc_error[CODE], http_status[STATUS], protocol[RULE]";
+     rpc_error[CODE], http_status[STATUS], protocol[RULE], unsent";
 
 /// Parses `[SCOPE.]FIGURE[KEY] OP LIMIT`. The error quotes the expression,
 /// says what is wrong and what would be right.
@@ -26,6 +26,11 @@ pub fn parse(text: &str) -> Result<Threshold, String> {
     let (scope, figure, key) = split_subject(subject).map_err(refuse)?;
     let scope = parse_scope(scope).map_err(refuse)?;
     let metric = parse_metric(figure, key).map_err(refuse)?;
+    if metric == Metric::Unsent && scope != Scope::Total {
+        return Err(refuse(
+            "`unsent` is the run's: a request never sent was no method's call and in no stage's figures; write it alone, as in `unsent == 0`".into(),
+        ));
+    }
     let limit = parse_limit(metric, value).map_err(refuse)?;
     Ok(Threshold {
         text: text.to_string(),
@@ -162,7 +167,7 @@ fn parse_metric(figure: &str, key: Option<&str>) -> Result<Metric, String> {
 
 /// Every figure written without a `[key]` by each of its spellings, the
 /// outcomes' counts aside (their names are [`OutcomeKind::name`]).
-const SPELLINGS: [(&str, Metric); 13] = [
+const SPELLINGS: [(&str, Metric); 14] = [
     ("p50", Metric::Latency(Stat::P50)),
     ("p90", Metric::Latency(Stat::P90)),
     ("p99", Metric::Latency(Stat::P99)),
@@ -178,6 +183,7 @@ const SPELLINGS: [(&str, Metric); 13] = [
     ("ok", Metric::Ok),
     ("errors", Metric::Errors),
     ("error_rate", Metric::ErrorRate),
+    ("unsent", Metric::Unsent),
 ];
 
 impl Metric {
@@ -213,6 +219,7 @@ impl Metric {
             Metric::RpcErrorCode(_) => "rpc_error",
             Metric::HttpStatus(_) => "http_status",
             Metric::ProtocolRule(_) => "protocol",
+            Metric::Unsent => "unsent",
         }
     }
 }
