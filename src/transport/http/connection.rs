@@ -178,6 +178,32 @@ mod tests {
         (reply, peer.await.unwrap(), connection.is_closed())
     }
 
+    /// A body that runs to the close may be as large as the limit, and
+    /// not a byte larger.
+    #[tokio::test]
+    async fn a_body_to_the_close_may_be_as_large_as_the_limit_and_no_larger() {
+        for (length, fits) in [(16, true), (17, false)] {
+            let (client, mut server) = duplex(1 << 16);
+            let answer = format!("HTTP/1.0 200 OK\r\n\r\n{}", "x".repeat(length));
+            let peer = tokio::spawn(async move {
+                let mut request = vec![0u8; 4096];
+                let _ = server.read(&mut request).await.unwrap();
+                server.write_all(answer.as_bytes()).await.unwrap();
+            });
+            let head = Bytes::from_static(b"POST / HTTP/1.1\r\nHost: x\r\n");
+            let mut connection = HttpConnection::over(client, head, 16);
+            let reply = connection.send(Bytes::from_static(b"{}")).await;
+            peer.await.unwrap();
+            match fits {
+                true => assert_eq!(reply.unwrap().body.len(), length),
+                false => assert!(
+                    matches!(reply, Err(TransportError::TooLarge { limit: 16 })),
+                    "{reply:?}"
+                ),
+            }
+        }
+    }
+
     /// The error an answer gets, whole or sent a byte at a time (the same
     /// either way); the connection is closed after it.
     async fn refused(answer: &[u8]) -> TransportError {
