@@ -321,6 +321,11 @@ fn a_run_of_a_server_that_answered_nothing_cannot_pass_a_comparison() {
     let doc = roxmltree::Document::parse(&xml).expect("well-formed XML");
     let failures: Vec<_> = doc.descendants().filter(|n| n.has_tag_name("failure")).collect();
     assert_eq!(failures.len(), 1, "{xml}");
+    assert_eq!(
+        failures[0].attribute("type"),
+        Some("volley"),
+        "no regression: {xml}"
+    );
     assert!(failures[0]
         .attribute("message")
         .unwrap()

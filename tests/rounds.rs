@@ -102,6 +102,7 @@ fn a_slower_server_is_a_regression_round_by_round_and_the_same_one_is_not() {
         junit.contains("failures=\"") && junit.contains("REGRESSION p50"),
         "{junit}"
     );
+    assert!(junit.contains("type=\"regression\">REGRESSION p50"), "{junit}");
 
     // One server against itself: no regression.
     let same = temp_dir("rounds-same");

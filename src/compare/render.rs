@@ -166,7 +166,8 @@ pub fn junit(comparison: &Comparison) -> String {
 }
 
 /// JUnit XML of one suite, `volley NAME`: each case a name and, when it
-/// failed, its message (a regression). Compare's and the rounds' files.
+/// failed, its message (a regression, an inconclusive change, runs that
+/// cannot be compared, a threshold). Compare's and the rounds' files.
 pub(super) fn junit_of(name: &str, cases: &[(String, Option<String>)]) -> String {
     use crate::report::xml;
     let failures = cases.iter().filter(|(_, f)| f.is_some()).count();
@@ -190,9 +191,16 @@ pub(super) fn junit_of(name: &str, cases: &[(String, Option<String>)]) -> String
         match failure {
             None => out.push_str("/>\n"),
             Some(message) => {
+                // The failure's kind, as its message opens: runs that
+                // cannot be compared or a threshold are no regression.
+                let kind = match message.split_whitespace().next() {
+                    Some("REGRESSION") => "regression",
+                    Some("inconclusive") => "inconclusive",
+                    _ => "volley",
+                };
                 let _ = writeln!(
                     out,
-                    ">\n      <failure message=\"{0}\" type=\"regression\">{0}</failure>\n    </testcase>",
+                    ">\n      <failure message=\"{0}\" type=\"{kind}\">{0}</failure>\n    </testcase>",
                     xml(message)
                 );
             }
