@@ -64,6 +64,21 @@ fn order(round: usize, targets: usize) -> Vec<usize> {
     }
 }
 
+/// Two targets at one URL or command: a URL copied into both places
+/// compares a server with itself, and passes whatever changed.
+fn one_endpoint(runs: &[Scenario], names: &[&str]) -> Option<String> {
+    let targets = runs.iter().map(|r| &r.target).enumerate();
+    let pairs = targets
+        .clone()
+        .flat_map(|(i, a)| targets.clone().skip(i + 1).map(move |(j, b)| (i, a, j, b)));
+    let mut same = pairs.filter(|(_, a, _, b)| a == b && **a != crate::scenario::TargetSpec::Builtin);
+    let (i, _, j, _) = same.next()?;
+    Some(format!(
+        "{} and {} are one endpoint: the rounds compare it with itself (one URL given twice?)",
+        names[i], names[j]
+    ))
+}
+
 /// Runs the rounds and judges them; the caller has claimed `out`.
 pub(super) fn run(
     live: &Live,
@@ -84,6 +99,7 @@ pub(super) fn run(
     let each: Vec<Vec<&RunReport>> = reports.iter().map(|r| r.iter().collect()).collect();
     let tolerances = args.max_regression.clone().unwrap_or_default();
     let mut judged = rounds::judge(names, &each, &tolerances);
+    judged.notes.extend(one_endpoint(runs, names));
     if !complete {
         judged
             .invalid
