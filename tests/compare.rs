@@ -170,6 +170,28 @@ fn three_second_runs_tell_a_slower_server_from_one_server_run_twice() {
     );
     let allowed = compare_all(&[&dirs[4]], &dirs[5], &["--allow-inconclusive"]);
     assert_eq!(allowed.status.code(), Some(0));
+    // Within every limit, but too short to tell: never passed as `ok`.
+    let untested = compare(&dirs[4], &dirs[4]);
+    let table = String::from_utf8_lossy(&untested.stdout);
+    assert_eq!(untested.status.code(), Some(2), "{table}");
+    assert!(
+        row(&table, "eth_chainId              p50").ends_with("too short  -"),
+        "{table}"
+    );
+    assert!(
+        table.contains("result: INCONCLUSIVE: the runs are too short to judge any change, so none passes"),
+        "{table}"
+    );
+    let allowed = compare_all(&[&dirs[4]], &dirs[4], &["--allow-inconclusive"]);
+    assert_eq!(allowed.status.code(), Some(0));
+    let junit = dir("untested-junit.xml");
+    compare_all(&[&dirs[4]], &dirs[4], &["--junit", junit.to_str().unwrap()]);
+    let xml = std::fs::read_to_string(&junit).unwrap();
+    assert!(
+        xml.contains("<testcase name=\"the runs are long enough to judge\" classname=\"volley.compare\">"),
+        "{xml}"
+    );
+    std::fs::remove_file(junit).unwrap();
     // The overlay page: both runs' spectra on one plot per method.
     let page = dir("overlay.html");
     let output = volley()
@@ -410,8 +432,9 @@ fn runs_of_other_weights_are_not_compared() {
             && table.contains("% (the weights changed?)"),
         "{table}"
     );
-    // The same run against itself: the same mix.
-    let output = compare(&even, &even);
+    // The same run against itself: the same mix (a run too short to judge,
+    // allowed: the mix is what this asks about).
+    let output = compare_all(&[&even], &even, &["--allow-inconclusive"]);
     assert_eq!(
         output.status.code(),
         Some(0),
@@ -441,7 +464,8 @@ fn a_method_of_notifications_has_no_latency_rows() {
     .unwrap();
     run_into(&["run", scenario.to_str().unwrap()], &out);
     server.kill().unwrap();
-    let output = compare(&out, &out);
+    // Too short to judge, allowed: the rows are what this asks about.
+    let output = compare_all(&[&out], &out, &["--allow-inconclusive"]);
     let table = String::from_utf8_lossy(&output.stdout);
     assert_eq!(output.status.code(), Some(0), "{table}");
     let rows_of = |method: &str| -> Vec<&str> {

@@ -108,8 +108,16 @@ impl Comparison {
         self.rows.iter().any(|r| r.verdict == Change::Regression)
     }
 
+    /// A change past its limit the runs cannot tell from chance, or runs
+    /// too short to judge any change: within the limits there, `ok` would
+    /// pass what was never tested.
     pub fn inconclusive(&self) -> bool {
-        self.rows.iter().any(|r| r.verdict == Change::Inconclusive)
+        self.rows.iter().any(|r| r.verdict == Change::Inconclusive) || self.too_short()
+    }
+
+    /// A run measured under [`JUDGED_SECONDS`].
+    pub fn too_short(&self) -> bool {
+        self.shortest_s < JUDGED_SECONDS as f64
     }
 
     /// A regression, a run that cannot be compared, or (unless allowed) a
@@ -120,9 +128,9 @@ impl Comparison {
 
     /// What would let the comparison tell an inconclusive change from chance.
     pub fn what_would_settle_it(&self) -> String {
-        if self.shortest_s < JUDGED_SECONDS as f64 {
+        if self.too_short() {
             return format!(
-                "runs of at least {} s each (the shortest measured {:.1} s)",
+                "runs of at least {} s each (the shortest measured {:.3} s)",
                 JUDGED_SECONDS, self.shortest_s
             );
         }
@@ -449,6 +457,8 @@ fn row(
         (true, _, true) => Change::Regression,
         (true, _, false) => Change::Inconclusive,
         (_, true, true) => Change::Improved,
+        // Within its limit on runs too short to judge: not tested, not ok.
+        _ if too_short => Change::NotJudged,
         _ => Change::Ok,
     };
     Ok(Row {

@@ -21,6 +21,12 @@ pub(super) fn result_line(comparison: &Comparison) -> String {
             .iter()
             .filter(|r| r.verdict == Change::Inconclusive)
             .count();
+        if past == 0 {
+            return format!(
+                "result: INCONCLUSIVE: the runs are too short to judge any change, so none passes; what would settle it: {}",
+                comparison.what_would_settle_it()
+            );
+        }
         return format!(
             "result: INCONCLUSIVE: {past} change{} past {} limit{} that the runs cannot tell from chance; what would settle it: {}",
             if past == 1 { "" } else { "s" },
@@ -160,6 +166,11 @@ pub fn junit(comparison: &Comparison) -> String {
         cases.push((
             "the runs can be compared".into(),
             Some(comparison.invalid.join("; ")),
+        ));
+    } else if comparison.too_short() {
+        cases.push((
+            "the runs are long enough to judge".into(),
+            Some(format!("too short: {}", comparison.what_would_settle_it())),
         ));
     }
     junit_of("compare", &cases)

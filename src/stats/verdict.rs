@@ -171,7 +171,11 @@ pub fn unanswered(summary: &RunSummary) -> Option<Unanswered> {
         return Some(match (summary.partial && summary.measured_seconds < 1e-3, cut) {
             (true, _) => Unanswered::StoppedInWarmup,
             (false, true) => Unanswered::NoAnswer,
-            (false, false) if unsent > 0 => Unanswered::ConnectionsHeld { unsent },
+            // Held: callers still waited at the end on calls sent before
+            // the measured part (a replay used up leaves none waiting).
+            (false, false) if unsent > 0 && summary.callers_busy_at_end > 0 => {
+                Unanswered::ConnectionsHeld { unsent }
+            }
             (false, false) => Unanswered::NothingSent,
         });
     }
