@@ -346,9 +346,13 @@ impl BehindCause {
                         " (or more calls on each: --max-in-flight, or a deeper --pipeline over HTTP/1.1)",
                     ),
                 };
+                // None late, all unsent: no share of late ones to give.
+                let waited = match facts.late {
+                    0 => "requests found no connection free".to_string(),
+                    late => format!("{waited} of {late} late requests waited for a connection"),
+                };
                 format!(
-                    "the server did not keep up with the offered rate: {waited} of {} late requests waited for a connection, every one busy with calls the server had not answered ({over}). A finding about the server, as the open model counts it; if the server can take more calls at once, add connections{or_more}",
-                    facts.late
+                    "the server did not keep up with the offered rate: {waited}, every one busy with calls the server had not answered ({over}). A finding about the server, as the open model counts it; if the server can take more calls at once, add connections{or_more}"
                 )
             }
             BehindCause::EngineBusy { busy_share } => format!(
@@ -443,6 +447,12 @@ mod tests {
             "{said}"
         );
         assert!(!said.contains("--threads"), "{said}");
+        // None late, only unsent: no `0 of 0`.
+        let said = cause(unsent).said(&unsent, capacity);
+        assert!(
+            said.starts_with("the server did not keep up with the offered rate: requests found no connection free, every one busy"),
+            "{said}"
+        );
         assert!(cause(idle)
             .said(&idle, capacity)
             .contains("this machine stalled or was busy"));
