@@ -437,6 +437,34 @@ mod tests {
             .await;
     }
 
+    /// A connection let go closes its socket: its writer and reader tasks
+    /// end with it, rather than hold the socket open to the server.
+    #[tokio::test]
+    async fn a_connection_let_go_closes_its_socket() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let target = target(&listener, 4).await;
+        let server = tokio::spawn(async move {
+            let (mut stream, _) = listener.accept().await.unwrap();
+            let bodies = requests(&mut stream, 1).await;
+            stream.write_all(&answer(&bodies[0], false)).await.unwrap();
+            // The end of the stream: the client closed it.
+            let mut rest = [0u8; 64];
+            stream.read(&mut rest).await.unwrap()
+        });
+        let local = tokio::task::LocalSet::new();
+        local
+            .run_until(within(async {
+                let connection = PipelinedConnection::open(&target).await.unwrap();
+                assert_eq!(
+                    &connection.exchange(Bytes::from_static(b"{}")).await.unwrap().body[..],
+                    b"{}"
+                );
+                drop(connection);
+                assert_eq!(server.await.unwrap(), 0, "closed, nothing more sent");
+            }))
+            .await;
+    }
+
     /// A caller that stops waiting (its timeout) leaves the connection to
     /// the calls already on it: the next call opens another.
     #[tokio::test]
