@@ -437,6 +437,46 @@ mod tests {
             .await;
     }
 
+    /// MCP's session: the id an answer gives goes on every request after
+    /// it, and an answer without one keeps it.
+    #[tokio::test]
+    async fn the_session_an_answer_gives_goes_on_the_requests_after_it() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let target = target(&listener, 4).await;
+        let server = tokio::spawn(async move {
+            let (mut stream, _) = listener.accept().await.unwrap();
+            let mut heads = Vec::new();
+            for given in ["Mcp-Session-Id: s-1\r\n", "", ""] {
+                let mut input = Vec::new();
+                while !input.windows(6).any(|w| w == b"\r\n\r\n{}") {
+                    let mut chunk = [0u8; 4096];
+                    let read = stream.read(&mut chunk).await.unwrap();
+                    assert!(read > 0);
+                    input.extend_from_slice(&chunk[..read]);
+                }
+                heads.push(String::from_utf8_lossy(&input).to_lowercase());
+                let answer = format!("HTTP/1.1 200 OK\r\n{given}Content-Length: 2\r\n\r\n{{}}");
+                stream.write_all(answer.as_bytes()).await.unwrap();
+            }
+            heads
+        });
+        let local = tokio::task::LocalSet::new();
+        local
+            .run_until(within(async {
+                let connection = PipelinedConnection::open(&target).await.unwrap();
+                for _ in 0..3 {
+                    connection.exchange(Bytes::from_static(b"{}")).await.unwrap();
+                }
+            }))
+            .await;
+        let heads = server.await.unwrap();
+        let carry: Vec<bool> = heads
+            .iter()
+            .map(|h| h.contains("mcp-session-id: s-1\r\n"))
+            .collect();
+        assert_eq!(carry, [false, true, true], "{heads:?}");
+    }
+
     /// A connection let go closes its socket: its writer and reader tasks
     /// end with it, rather than hold the socket open to the server.
     #[tokio::test]
