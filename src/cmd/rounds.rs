@@ -67,16 +67,22 @@ fn order(round: usize, targets: usize) -> Vec<usize> {
 /// Two targets at one URL or command: a URL copied into both places
 /// compares a server with itself, and passes whatever changed.
 fn one_endpoint(runs: &[Scenario], names: &[&str]) -> Option<String> {
-    let targets = runs.iter().map(|r| &r.target).enumerate();
-    let pairs = targets
-        .clone()
-        .flat_map(|(i, a)| targets.clone().skip(i + 1).map(move |(j, b)| (i, a, j, b)));
-    let mut same = pairs.filter(|(_, a, _, b)| a == b && **a != crate::scenario::TargetSpec::Builtin);
-    let (i, _, j, _) = same.next()?;
-    Some(format!(
-        "{} and {} are one endpoint: the rounds compare it with itself (one URL given twice?)",
-        names[i], names[j]
-    ))
+    for (i, a) in runs.iter().enumerate() {
+        // Each builtin is a server of its own.
+        let builtin = a.target == crate::scenario::TargetSpec::Builtin;
+        let same = runs
+            .iter()
+            .enumerate()
+            .skip(i + 1)
+            .find(|(_, b)| !builtin && a.target == b.target);
+        if let Some((j, _)) = same {
+            return Some(format!(
+                "{} and {} are one endpoint: the rounds compare it with itself (one URL given twice?)",
+                names[i], names[j]
+            ));
+        }
+    }
+    None
 }
 
 /// Runs the rounds and judges them; the caller has claimed `out`.

@@ -210,10 +210,8 @@ pub fn compare(baselines: &[PathBuf], current: &Path, tolerances: &Tolerances) -
             if metric == ComparedFigure::Rps && !total && !one_seed && methods.len() > 2 {
                 continue;
             }
-            // A method of notifications has no latency in any run: nothing to
-            // compare, and `0.000 ms ok` would say something was.
-            let untimed = |read: &Read| figures(read, method).is_ok_and(|m| !m.latency.any());
-            if metric.is_latency() && base.iter().chain([&cur]).all(untimed) {
+            let each = base.iter().chain([&cur]).map(|read| figures(read, method).ok());
+            if no_latency_to_compare(metric, each) {
                 continue;
             }
             rows.push(row(&base, &cur, (method, metric, *limit), too_short)?);
@@ -237,18 +235,12 @@ pub fn compare(baselines: &[PathBuf], current: &Path, tolerances: &Tolerances) -
         ));
     }
     invalid.extend(
-        (base.iter().map(|b| {
-            (
-                if base.len() > 1 {
-                    "baseline"
-                } else {
-                    "the baseline run"
-                },
-                b,
-            )
+        (base.iter().map(|b| match base.len() {
+            1 => ("the baseline run".to_string(), b),
+            _ => (format!("baseline {}", b.dir.display()), b),
         }))
-        .chain([("the current run", &cur)])
-        .filter_map(|(which, read)| invalid_reason(which, read)),
+        .chain([("the current run".to_string(), &cur)])
+        .filter_map(|(which, read)| invalid_reason(&which, read)),
     );
     if !invalid.is_empty() {
         // Figures that cannot be trusted, or loads that differ, are not
@@ -342,15 +334,11 @@ fn loads_differ(base: &[Read], cur: &Read) -> Vec<String> {
         .collect()
 }
 
-/// Why `read` (named `which`) cannot be compared, from its own verdict.
-/// One of several baselines is named by its directory.
+/// Why `read` (named `which`: one of several baselines by its directory)
+/// cannot be compared, from its own verdict.
 fn invalid_reason(which: &str, read: &Read) -> Option<String> {
     let verdict = &read.run.report.summary.verdict;
-    let named = match which {
-        "baseline" => format!("baseline {}", read.dir.display()),
-        _ => which.to_string(),
-    };
-    (!verdict.valid).then(|| format!("{named}'s verdict is invalid: {}", verdict.reasons.join("; ")))
+    (!verdict.valid).then(|| format!("{which}'s verdict is invalid: {}", verdict.reasons.join("; ")))
 }
 
 /// Two runs on the built-in server are on the same server, whatever free
@@ -361,6 +349,16 @@ fn same_place(a: &str, b: &str) -> bool {
         None => text.to_string(),
     };
     place(a) == place(b)
+}
+
+/// A latency figure of a method no run has latency for (notifications:
+/// nothing answers them): no row, as `0.000 ms ok` would say something
+/// was compared. Compare's rule and the rounds'.
+pub(crate) fn no_latency_to_compare<'m>(
+    metric: ComparedFigure,
+    mut each: impl Iterator<Item = Option<&'m MethodSummary>>,
+) -> bool {
+    metric.is_latency() && each.all(|m| m.is_none_or(|m| !m.latency.any()))
 }
 
 /// `method`'s figures (the total's for `TOTAL`) in the run read.

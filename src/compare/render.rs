@@ -151,35 +151,53 @@ pub fn junit(comparison: &Comparison) -> String {
     let mut cases = Vec::new();
     for r in &comparison.rows {
         let (change, limit) = change_and_limit(r);
-        let failure = matches!(r.verdict, Change::Regression | Change::Inconclusive).then(|| {
-            format!(
+        let failure = failure_kind(r.verdict).map(|kind| {
+            let message = format!(
                 "{} {} {} → {} ({change}, limit {limit})",
                 r.verdict.name(),
                 r.metric.name(),
                 figure(r, r.baseline),
                 figure(r, r.current)
-            )
+            );
+            (kind, message)
         });
         cases.push((format!("{} {}", r.method, r.metric.name()), failure));
     }
     if !comparison.invalid.is_empty() {
         cases.push((
             "the runs can be compared".into(),
-            Some(comparison.invalid.join("; ")),
+            Some((OTHER_FAILURE, comparison.invalid.join("; "))),
         ));
     } else if comparison.too_short() {
+        let message = format!("too short: {}", comparison.what_would_settle_it());
         cases.push((
             "the runs are long enough to judge".into(),
-            Some(format!("too short: {}", comparison.what_would_settle_it())),
+            Some((OTHER_FAILURE, message)),
         ));
     }
     junit_of("compare", &cases)
 }
 
+/// A JUnit case: its name and, when it failed, the failure's kind and
+/// message.
+pub(super) type Case = (String, Option<(&'static str, String)>);
+
+/// The kind of failure runs that cannot be compared, or a threshold, are.
+pub(super) const OTHER_FAILURE: &str = "volley";
+
+/// A row's failure kind, where its verdict fails CI.
+pub(super) fn failure_kind(verdict: Change) -> Option<&'static str> {
+    match verdict {
+        Change::Regression => Some("regression"),
+        Change::Inconclusive => Some("inconclusive"),
+        _ => None,
+    }
+}
+
 /// JUnit XML of one suite, `volley NAME`: each case a name and, when it
-/// failed, its message (a regression, an inconclusive change, runs that
-/// cannot be compared, a threshold). Compare's and the rounds' files.
-pub(super) fn junit_of(name: &str, cases: &[(String, Option<String>)]) -> String {
+/// failed, its kind (a regression, an inconclusive change, or another
+/// failure) and message. Compare's and the rounds' files.
+pub(super) fn junit_of(name: &str, cases: &[Case]) -> String {
     use crate::report::xml;
     let failures = cases.iter().filter(|(_, f)| f.is_some()).count();
     let mut out = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
@@ -201,14 +219,7 @@ pub(super) fn junit_of(name: &str, cases: &[(String, Option<String>)]) -> String
         );
         match failure {
             None => out.push_str("/>\n"),
-            Some(message) => {
-                // The failure's kind, as its message opens: runs that
-                // cannot be compared or a threshold are no regression.
-                let kind = match message.split_whitespace().next() {
-                    Some("REGRESSION") => "regression",
-                    Some("inconclusive") => "inconclusive",
-                    _ => "volley",
-                };
+            Some((kind, message)) => {
                 let _ = writeln!(
                     out,
                     ">\n      <failure message=\"{0}\" type=\"{kind}\">{0}</failure>\n    </testcase>",

@@ -185,9 +185,8 @@ pub fn judge(names: &[&str], runs: &[Vec<&RunReport>], tolerances: &Tolerances) 
     for (name, rounds) in names.iter().zip(runs).skip(1) {
         for method in methods(first) {
             for (&metric, limit) in &tolerances.0 {
-                // Notifications have no latency in any round: no row.
-                let untimed = |run: &&RunReport| figures(run, &method).is_none_or(|m| !m.latency.any());
-                if metric.is_latency() && first.iter().chain(rounds).all(untimed) {
+                let each = first.iter().chain(rounds).map(|run| figures(run, &method));
+                if super::no_latency_to_compare(metric, each) {
                     continue;
                 }
                 rows.push(row(name, &method, (first, rounds), metric, *limit));
@@ -466,26 +465,31 @@ pub fn markdown(report: &AbReport, order: &str) -> String {
 /// JUnit XML: each figure of each method of each target a test case, a
 /// regression (or rounds that cannot be judged) a failure.
 pub fn junit(report: &AbReport) -> String {
-    let mut cases: Vec<(String, Option<String>)> = (report.rows.iter())
+    use super::render::{failure_kind, Case, OTHER_FAILURE};
+    let mut cases: Vec<Case> = (report.rows.iter())
         .map(|r| {
             let (ratio, interval) = shown_ratio(r);
-            let failure = matches!(r.verdict, Change::Regression | Change::Inconclusive).then(|| {
-                format!(
+            let failure = failure_kind(r.verdict).map(|kind| {
+                let message = format!(
                     "{} {} {ratio} ({interval}, limit {})",
                     r.verdict.name(),
                     r.metric.name(),
                     r.limit_shown
-                )
+                );
+                (kind, message)
             });
             (format!("{} {} {}", r.target, r.method, r.metric.name()), failure)
         })
         .collect();
     for t in &report.thresholds {
-        let failure = (t.failed > 0).then(|| threshold_line(t));
+        let failure = (t.failed > 0).then(|| (OTHER_FAILURE, threshold_line(t)));
         cases.push((format!("threshold {} on {}", t.expression, t.target), failure));
     }
     if !report.invalid.is_empty() {
-        cases.push(("the rounds can be judged".into(), Some(report.invalid.join("; "))));
+        cases.push((
+            "the rounds can be judged".into(),
+            Some((OTHER_FAILURE, report.invalid.join("; "))),
+        ));
     }
     super::render::junit_of("rounds", &cases)
 }
